@@ -1,0 +1,615 @@
+"""Typed experiment configuration.
+
+One frozen dataclass per concern (env, model, mcts, buffer, learner, collector, evaluator,
+async_pipeline), gathered in :class:`Config`. Every field has a docstring-style comment and a
+default; values are checked when the object is built, so a wrong key or value fails with a
+:class:`ConfigError` naming the dotted key before any env or actor starts.
+
+Three ways to change a config::
+
+    cfg = Config()                                            # defaults
+    cfg = Config.from_dict({"learner": {"learning_rate": 3e-3}})
+    cfg = cfg.with_overrides(["learner.learning_rate=3e-3", "mcts.num_simulations=25"])
+    cfg = cfg.with_updates({"learner.learning_rate": 3e-3})   # what Tune search spaces use
+
+A zoo config is a Python module with a ``make_config() -> Config`` function.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Optional, Sequence
+
+POLICY_TYPES: tuple[str, ...] = (
+    "muzero",
+    "efficientzero",
+    "sampled_efficientzero",
+    "sampled_muzero",
+    "gumbel_muzero",
+    "stochastic_muzero",
+    "muzero_context",
+    "muzero_rnn_full_obs",
+    "unizero",
+    "sampled_unizero",
+)
+
+
+class ConfigError(ValueError):
+    """A config key or value is wrong. The message starts with the dotted key."""
+
+
+# ----------------------------------------------------------------------------------------------
+# generic checking
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Return ``value`` checked against the annotation ``tp`` (ints are accepted for floats,
+    lists for tuples). Raises ConfigError naming ``key``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(key, value, arg)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} is not {_type_name(tp)}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: {value!r} is not one of {list(args)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            raise ConfigError(f"{key}: expected a tuple, got {type(value).__name__} {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise ConfigError(f"{key}: expected {len(args)} items, got {len(value)}")
+        return tuple(_coerce(f"{key}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true/false, got {type(value).__name__} {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"{key}: expected an integer, got {type(value).__name__} {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    raise TypeError(f"unsupported annotation {tp!r} for {key}")  # programming error
+
+
+class _Section:
+    """Mixin: type-checks every field at construction, then runs ``_check``."""
+
+    _prefix: str = ""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            key = f"{self._prefix}.{f.name}" if self._prefix else f.name
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(hints[f.name]):
+                if not isinstance(value, hints[f.name]):
+                    raise ConfigError(f"{key}: expected a {hints[f.name].__name__} section")
+                continue
+            object.__setattr__(self, f.name, _coerce(key, value, hints[f.name]))
+        self._check()
+
+    def _check(self) -> None:  # per-section value rules
+        pass
+
+    def _key(self, name: str) -> str:
+        return f"{self._prefix}.{name}" if self._prefix else name
+
+    def _require(self, ok: bool, name: str, why: str) -> None:
+        if not ok:
+            raise ConfigError(f"{self._key(name)}: {why} (got {getattr(self, name)!r})")
+
+    def _positive(self, *names: str) -> None:
+        for n in names:
+            v = getattr(self, n)
+            if v is not None:
+                self._require(v > 0, n, "must be > 0")
+
+    def _non_negative(self, *names: str) -> None:
+        for n in names:
+            v = getattr(self, n)
+            if v is not None:
+                self._require(v >= 0, n, "must be >= 0")
+
+    def _fraction(self, *names: str) -> None:
+        for n in names:
+            self._require(0.0 <= getattr(self, n) <= 1.0, n, "must be in [0, 1]")
+
+
+# ----------------------------------------------------------------------------------------------
+# sections
+
+
+@dataclass(frozen=True)
+class EnvConfig(_Section):
+    """Which environment, how many copies, and Atari preprocessing."""
+
+    _prefix = "env"
+    env_id: str = "CartPole-v1"
+    """Any gymnasium id with a Discrete action space (``CartPole-v1``) or an ALE id (``ALE/Pong-v5``)."""
+    collector_env_num: int = 8
+    """Envs stepped together by one collector (one search batch)."""
+    evaluator_env_num: int = 3
+    """Envs stepped together by one evaluator."""
+    frame_stack: int = 1
+    """Frames stacked into one observation (Atari: 4). The buffer stores each frame once."""
+    max_episode_steps: Optional[int] = None
+    """Cap on env steps per episode (None: the env's own limit)."""
+    frame_skip: int = 4
+    """Atari: emulator frames per env step (max-pooled over the last two)."""
+    image_size: int = 64
+    """Atari: side of the square resized frame (64 or 96)."""
+    grayscale: bool = True
+    """Atari: one gray channel per frame, else RGB."""
+    noop_max: int = 30
+    """Atari: up to this many no-op actions after reset."""
+    episodic_life: bool = True
+    """Atari, collection only: a lost life ends a training episode (the game goes on)."""
+    clip_rewards: bool = True
+    """Atari, collection only: rewards clipped to {-1, 0, 1}. Evaluation always reports raw scores."""
+    repeat_action_probability: float = 0.0
+    """Atari sticky actions (0 as in LightZero; 0.25 is the ALE v5 default)."""
+
+    def _check(self) -> None:
+        self._require(bool(self.env_id.strip()), "env_id", "must not be empty")
+        self._positive("collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps",
+                       "frame_skip")
+        self._require(self.image_size >= 32, "image_size", "must be >= 32")
+        self._non_negative("noop_max")
+        self._fraction("repeat_action_probability")
+
+    @property
+    def is_atari(self) -> bool:
+        """True for ALE ids (``ALE/...`` or ``...NoFrameskip-v4``)."""
+        return self.env_id.startswith("ALE/") or "NoFrameskip" in self.env_id
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Section):
+    """Network shapes. The kind is picked from the observation unless given."""
+
+    _prefix = "model"
+    kind: Literal["auto", "mlp", "conv"] = "auto"
+    """``mlp`` for vector observations, ``conv`` for images; ``auto`` decides from the env."""
+    latent_dim: int = 128
+    """MLP: size of the latent state."""
+    hidden_sizes: tuple[int, ...] = (128,)
+    """MLP: hidden layers of each of representation / dynamics / prediction."""
+    num_channels: int = 64
+    """Conv: channels of the residual tower."""
+    num_res_blocks: int = 1
+    """Conv: residual blocks per network."""
+    downsample: bool = True
+    """Conv: downsample images by 16 in the representation network (as MuZero on Atari)."""
+    value_support_size: int = 300
+    """Value head has 2S+1 bins over h(value) (300 -> 601 bins)."""
+    reward_support_size: int = 300
+    """Reward head has 2S+1 bins over h(reward)."""
+    projection_dim: int = 256
+    """Width of the self-supervised consistency projection."""
+
+    def _check(self) -> None:
+        self._positive("latent_dim", "num_channels", "value_support_size", "reward_support_size",
+                       "projection_dim")
+        self._non_negative("num_res_blocks")
+        self._require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "every size must be > 0")
+
+
+@dataclass(frozen=True)
+class MCTSConfig(_Section):
+    """Tree search constants (MuZero appendix values by default)."""
+
+    _prefix = "mcts"
+    num_simulations: int = 50
+    """Simulations per search during collection (and reanalyze)."""
+    eval_num_simulations: Optional[int] = None
+    """Simulations per search during evaluation (None: same as num_simulations)."""
+    pb_c_base: float = 19652.0
+    """pUCT c2."""
+    pb_c_init: float = 1.25
+    """pUCT c1."""
+    root_dirichlet_alpha: float = 0.3
+    """Dirichlet concentration of the root noise (collection only)."""
+    root_noise_weight: float = 0.25
+    """Mixing weight of the root noise (0 disables it)."""
+    value_delta_max: float = 0.01
+    """Minimum spread used by the per-tree min-max value normalisation."""
+    discount_factor: float = 0.997
+    """gamma, used by the search AND the n-step value targets."""
+
+    def _check(self) -> None:
+        self._positive("num_simulations", "eval_num_simulations", "pb_c_base", "root_dirichlet_alpha",
+                       "value_delta_max")
+        self._non_negative("pb_c_init")
+        self._fraction("root_noise_weight")
+        self._require(0.0 < self.discount_factor <= 1.0, "discount_factor", "must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class BufferConfig(_Section):
+    """Game segments, prioritized replay and reanalyze."""
+
+    _prefix = "buffer"
+    replay_buffer_size: int = 1_000_000
+    """Capacity in transitions (owned positions); the oldest segments are evicted past it."""
+    game_segment_length: int = 200
+    """L: positions per game segment."""
+    num_unroll_steps: int = 5
+    """U: dynamics unroll steps per sample."""
+    td_steps: int = 5
+    """T: n of the n-step value target."""
+    use_priority: bool = True
+    """Prioritized replay (else uniform)."""
+    priority_prob_alpha: float = 0.6
+    """PER alpha: P(i) ~ p_i^alpha."""
+    priority_prob_beta: float = 0.4
+    """PER beta of the importance-sampling weights."""
+    use_max_priority_for_new_data: bool = True
+    """New positions get the max priority seen so far; else |search value - predicted value|."""
+    reanalyze_ratio: float = 0.0
+    """Share of each batch whose policy targets are recomputed by a search with the target network."""
+    buffer_reanalyze_freq: float = 0.0
+    """Periodic buffer reanalyze: >= 1 means that many per collect budget, < 1 means once every
+    round(1/freq) budgets, 0 disables."""
+    reanalyze_batch_size: int = 32
+    """Segments re-searched per periodic buffer reanalyze."""
+    reanalyze_partition: float = 0.75
+    """Periodic reanalyze picks segments among this oldest fraction of the buffer."""
+    mini_infer_size: int = 2048
+    """Chunk size of target-network inference when building value targets."""
+    use_root_value: bool = False
+    """Bootstrap value targets from stored search values instead of the target network."""
+
+    def _check(self) -> None:
+        self._positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",
+                       "mini_infer_size")
+        self._non_negative("num_unroll_steps", "buffer_reanalyze_freq")
+        self._fraction("priority_prob_alpha", "priority_prob_beta", "reanalyze_ratio")
+        self._require(0.0 < self.reanalyze_partition <= 1.0, "reanalyze_partition", "must be in (0, 1]")
+        self._require(
+            self.num_unroll_steps + self.td_steps <= self.game_segment_length,
+            "num_unroll_steps",
+            f"num_unroll_steps + td_steps ({self.num_unroll_steps} + {self.td_steps}) must be <= "
+            f"buffer.game_segment_length ({self.game_segment_length}): a segment is padded with that many "
+            "steps of the next one",
+        )
+
+
+@dataclass(frozen=True)
+class LearnerConfig(_Section):
+    """Optimisation, losses and the replay ratio."""
+
+    _prefix = "learner"
+    batch_size: int = 256
+    """Samples per update."""
+    optim_type: Literal["sgd", "adam", "adamw"] = "sgd"
+    """Optimizer."""
+    learning_rate: float = 0.2
+    """Initial learning rate."""
+    piecewise_decay_lr_scheduler: bool = True
+    """LR x1, then x0.1 after 50% and x0.01 after 100% of threshold_training_steps_for_final_lr."""
+    threshold_training_steps_for_final_lr: int = 50_000
+    """Updates until the final learning rate of the piecewise schedule."""
+    momentum: float = 0.9
+    """SGD momentum."""
+    weight_decay: float = 1e-4
+    """L2 (SGD/Adam) or decoupled (AdamW) weight decay."""
+    grad_clip_value: float = 10.0
+    """Global gradient-norm clip."""
+    target_update_freq: int = 100
+    """Hard copy of the learner weights into the target network every this many updates."""
+    value_loss_weight: float = 0.25
+    """Weight of the value cross-entropy."""
+    reward_loss_weight: float = 1.0
+    """Weight of the reward cross-entropy."""
+    policy_loss_weight: float = 1.0
+    """Weight of the policy cross-entropy."""
+    ssl_loss_weight: float = 2.0
+    """Weight of the self-supervised latent consistency loss (0 disables it)."""
+    policy_entropy_weight: float = 0.0
+    """Entropy bonus on the predicted policy."""
+    update_per_collect: Optional[int] = None
+    """Learner updates per collect; None derives it from replay_ratio."""
+    replay_ratio: float = 0.25
+    """Updates per collected transition when update_per_collect is None."""
+    train_start_after_envsteps: int = 0
+    """No update before this many env steps (cold start)."""
+    device: str = "cpu"
+    """Torch device of the learner (``cpu``, ``cuda``, ``cuda:1``)."""
+    num_threads: int = 1
+    """torch intra-op threads of the learner process."""
+
+    def _check(self) -> None:
+        self._positive("batch_size", "learning_rate", "threshold_training_steps_for_final_lr", "grad_clip_value",
+                       "target_update_freq", "update_per_collect", "replay_ratio", "num_threads")
+        self._non_negative("weight_decay", "value_loss_weight", "reward_loss_weight", "policy_loss_weight",
+                           "ssl_loss_weight", "policy_entropy_weight", "train_start_after_envsteps")
+        self._fraction("momentum")
+        self._require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
+                      "must be cpu, cuda[:N] or mps")
+
+
+@dataclass(frozen=True)
+class CollectorConfig(_Section):
+    """Acting during collection."""
+
+    _prefix = "collector"
+    temperature: float = 0.25
+    """Visit-count temperature for action choice (fixed unless manual_temperature_decay)."""
+    manual_temperature_decay: bool = False
+    """Temperature 1.0 / 0.5 / 0.25 before 50% / 75% / after of threshold_training_steps_for_final_temperature."""
+    threshold_training_steps_for_final_temperature: int = 100_000
+    """Learner updates at which the decayed temperature reaches 0.25."""
+
+    def _check(self) -> None:
+        self._positive("temperature", "threshold_training_steps_for_final_temperature")
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig(_Section):
+    """Evaluation and stop criteria."""
+
+    _prefix = "evaluator"
+    eval_freq: int = 1000
+    """Evaluate every this many learner updates (and once training stops)."""
+    n_evaluator_episode: int = 8
+    """Episodes per evaluation."""
+    stop_value: Optional[float] = None
+    """Stop once the mean evaluation return reaches this."""
+
+    def _check(self) -> None:
+        self._positive("eval_freq", "n_evaluator_episode")
+
+
+@dataclass(frozen=True)
+class AsyncPipelineConfig(_Section):
+    """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
+
+    _prefix = "async_pipeline"
+    enabled: bool = False
+    """Run collectors / evaluators as Ray actors that overlap the learner."""
+    num_collector_actors: int = 1
+    """Collector actors (each owns env.collector_env_num envs)."""
+    num_evaluator_actors: int = 1
+    """Evaluator actors."""
+    max_collect_inflight: Optional[int] = None
+    """Concurrent collect tasks (None: num_collector_actors)."""
+    max_eval_inflight: int = 1
+    """Concurrent eval tasks."""
+    max_train_chunk_steps: int = 4
+    """Learner updates in a row before the driver polls actor results again."""
+    weight_sync_interval: int = 1
+    """Minimum train_iter gap between two published weight snapshots."""
+    max_policy_lag: int = 0
+    """Largest tolerated collector policy lag at collect launch; exceeding it forces a publish
+    (negative: no bound)."""
+    max_train_budget_queue_size: Optional[int] = None
+    """Cap of the train-budget queue (None: 2 * num_collector_actors); active once trainable."""
+    eval_at_start: bool = False
+    """Evaluate the initial weights before training."""
+    collector_num_cpus: float = 1.0
+    """Ray CPUs per collector actor (fractional allowed)."""
+    evaluator_num_cpus: float = 1.0
+    """Ray CPUs per evaluator actor."""
+    collector_num_gpus: float = 0.0
+    """Ray GPUs per collector actor."""
+    evaluator_num_gpus: float = 0.0
+    """Ray GPUs per evaluator actor."""
+    buffer_stats_interval: int = 100
+    """Log buffer statistics every this many learner updates."""
+    poll_interval_s: float = 0.1
+    """Driver sleep when there is nothing to train (seconds)."""
+    shutdown_timeout_s: float = 30.0
+    """Actors that do not close within this are killed (seconds)."""
+    ray_local_mode: bool = False
+    """Run the actor code in-process instead of in Ray workers (Ray 2.60 removed local_mode)."""
+    max_actor_restarts: int = 100
+    """Actor restarts tolerated per run before the run fails."""
+
+    def _check(self) -> None:
+        self._positive("num_collector_actors", "num_evaluator_actors", "max_collect_inflight", "max_eval_inflight",
+                       "max_train_chunk_steps", "weight_sync_interval", "max_train_budget_queue_size",
+                       "buffer_stats_interval", "poll_interval_s", "shutdown_timeout_s")
+        self._non_negative("collector_num_cpus", "evaluator_num_cpus", "collector_num_gpus", "evaluator_num_gpus",
+                           "max_actor_restarts")
+
+    @property
+    def collect_inflight(self) -> int:
+        return self.max_collect_inflight or self.num_collector_actors
+
+    @property
+    def budget_queue_cap(self) -> int:
+        return self.max_train_budget_queue_size or 2 * self.num_collector_actors
+
+
+@dataclass(frozen=True)
+class Config(_Section):
+    """A whole experiment."""
+
+    policy_type: str = "muzero"
+    """One of POLICY_TYPES."""
+    seed: int = 0
+    """Seeds torch, numpy and the envs (env i of actor k gets seed + 1000 k + i)."""
+    exp_name: str = "muzero"
+    """Experiment name (folder under the experiment root)."""
+    max_env_step: int = 10_000_000
+    """Stop after this many env steps."""
+    max_train_iter: int = 10_000_000_000
+    """Stop after this many learner updates."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    mcts: MCTSConfig = field(default_factory=MCTSConfig)
+    buffer: BufferConfig = field(default_factory=BufferConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    collector: CollectorConfig = field(default_factory=CollectorConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    async_pipeline: AsyncPipelineConfig = field(default_factory=AsyncPipelineConfig)
+
+    def _check(self) -> None:
+        if self.policy_type not in POLICY_TYPES:
+            close = difflib.get_close_matches(self.policy_type, POLICY_TYPES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"policy_type: unknown policy type {self.policy_type!r}{hint} "
+                              f"(known: {', '.join(POLICY_TYPES)})")
+        self._positive("max_env_step", "max_train_iter")
+        self._non_negative("seed")
+
+    # -------------------------------------------------------------------------------------- dicts
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Config":
+        """Build from a nested dict; unknown keys raise ConfigError naming them."""
+        return _from_dict(cls, data, "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dict (tuples become lists), suitable for JSON and Tune."""
+        return _to_dict(self)
+
+    def with_updates(self, updates: Mapping[str, Any]) -> "Config":
+        """Return a copy with dotted keys replaced: ``{"learner.learning_rate": 3e-3}``.
+        Nested dicts are accepted too: ``{"learner": {"learning_rate": 3e-3}}``."""
+        data = self.to_dict()
+        for key, value in _flatten(updates).items():
+            _check_dotted_key(data, key)
+            parts = key.split(".")
+            node = data
+            for p in parts[:-1]:
+                node = node[p]
+            node[parts[-1]] = value
+        return Config.from_dict(data)
+
+    def with_overrides(self, overrides: Sequence[str]) -> "Config":
+        """Apply CLI-style ``key=value`` strings; values are parsed as Python literals
+        (``3e-3``, ``True``, ``(64, 64)``, ``None``) and otherwise kept as strings."""
+        return self.with_updates(dict(parse_override(o) for o in overrides))
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"learner.learning_rate=3e-3"`` -> ``("learner.learning_rate", 0.003)``."""
+    if "=" not in text:
+        raise ConfigError(f"{text}: an override must look like section.key=value")
+    key, raw = text.split("=", 1)
+    key, raw = key.strip(), raw.strip()
+    if not key:
+        raise ConfigError(f"{text}: empty key")
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return key, lowered == "true"
+    if lowered in ("none", "null"):
+        return key, None
+    try:
+        return key, ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key, raw
+
+
+def _public_fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+
+
+def _from_dict(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in _public_fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), sorted(names), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{dotted}: unknown config key{hint}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            value = value if isinstance(value, tp) else _from_dict(tp, value, dotted)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _to_dict(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in _public_fields(type(obj))}
+    if isinstance(obj, tuple):
+        return [_to_dict(v) for v in obj]
+    return obj
+
+
+def _flatten(updates: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in updates.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, dotted))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _check_dotted_key(data: dict[str, Any], key: str) -> None:
+    """Check that ``key`` names an existing leaf of ``data`` (raises ConfigError naming it)."""
+    node: Any = data
+    parts = key.split(".")
+    for i, p in enumerate(parts):
+        if not isinstance(node, dict) or p not in node:
+            where = ".".join(parts[: i + 1])
+            options = sorted(node) if isinstance(node, dict) else []
+            close = difflib.get_close_matches(p, options, n=1)
+            hint = f"; did you mean {'.'.join(parts[:i] + [close[0]])!r}?" if close else ""
+            raise ConfigError(f"{key}: unknown config key {where!r}{hint}")
+        node = node[p]
+    if isinstance(node, dict):
+        raise ConfigError(f"{key}: is a section, not a value; set one of its keys ({', '.join(sorted(node))})")
+
+
+def load_config_module(path: str) -> Config:
+    """Import a zoo config module (a .py file path or a dotted module name) and call its
+    ``make_config()``."""
+    import importlib
+    import importlib.util
+    import os
+
+    if path.endswith(".py") or os.sep in path:
+        if not os.path.isfile(path):
+            raise ConfigError(f"{path}: config file not found")
+        name = "_lz_config_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(path)
+    if not hasattr(module, "make_config"):
+        raise ConfigError(f"{path}: a config module must define make_config() -> Config")
+    cfg = module.make_config()
+    if not isinstance(cfg, Config):
+        raise ConfigError(f"{path}: make_config() returned {type(cfg).__name__}, not Config")
+    return cfg

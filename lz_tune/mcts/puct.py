@@ -1,0 +1,193 @@
+"""pUCT tree search kernels (MuZero / EfficientZero), compiled with numba.
+
+Three kernels work in place on a :class:`~lz_tune.mcts.tree.Tree`, each over the whole batch
+in one call, so one simulation costs one kernel call for selection, one model call and one
+kernel call for expansion + backup:
+
+- :func:`init_roots`: root priors (softmax over legal logits, optional Dirichlet mix), root
+  value and visit count 1 (the root's own evaluation, as in mctx).
+- :func:`select_leaves`: from each root, follow the child of highest pUCT score until an
+  unexpanded edge; returns ``(parent node, action)`` per tree.
+- :func:`expand_and_backup`: create the new node from the model output and back its value
+  up to the root, updating the tree's min-max statistics.
+
+Score of action ``a`` at node ``n`` (LightZero / MuZero appendix):
+
+    N_n   = visits(n)                            # 1 + sum of the children's visits
+    c     = log((N_n + c2 + 1) / c2) + c1
+    U     = c * prior(n, a) * sqrt(N_n) / (1 + N(a))
+    Q     = r(a) + discount * V(child)           # mean_q(n) for unvisited children
+    score = U + clip(normalise(Q), 0, 1)
+
+``mean_q(n)`` is the mean Q of the visited children, averaged together with the parent's
+mean_q (plain mean at the root). ``normalise`` is min-max over every Q seen in the tree with
+a minimum spread of ``value_delta_max``; before two distinct values exist, Q is used raw.
+Exact ties are broken by ``1e-7 * tie_noise`` (uniform noise drawn per simulation).
+
+One deliberate difference from LightZero: ``N_n`` counts the node's own expansion (as mctx
+does), so the very first simulation at a node follows the prior instead of a random tie
+between all-zero scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+_NEG_INF = -np.inf
+
+
+@numba.njit(cache=True, nogil=True)
+def _softmax_into(logits, legal, out):
+    """out[a] = softmax over legal actions of logits (0 where illegal). [A] arrays."""
+    m = -np.inf
+    for a in range(logits.shape[0]):
+        if legal[a] and logits[a] > m:
+            m = logits[a]
+    total = 0.0
+    for a in range(logits.shape[0]):
+        if legal[a]:
+            e = math.exp(logits[a] - m)
+            out[a] = e
+            total += e
+        else:
+            out[a] = 0.0
+    for a in range(logits.shape[0]):
+        out[a] /= total
+
+
+@numba.njit(cache=True, nogil=True)
+def init_roots(children_prior, node_visits, node_value_sum, node_raw_value, root_legal, min_max,
+               policy_logits, values, noise, noise_weight):
+    """Set up the roots of a freshly allocated tree.
+
+    policy_logits: [B, A] float32 root policy logits.
+    values: [B] float32 root value estimates.
+    noise: [B, A] float32 Dirichlet sample over the legal actions (ignored if noise_weight == 0).
+    """
+    B, A = policy_logits.shape
+    for b in range(B):
+        _softmax_into(policy_logits[b], root_legal[b], children_prior[b, 0])
+        if noise_weight > 0.0:
+            for a in range(A):
+                if root_legal[b, a]:
+                    children_prior[b, 0, a] = (1.0 - noise_weight) * children_prior[b, 0, a] + noise_weight * noise[b, a]
+        node_visits[b, 0] = 1
+        node_value_sum[b, 0] = values[b]
+        node_raw_value[b, 0] = values[b]
+        min_max[b, 0] = np.inf
+        min_max[b, 1] = -np.inf
+
+
+@numba.njit(cache=True, nogil=True)
+def _normalise(q, lo, hi, value_delta_max):
+    delta = hi - lo
+    if delta > 0.0:
+        if delta < value_delta_max:
+            q = (q - lo) / value_delta_max
+        else:
+            q = (q - lo) / delta
+    if q < 0.0:
+        return 0.0
+    if q > 1.0:
+        return 1.0
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, root_legal,
+                  discount, min_max, pb_c_base, pb_c_init, value_delta_max, tie_noise, out_parent, out_action):
+    """Descend every tree to an unexpanded edge.
+
+    tie_noise: [B, A] float32 uniform noise in [0, 1) for breaking exact ties.
+    out_parent, out_action: [B] int32 outputs: the node to expand from and the action to take.
+    """
+    B, N, A = children_index.shape
+    for b in range(B):
+        node = 0
+        parent_q = 0.0
+        is_root = True
+        lo = min_max[b, 0]
+        hi = min_max[b, 1]
+        disc = discount[b]
+        while True:
+            total_q = 0.0
+            n_visited = 0
+            for a in range(A):
+                c = children_index[b, node, a]
+                if c >= 0:
+                    total_q += node_reward[b, c] + disc * node_value_sum[b, c] / node_visits[b, c]
+                    n_visited += 1
+            if is_root and n_visited > 0:
+                mean_q = total_q / n_visited
+            else:
+                mean_q = (parent_q + total_q) / (n_visited + 1)
+            parent_q = mean_q
+
+            n_node = node_visits[b, node]
+            pb_c = (math.log((n_node + pb_c_base + 1.0) / pb_c_base) + pb_c_init) * math.sqrt(n_node)
+            best = _NEG_INF
+            best_a = -1
+            for a in range(A):
+                if is_root and not root_legal[b, a]:
+                    continue
+                c = children_index[b, node, a]
+                if c >= 0:
+                    visits = node_visits[b, c]
+                    q = node_reward[b, c] + disc * node_value_sum[b, c] / visits
+                else:
+                    visits = 0
+                    q = mean_q
+                score = pb_c * children_prior[b, node, a] / (visits + 1) + _normalise(q, lo, hi, value_delta_max)
+                score += 1e-7 * tie_noise[b, a]
+                if score > best:
+                    best = score
+                    best_a = a
+            c = children_index[b, node, best_a]
+            if c < 0:
+                out_parent[b] = node
+                out_action[b] = best_a
+                break
+            node = c
+            is_root = False
+
+
+@numba.njit(cache=True, nogil=True)
+def expand_and_backup(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
+                      node_parent, node_action, discount, min_max, new_node, parents, actions, rewards, values,
+                      policy_logits):
+    """Attach node ``new_node`` below ``parents[b]`` via ``actions[b]`` in every tree and back up.
+
+    rewards, values: [B] float32 predicted reward of the edge and value of the new node.
+    policy_logits: [B, A] float32 priors of the new node (every action legal inside the tree).
+    """
+    B, N, A = children_index.shape
+    all_legal = np.ones(A, np.bool_)
+    for b in range(B):
+        p = parents[b]
+        a = actions[b]
+        n = new_node
+        children_index[b, p, a] = n
+        node_parent[b, n] = p
+        node_action[b, n] = a
+        node_reward[b, n] = rewards[b]
+        node_raw_value[b, n] = values[b]
+        _softmax_into(policy_logits[b], all_legal, children_prior[b, n])
+
+        disc = discount[b]
+        v = values[b]
+        node = n
+        while True:
+            node_visits[b, node] += 1
+            node_value_sum[b, node] += v
+            if node == 0:
+                break
+            q = node_reward[b, node] + disc * node_value_sum[b, node] / node_visits[b, node]
+            if q < min_max[b, 0]:
+                min_max[b, 0] = q
+            if q > min_max[b, 1]:
+                min_max[b, 1] = q
+            v = node_reward[b, node] + disc * v
+            node = node_parent[b, node]
