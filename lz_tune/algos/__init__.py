@@ -1,0 +1,35 @@
+"""Policy types. Each is a module with ``make_policy(cfg, spec, device=...)`` and
+``make_learner(cfg, spec)`` (see :mod:`lz_tune.algos.base` for the interface).
+
+Shared code (collectors, evaluators, the driver) never branches on the policy type: it asks
+:func:`get_algorithm` for the module and uses the interface.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from lz_tune.config import POLICY_TYPES, ConfigError
+
+#: policy type -> module implementing it
+IMPLEMENTED: dict[str, str] = {
+    "muzero": "lz_tune.algos.muzero",
+}
+
+
+def get_algorithm(policy_type: str) -> ModuleType:
+    """The module implementing ``policy_type``.
+
+    Raises ConfigError naming ``policy_type`` for an unknown type, and for one of the ten
+    planned types that this version does not implement yet.
+    """
+    if policy_type not in POLICY_TYPES:
+        raise ConfigError(f"policy_type: unknown policy type {policy_type!r} (known: {', '.join(POLICY_TYPES)})")
+    if policy_type not in IMPLEMENTED:
+        raise ConfigError(f"policy_type: {policy_type!r} is planned but not implemented in this version "
+                          f"(implemented: {', '.join(IMPLEMENTED)})")
+    return importlib.import_module(IMPLEMENTED[policy_type])
+
+
+__all__ = ["IMPLEMENTED", "get_algorithm"]
