@@ -187,11 +187,6 @@ class EnvConfig(_Section):
         self._non_negative("noop_max")
         self._fraction("repeat_action_probability")
 
-    @property
-    def is_atari(self) -> bool:
-        """True for ALE ids (``ALE/...`` or ``...NoFrameskip-v4``)."""
-        return self.env_id.startswith("ALE/") or "NoFrameskip" in self.env_id
-
 
 @dataclass(frozen=True)
 class ModelConfig(_Section):

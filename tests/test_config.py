@@ -68,7 +68,7 @@ def test_overrides_parse_types():
     assert cfg.evaluator.stop_value == 195.0 and isinstance(cfg.evaluator.stop_value, float)
     assert cfg.learner.update_per_collect is None
     assert cfg.async_pipeline.enabled is True
-    assert cfg.env.env_id == "ALE/Pong-v5" and cfg.env.is_atari
+    assert cfg.env.env_id == "ALE/Pong-v5"
     assert parse_override("a.b = 1") == ("a.b", 1)
 
 

@@ -1,0 +1,30 @@
+"""Vector envs serving typed numpy batches to the search and the replay buffer.
+
+``make_vector_env`` picks :class:`AtariVectorEnv` (ALE ids, C++ threads) or
+:class:`GymVectorEnv` (any gymnasium id with Discrete actions and Box observations);
+``probe_env_spec`` reports the shapes without keeping envs open.
+"""
+
+from lz_tune.envs.atari_vector import AtariVectorEnv
+from lz_tune.envs.base import VectorEnv
+from lz_tune.envs.env_ids import ResolvedEnvId, resolve_env_id
+from lz_tune.envs.factory import atari_options_for, make_vector_env, probe_env_spec
+from lz_tune.envs.gym_vector import GymVectorEnv
+from lz_tune.envs.options import AtariOptions, Mode
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo, StepResult
+
+__all__ = [
+    "AtariOptions",
+    "AtariVectorEnv",
+    "EnvBatch",
+    "EnvSpecInfo",
+    "GymVectorEnv",
+    "Mode",
+    "ResolvedEnvId",
+    "StepResult",
+    "VectorEnv",
+    "atari_options_for",
+    "make_vector_env",
+    "probe_env_spec",
+    "resolve_env_id",
+]

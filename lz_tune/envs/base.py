@@ -1,0 +1,86 @@
+"""The interface every vector env of lz_tune implements."""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from lz_tune.envs.types import EnvBatch, StepResult
+
+__all__ = ["VectorEnv"]
+
+
+class VectorEnv(abc.ABC):
+    """N envs stepped together, returning typed numpy batches.
+
+    Semantics shared by all implementations:
+
+    * ``reset(seed)`` starts a new episode in every env; env ``i`` is seeded with
+      ``seed + i``. ``reset()`` without a seed uses the seed given at construction the
+      first time, and afterwards continues each env's random stream.
+    * ``step`` autoresets in the same step: where an episode ended, ``result.batch``
+      already holds the first observation of the next episode, with ``timestep`` 0 and
+      a fresh frame stack (every slot a copy of that first frame).
+    * With episodic life (Atari, collect mode) a lost life is reported as
+      ``terminated`` but the game goes on: no emulator reset, no new frame stack, only
+      ``timestep`` restarts at 0. ``real_episode_end``, ``episode_return`` and
+      ``episode_length`` always describe the real game.
+
+    Attributes:
+        num_envs: N.
+        action_space_size: A, the number of discrete actions.
+        observation_shape: shape of one observation (stack of frames on axis 0).
+        frame_shape: shape of one frame.
+        frame_stack: frames per observation.
+        observation_dtype: dtype of observations and frames.
+    """
+
+    num_envs: int
+    action_space_size: int
+    observation_shape: tuple[int, ...]
+    frame_shape: tuple[int, ...]
+    frame_stack: int
+    observation_dtype: np.dtype
+
+    @abc.abstractmethod
+    def reset(self, seed: int | None = None) -> EnvBatch:
+        """Start a new episode in every env (env ``i`` seeded with ``seed + i``)."""
+
+    @abc.abstractmethod
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Apply ``actions`` (``[N]`` int, each in ``[0, A)``) and autoreset finished envs."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the envs. Safe to call more than once."""
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _init_seed(self, seed: int | None) -> None:
+        """Remember the construction seed for the first unseeded ``reset()``."""
+        self._initial_seed = seed
+
+    def _take_seed(self, seed: int | None) -> int | None:
+        """The seed a ``reset(seed)`` call should apply: the construction seed once, if none given."""
+        if seed is None:
+            seed = self._initial_seed
+        self._initial_seed = None
+        return seed
+
+    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Validate ``actions`` and return them as int64 ``[N]``."""
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
+        if not np.issubdtype(actions.dtype, np.integer):
+            raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
+        if actions.size and (actions.min() < 0 or actions.max() >= self.action_space_size):
+            raise ValueError(
+                f"actions must lie in [0, {self.action_space_size}), got {actions.tolist()}"
+            )
+        return actions.astype(np.int64, copy=False)

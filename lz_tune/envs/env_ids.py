@@ -1,0 +1,102 @@
+"""Env id resolution: ALE registration on demand, Atari detection, helpful unknown-id errors."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+
+import gymnasium
+from gymnasium.envs.registration import EnvSpec
+
+__all__ = ["ResolvedEnvId", "resolve_env_id", "ALE_ENTRY_POINT"]
+
+ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
+"""Entry point of every env that ale_py registers (``ALE/Pong-v5``, ``PongNoFrameskip-v4``)."""
+
+_ale_registered = False
+
+
+@dataclass(frozen=True)
+class ResolvedEnvId:
+    """A gymnasium id known to the registry.
+
+    Attributes:
+        env_id: the id as registered (a ``module:`` prefix removed).
+        spec: its gymnasium registration.
+        is_atari: True for ALE games (namespace ``ALE`` or registered by ale_py).
+    """
+
+    env_id: str
+    spec: EnvSpec
+    is_atari: bool
+
+    @property
+    def atari_game(self) -> str:
+        """The ALE ROM name (``pong``); only for Atari ids."""
+        if not self.is_atari:
+            raise ValueError(f"{self.env_id!r} is not an ALE id")
+        game = self.spec.kwargs.get("game")
+        if not isinstance(game, str):
+            raise ValueError(f"ALE id {self.env_id!r} names no game in its registration")
+        return game
+
+    @property
+    def atari_full_action_space(self) -> bool:
+        """Whether the registration asks for all 18 Atari actions; only for Atari ids."""
+        return bool(self.spec.kwargs.get("full_action_space", False))
+
+
+def _register_ale() -> None:
+    """Register ale_py's ids with gymnasium, once (importing ale_py costs ~0.1 s)."""
+    global _ale_registered
+    if _ale_registered:
+        return
+    import ale_py
+
+    gymnasium.register_envs(ale_py)
+    _ale_registered = True
+
+
+def _unknown_id_error(env_id: str) -> ValueError:
+    ids = list(gymnasium.registry.keys())
+    by_lower = {i.lower(): i for i in ids}
+    close = difflib.get_close_matches(env_id.lower(), list(by_lower), n=5, cutoff=0.6)
+    hint = (
+        "did you mean " + ", ".join(repr(by_lower[c]) for c in close) + "?"
+        if close
+        else "gymnasium.pprint_registry() lists the known ids."
+    )
+    return ValueError(f"unknown env id {env_id!r}: {hint}")
+
+
+def resolve_env_id(env_id: str) -> ResolvedEnvId:
+    """Look ``env_id`` up in the gymnasium registry without creating anything.
+
+    ALE ids are registered on first need. A ``module:EnvId`` id imports ``module`` first
+    (as ``gymnasium.make`` does).
+
+    Raises:
+        ValueError: the id is unknown; the message names it and suggests close matches.
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"env id must be a non-empty string, got {env_id!r}")
+    name = env_id
+    if ":" in env_id:
+        module, _, name = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"env id {env_id!r}: cannot import module {module!r} ({exc})") from exc
+    if name not in gymnasium.registry or name.startswith("ALE/"):
+        _register_ale()
+    spec = gymnasium.registry.get(name)
+    if spec is None:
+        raise _unknown_id_error(name)
+    is_atari = spec.namespace == "ALE" or spec.entry_point == ALE_ENTRY_POINT
+    if is_atari and spec.kwargs.get("obs_type", "rgb") != "rgb":
+        raise ValueError(
+            f"env id {name!r} has obs_type={spec.kwargs['obs_type']!r}; "
+            "only image (rgb) Atari envs are supported"
+        )
+    return ResolvedEnvId(env_id=name, spec=spec, is_atari=is_atari)

@@ -1,0 +1,142 @@
+"""Build a vector env from an id, or report its shapes without keeping one open."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium
+import numpy as np
+
+from lz_tune.envs.atari_vector import AtariVectorEnv, atari_action_space_size
+from lz_tune.envs.base import VectorEnv
+from lz_tune.envs.env_ids import resolve_env_id
+from lz_tune.envs.frame_stack import stacked_shape
+from lz_tune.envs.gym_vector import GymVectorEnv, check_gym_spaces, observation_dtype_of
+from lz_tune.envs.options import AtariOptions, Mode, check_mode
+from lz_tune.envs.types import EnvSpecInfo
+
+__all__ = ["make_vector_env", "probe_env_spec", "atari_options_for"]
+
+
+def atari_options_for(
+    atari: AtariOptions | None,
+    *,
+    frame_stack: int | None = None,
+    max_episode_steps: int | None = None,
+) -> AtariOptions:
+    """Merge the generic settings into the Atari options.
+
+    ``frame_stack`` (when given) replaces ``atari.frame_stack``. ``max_episode_steps``
+    counts agent steps, so it caps the game at ``max_episode_steps * frame_skip``
+    emulator frames; when ``atari.max_episode_steps`` (frames) is also set, the tighter
+    cap wins.
+    """
+    options = atari if atari is not None else AtariOptions()
+    changes: dict[str, int] = {}
+    if frame_stack is not None:
+        changes["frame_stack"] = frame_stack
+    if max_episode_steps is not None:
+        if max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
+        frames = max_episode_steps * options.frame_skip
+        if options.max_episode_steps is not None:
+            frames = min(frames, options.max_episode_steps)
+        changes["max_episode_steps"] = frames
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+def make_vector_env(
+    *,
+    env_id: str,
+    num_envs: int,
+    seed: int,
+    mode: Mode,
+    frame_stack: int | None = None,
+    atari: AtariOptions | None = None,
+    max_episode_steps: int | None = None,
+) -> VectorEnv:
+    """Create N envs of ``env_id`` stepped together.
+
+    ALE ids (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) get an :class:`AtariVectorEnv`,
+    every other gymnasium id a :class:`GymVectorEnv`. The id is checked before anything
+    is created. Call ``reset()`` on the result: the first unseeded reset seeds env ``i``
+    with ``seed + i``.
+
+    Args:
+        env_id: a gymnasium id.
+        num_envs: N.
+        seed: seed of env 0 (env ``i`` gets ``seed + i``).
+        mode: ``"collect"`` (training data: Atari episodic life and reward clipping as
+            ``atari`` says) or ``"eval"`` (raw games). Same behaviour for non-Atari ids.
+        frame_stack: frames per observation; None: ``atari.frame_stack`` for Atari
+            (default 4), 1 otherwise.
+        atari: Atari options (None: :class:`AtariOptions` defaults); ignored for
+            non-Atari ids.
+        max_episode_steps: cap on agent steps per episode (``truncated``); None: the
+            id's own limit.
+
+    Raises:
+        ValueError: unknown id (the message names it and suggests close matches),
+            non-Discrete action space, non-Box observations, bad mode or sizes.
+    """
+    check_mode(mode)
+    resolved = resolve_env_id(env_id)
+    if resolved.is_atari:
+        options = atari_options_for(
+            atari, frame_stack=frame_stack, max_episode_steps=max_episode_steps
+        )
+        return AtariVectorEnv(
+            env_id=resolved.env_id, num_envs=num_envs, mode=mode, options=options, seed=seed
+        )
+    return GymVectorEnv(
+        env_id=resolved.env_id,
+        num_envs=num_envs,
+        seed=seed,
+        frame_stack=1 if frame_stack is None else frame_stack,
+        max_episode_steps=max_episode_steps,
+    )
+
+
+def probe_env_spec(
+    env_id: str,
+    *,
+    frame_stack: int | None = None,
+    atari: AtariOptions | None = None,
+) -> EnvSpecInfo:
+    """Shapes, action count and dtype of ``env_id`` as :func:`make_vector_env` would serve it.
+
+    Nothing stays open: Atari ids only load the ROM to count actions (~0.2 s), other ids
+    create one env, read its spaces and close it.
+
+    Raises:
+        ValueError: as :func:`make_vector_env`.
+    """
+    resolved = resolve_env_id(env_id)
+    if resolved.is_atari:
+        options = atari_options_for(atari, frame_stack=frame_stack)
+        return EnvSpecInfo(
+            observation_shape=options.observation_shape,
+            frame_shape=options.frame_shape,
+            frame_stack=options.frame_stack,
+            action_space_size=atari_action_space_size(
+                resolved.atari_game, full_action_space=resolved.atari_full_action_space
+            ),
+            is_atari=True,
+            observation_dtype=np.dtype(np.uint8),
+        )
+    stack = 1 if frame_stack is None else frame_stack
+    env = gymnasium.make(resolved.env_id)
+    try:
+        action_space, observation_space = check_gym_spaces(resolved.env_id, env)
+    finally:
+        env.close()
+    frame_shape = tuple(int(d) for d in observation_space.shape)
+    dtype = observation_dtype_of(observation_space)
+    return EnvSpecInfo(
+        observation_shape=stacked_shape(frame_shape, stack),
+        frame_shape=frame_shape,
+        frame_stack=stack,
+        action_space_size=int(action_space.n),
+        is_atari=False,
+        observation_dtype=dtype,
+    )

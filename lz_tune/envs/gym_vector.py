@@ -1,0 +1,193 @@
+"""In-process vector of gymnasium envs with Discrete actions and Box observations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from lz_tune.envs.base import VectorEnv
+from lz_tune.envs.episode_tracker import EpisodeTracker
+from lz_tune.envs.frame_stack import FrameStack
+from lz_tune.envs.types import EnvBatch, StepResult
+
+__all__ = ["GymVectorEnv", "check_gym_spaces"]
+
+
+def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete, spaces.Box]:
+    """Return the env's (Discrete action, Box observation) spaces or raise ``ValueError``."""
+    action_space, observation_space = env.action_space, env.observation_space
+    if not isinstance(action_space, spaces.Discrete):
+        raise ValueError(
+            f"env {env_id!r} has action space {action_space}; only Discrete action spaces "
+            "are supported"
+        )
+    if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) < 1:
+        raise ValueError(
+            f"env {env_id!r} has observation space {observation_space}; only Box observation "
+            "spaces with at least one axis are supported"
+        )
+    return action_space, observation_space
+
+
+def observation_dtype_of(observation_space: spaces.Box) -> np.dtype:
+    """uint8 images stay uint8; every other Box is served as float32."""
+    return np.dtype(np.uint8) if observation_space.dtype == np.uint8 else np.dtype(np.float32)
+
+
+class GymVectorEnv(VectorEnv):
+    """A plain list of ``gymnasium.make(env_id)`` envs stepped one after another in-process.
+
+    Cheap for small vector envs (CartPole, LunarLander, board games): no subprocesses.
+    Observations are float32 (uint8 for uint8 Box spaces); with ``frame_stack > 1`` the
+    observation of each env is its last ``frame_stack`` observations concatenated on
+    axis 0, oldest first, so a ``[D]`` observation becomes ``[frame_stack * D]``.
+    ``action_mask`` is all-True unless the env puts ``info["action_mask"]`` (``[A]``) in
+    its reset/step info; ``to_play`` is -1 unless the info has ``"to_play"``.
+    Rewards are never clipped, so ``reward`` sums to ``episode_return``.
+
+    Args:
+        env_id: a gymnasium id with a Discrete action space and a Box observation space.
+        num_envs: N.
+        seed: seed of the first ``reset()`` called without one (env ``i`` gets
+            ``seed + i``); None: unseeded.
+        frame_stack: observations stacked per model input.
+        max_episode_steps: time limit per episode (None: the id's registered limit).
+        make_kwargs: extra keyword arguments for ``gymnasium.make``.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_id: str,
+        num_envs: int,
+        seed: int | None = None,
+        frame_stack: int = 1,
+        max_episode_steps: int | None = None,
+        make_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
+        kwargs = dict(make_kwargs or {})
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        self.env_id = env_id
+        self._closed = False
+        self._init_seed(seed)
+        self._envs: list[gymnasium.Env] = []
+        try:
+            first = gymnasium.make(env_id, **kwargs)
+            self._envs.append(first)
+            action_space, observation_space = check_gym_spaces(env_id, first)
+            self._envs.extend(gymnasium.make(env_id, **kwargs) for _ in range(num_envs - 1))
+        except BaseException:
+            self.close()
+            raise
+        self.num_envs = num_envs
+        self.action_space_size = int(action_space.n)
+        self._action_start = int(action_space.start)
+        self.frame_stack = frame_stack
+        self.observation_dtype = observation_dtype_of(observation_space)
+        self.frame_shape = tuple(int(d) for d in observation_space.shape)
+        self._stack = FrameStack(
+            num_envs=num_envs,
+            frame_shape=self.frame_shape,
+            stack=frame_stack,
+            dtype=self.observation_dtype,
+        )
+        self.observation_shape = self._stack.observation_shape
+        self._tracker = EpisodeTracker(num_envs=num_envs)
+        self._timestep = np.zeros(num_envs, dtype=np.int64)
+        self._action_mask = np.ones((num_envs, self.action_space_size), dtype=bool)
+        self._to_play = np.full(num_envs, -1, dtype=np.int64)
+        self._needs_reset = True
+
+    def reset(self, seed: int | None = None) -> EnvBatch:
+        """Reset every env, env ``i`` with seed ``seed + i``; returns ``[N, ...]`` batches."""
+        self._check_open()
+        seed = self._take_seed(seed)
+        frames = np.empty((self.num_envs, *self.frame_shape), dtype=self.observation_dtype)
+        for i, env in enumerate(self._envs):
+            obs, info = env.reset(seed=None if seed is None else seed + i)
+            frames[i] = obs
+            self._read_info(i, info)
+        self._stack.reset(frames)
+        self._tracker.reset()
+        self._timestep[:] = 0
+        self._needs_reset = False
+        return self._batch(frames)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Step every env with ``actions`` ``[N]`` int and autoreset the finished ones."""
+        self._check_open()
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+        actions = self._check_actions(actions)
+        n = self.num_envs
+        frames = np.empty((n, *self.frame_shape), dtype=self.observation_dtype)
+        reward = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        for i, env in enumerate(self._envs):
+            obs, r, term, trunc, info = env.step(int(actions[i]) + self._action_start)
+            reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
+            if term or trunc:
+                obs, info = env.reset()
+            frames[i] = obs
+            self._read_info(i, info)
+        done = terminated | truncated
+        episode_return, episode_length = self._tracker.update(reward, done)
+        self._stack.push(frames)
+        self._stack.reset(frames, mask=done)
+        self._timestep += 1
+        self._timestep[done] = 0
+        return StepResult(
+            batch=self._batch(frames),
+            reward=reward.astype(np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            episode_return=episode_return,
+            episode_length=episode_length,
+            real_episode_end=done.copy(),
+        )
+
+    def close(self) -> None:
+        """Close every env. Safe to call more than once."""
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.close()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"GymVectorEnv({self.env_id!r}) is closed")
+
+    def _read_info(self, i: int, info: Mapping[str, Any]) -> None:
+        """Take env ``i``'s legal actions and player to move from its info, if it gives them."""
+        if "action_mask" in info:
+            mask = np.asarray(info["action_mask"]).astype(bool).reshape(-1)
+            if mask.shape != (self.action_space_size,):
+                raise ValueError(
+                    f"env {self.env_id!r} gave info['action_mask'] of shape {mask.shape}, "
+                    f"expected ({self.action_space_size},)"
+                )
+            self._action_mask[i] = mask
+        else:
+            self._action_mask[i] = True
+        self._to_play[i] = int(info["to_play"]) if "to_play" in info else -1
+
+    def _batch(self, frames: np.ndarray) -> EnvBatch:
+        return EnvBatch(
+            observation=self._stack.observation(),
+            frame=frames,
+            action_mask=self._action_mask.copy(),
+            to_play=self._to_play.copy(),
+            timestep=self._timestep.copy(),
+        )

@@ -1,0 +1,97 @@
+"""Typed batches exchanged between a vector env, the search and the replay buffer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["EnvBatch", "StepResult", "EnvSpecInfo"]
+
+
+@dataclass(frozen=True)
+class EnvBatch:
+    """What the agent sees of N envs stepped together.
+
+    Attributes:
+        observation: ``[N, *observation_shape]`` model input: the last ``frame_stack``
+            frames of each env concatenated on axis 0 of the single observation, oldest
+            first (Atari: uint8 ``[N, stack * C, H, W]``; vector envs with stack 1:
+            float32 ``[N, D]``).
+        frame: ``[N, *frame_shape]`` the newest single frame only (what the replay
+            buffer stores, each frame once). Equals the last ``C`` planes of
+            ``observation``; for stack 1 it equals ``observation``.
+        action_mask: ``[N, A]`` bool, legal actions.
+        to_play: ``[N]`` int64, the player to move; -1 for single-player envs.
+        timestep: ``[N]`` int64, steps since the start of the current episode (0 right
+            after a reset, and right after a life loss counted as an episode end).
+    """
+
+    observation: np.ndarray
+    frame: np.ndarray
+    action_mask: np.ndarray
+    to_play: np.ndarray
+    timestep: np.ndarray
+
+    @property
+    def num_envs(self) -> int:
+        """N, the number of envs in the batch."""
+        return int(self.timestep.shape[0])
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Outcome of stepping N envs once.
+
+    Attributes:
+        batch: the next observations. Where an episode ended (``terminated | truncated``)
+            this is ALREADY the first observation of the next episode (same-step
+            autoreset), with ``timestep`` 0.
+        reward: ``[N]`` float32 reward used for training (clipped to {-1, 0, 1} in Atari
+            collect mode when ``clip_rewards``).
+        terminated: ``[N]`` bool, the episode ended in a terminal state (Atari collect
+            mode with ``episodic_life``: a lost life counts as terminated).
+        truncated: ``[N]`` bool, the episode hit a time limit.
+        episode_return: ``[N]`` float64, for envs whose REAL game episode just ended its
+            unclipped total score; NaN elsewhere.
+        episode_length: ``[N]`` int64, the number of steps of the real episode that just
+            ended (summed over all lives); 0 elsewhere.
+        real_episode_end: ``[N]`` bool, the real game ended. Differs from
+            ``terminated | truncated`` only with episodic life, where a lost life
+            terminates a training episode but not the game.
+    """
+
+    batch: EnvBatch
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_return: np.ndarray
+    episode_length: np.ndarray
+    real_episode_end: np.ndarray
+
+    @property
+    def done(self) -> np.ndarray:
+        """``[N]`` bool, ``terminated | truncated`` (a training episode ended)."""
+        return self.terminated | self.truncated
+
+
+@dataclass(frozen=True)
+class EnvSpecInfo:
+    """Shapes of an env id, as :func:`lz_tune.envs.probe_env_spec` reports them.
+
+    Attributes:
+        observation_shape: shape of one model input, e.g. ``(4, 64, 64)`` or ``(4,)``.
+        frame_shape: shape of one stored frame, e.g. ``(1, 64, 64)`` or ``(4,)``.
+        frame_stack: frames per observation.
+        action_space_size: A, the number of discrete actions.
+        is_atari: True when the id is served by :class:`lz_tune.envs.AtariVectorEnv`.
+        observation_dtype: dtype of observations and frames (uint8 for Atari, float32
+            for vector envs).
+    """
+
+    observation_shape: tuple[int, ...]
+    frame_shape: tuple[int, ...]
+    frame_stack: int
+    action_space_size: int
+    is_atari: bool
+    observation_dtype: np.dtype = np.dtype(np.float32)
