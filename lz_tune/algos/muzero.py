@@ -34,14 +34,13 @@ from lz_tune.models.support import scalar_to_support, support_to_scalar, support
 
 def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
     """The MLP network for vector observations, the conv network for images (model.kind)."""
-    from lz_tune.models.conv import MuZeroConvNetwork
-    from lz_tune.models.mlp import MuZeroMLPNetwork
-
     m = cfg.model
     kind = m.kind
     if kind == "auto":
         kind = "conv" if len(spec.observation_shape) == 3 else "mlp"
     if kind == "mlp":
+        from lz_tune.models.mlp import MuZeroMLPNetwork
+
         if len(spec.observation_shape) != 1:
             raise ValueError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
                              f"{spec.observation_shape}; use model.kind=conv")
@@ -49,6 +48,8 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
                                 latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
                                 value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
                                 projection_dim=m.projection_dim)
+    from lz_tune.models.conv import MuZeroConvNetwork
+
     if len(spec.observation_shape) != 3:
         raise ValueError(f"model.kind: 'conv' needs image observations [C, H, W], {cfg.env.env_id} gives "
                          f"{spec.observation_shape}; use model.kind=mlp")

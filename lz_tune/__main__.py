@@ -1,0 +1,105 @@
+"""Command line: ``python -m lz_tune train <config> [key=value ...]``.
+
+    python -m lz_tune train zoo/classic_control/cartpole_muzero.py
+    python -m lz_tune train zoo/atari/pong_muzero.py --async-pipeline
+    python -m lz_tune train zoo/classic_control/cartpole_muzero.py learner.learning_rate=1e-3 --seed 3
+    python -m lz_tune train zoo/classic_control/cartpole_muzero.py --resume runs/cartpole_muzero
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Optional, Sequence
+
+from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
+from lz_tune.config import Config, ConfigError, load_config_module
+
+
+def _train_parser(sub) -> None:
+    p = sub.add_parser("train", help="train one agent (sync by default, --async-pipeline for Ray actors)",
+                       description="Train one agent from a zoo config module.")
+    p.add_argument("config", help="zoo config: a .py file with make_config() or a dotted module name")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides, e.g. learner.learning_rate=3e-3 mcts.num_simulations=25")
+    p.add_argument("--exp-dir", default=None,
+                   help="experiment folder (default: runs/<exp_name>_seed<seed>_<time>)")
+    p.add_argument("--async-pipeline", action="store_true",
+                   help="collectors / evaluators as Ray actors overlapping the learner")
+    p.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    p.add_argument("--resume", default=None, metavar="PATH",
+                   help="checkpoint file, or an experiment folder (uses its ckpt/ckpt_latest.pt)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def build_config(config_path: str, overrides: Sequence[str], *, seed: Optional[int] = None,
+                 async_pipeline: bool = False) -> Config:
+    cfg = load_config_module(config_path)
+    extra = list(overrides)
+    if seed is not None:
+        extra.append(f"seed={seed}")
+    if async_pipeline:
+        extra.append("async_pipeline.enabled=True")
+    return cfg.with_overrides(extra) if extra else cfg
+
+
+def _resolve_resume(path: Optional[str]) -> Optional[str]:
+    if path is None:
+        return None
+    if os.path.isdir(path):
+        found = find_latest_checkpoint(path)
+        if found is None:
+            raise CheckpointError(f"{path}: no ckpt/ckpt_latest.pt in this experiment folder")
+        return str(found)
+    return path
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = build_config(args.config, args.overrides, seed=args.seed, async_pipeline=args.async_pipeline)
+    resume = _resolve_resume(args.resume)
+    exp_dir = args.exp_dir or (os.path.dirname(os.path.dirname(resume)) if resume and args.resume and
+                               os.path.isdir(args.resume) else None)
+    if exp_dir is None:
+        exp_dir = os.path.join("runs", f"{cfg.exp_name}_seed{cfg.seed}_{time.strftime('%Y%m%d-%H%M%S')}")
+    from lz_tune.pipeline import Driver
+
+    printer = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    driver = Driver(cfg, exp_dir=exp_dir, resume_from=resume, print_fn=printer)
+    mode = "async" if cfg.async_pipeline.enabled else "sync"
+    printer(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, exp dir {exp_dir}")
+    try:
+        m = driver.run()
+    except KeyboardInterrupt:
+        print("interrupted: shutting down workers", file=sys.stderr)
+        driver.close()
+        return 130
+    driver.close()
+    best = m.get("eval_reward_mean_best")
+    best_text = "n/a" if best is None else f"{best:.1f}"
+    verdict = ("stop value reached" if m["stop_value_reached"] else
+               f"stop value NOT reached ({driver.stop.describe()})")
+    print(f"[{cfg.exp_name}] done: {verdict}; best eval return {best_text}; env_steps={m['env_steps']} "
+          f"train_iter={m['train_iter']} wall={m['wall_time_s']:.1f}s env_steps/s={m['env_steps_per_s']:.0f}",
+          flush=True)
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lz_tune",
+                                     description="Train MuZero-family agents (sync or async on Ray).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            return cmd_train(args)
+    except (ConfigError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Typed results of `GameBuffer.sample` and `GameBuffer.make_batch`.
+
+Notation: B = batch size, U = num_unroll_steps, A = action count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["SampledIndex", "TrainBatch"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledIndex:
+    """Which positions a batch holds, with their importance weights.
+
+    Attributes:
+      segment_ids: `[B] int64` global (monotone, never reused) segment ids.
+      positions: `[B] int64` owned position inside each segment (0 <= position < num_owned).
+      weights: `[B] float32` IS weights of exactly these positions, max 1.
+      make_time: the buffer's time counter when this sample was drawn; a priority write-back
+        is ignored if the buffer evicted anything at or after this time.
+    """
+
+    segment_ids: np.ndarray
+    positions: np.ndarray
+    weights: np.ndarray
+    make_time: int
+
+    def __len__(self) -> int:
+        return self.segment_ids.shape[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainBatch:
+    """Unroll inputs and targets for B sampled positions t, unrolled U steps.
+
+    Positions t+k with t+k >= m (past a terminal end) are an absorbing state: zero obs,
+    zero value / reward / policy targets, mask 0, a uniformly random action.
+
+    Attributes:
+      obs: `[B, U+1, *obs_shape]` frame dtype: stacked observation at t..t+U (zeros where
+        no observation exists).
+      actions: `[B, U] int64` actions at t..t+U-1.
+      target_value: `[B, U+1] float32` n-step value targets.
+      target_reward: `[B, U] float32` r_{t+k}, the reward after action t+k.
+      target_policy: `[B, U+1, A] float32` visit distributions (reanalysed for the first
+        `num_reanalyzed` rows).
+      mask: `[B, U+1] float32` 1 where a real step exists at t+k.
+      weights: `[B] float32` IS weights (= index.weights).
+      to_play: `[B, U+1] int64` player to move (-1 past the end).
+      action_mask: `[B, U+1, A] bool` legal actions (all True past the end).
+      timesteps: `[B, U+1] int64` episode step index (continues counting past the end).
+      index: the `SampledIndex` the batch was built from (for priority write-back).
+      num_reanalyzed: rows 0..num_reanalyzed-1 carry freshly searched policy targets.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    target_value: np.ndarray
+    target_reward: np.ndarray
+    target_policy: np.ndarray
+    mask: np.ndarray
+    weights: np.ndarray
+    to_play: np.ndarray
+    action_mask: np.ndarray
+    timesteps: np.ndarray
+    index: SampledIndex
+    num_reanalyzed: int = 0
+
+    def __len__(self) -> int:
+        return self.actions.shape[0]

@@ -1,0 +1,149 @@
+"""n-step value targets (pure functions).
+
+For position t of a segment with m steps and n_obs observations, T = td_steps, gamma = discount:
+
+  t >= m:  z_t = 0 (absorbing state past the episode end)
+  t <  m:  z_t = sum_{i < k} gamma^i r_{t+i} + gamma^T v(o_{t+T}) * bootstrap_mask,
+           k = min(T, m - t),  bootstrap_mask = 1 iff t + T < n_obs.
+
+The bootstrap never reaches past a terminal end (n_obs = m there), and a segment cut inside an
+episode bootstraps from the observation after its last step when t + T = m. Rewards past the
+end count as 0, which is the same as summing k terms. v(o) is the target network's value of
+the stacked observation, or the stored search root value (then t + T < m is required).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "ValueTargetPlan",
+    "plan_value_targets",
+    "n_step_value_targets",
+    "chunked_call",
+    "segment_value_targets",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueTargetPlan:
+    """Where the value targets of P positions read from, as segment-local indices.
+
+    Attributes:
+      reward_index: `[P, T] int64`, t + i clipped into [0, m-1] (safe to gather with).
+      reward_mask: `[P, T] float32`, 1 iff t + i < m.
+      bootstrap_position: `[P] int64`, t + T clipped into [0, n_obs-1].
+      bootstrap_mask: `[P] float32`, 1 iff t + T < n_obs.
+      step_mask: `[P] float32`, 1 iff t < m (a real step exists at t).
+    """
+
+    reward_index: np.ndarray
+    reward_mask: np.ndarray
+    bootstrap_position: np.ndarray
+    bootstrap_mask: np.ndarray
+    step_mask: np.ndarray
+
+
+def plan_value_targets(
+    positions: np.ndarray, num_steps: np.ndarray, num_obs: np.ndarray, *, td_steps: int
+) -> ValueTargetPlan:
+    """Index plan of the n-step targets.
+
+    Args:
+      positions: `[P] int` local positions t >= 0.
+      num_steps: `[P] int` m of each position's segment (>= 1).
+      num_obs: `[P] int` n_obs of each position's segment (m or m + 1).
+      td_steps: T >= 1.
+    """
+    if td_steps < 1:
+        raise ValueError(f"td_steps must be >= 1, got {td_steps}")
+    t = np.asarray(positions, dtype=np.int64)
+    m = np.asarray(num_steps, dtype=np.int64)
+    n_obs = np.asarray(num_obs, dtype=np.int64)
+    window = t[:, None] + np.arange(td_steps)
+    bootstrap = t + td_steps
+    return ValueTargetPlan(
+        reward_index=np.minimum(window, m[:, None] - 1),
+        reward_mask=(window < m[:, None]).astype(np.float32),
+        bootstrap_position=np.minimum(bootstrap, n_obs - 1),
+        bootstrap_mask=(bootstrap < n_obs).astype(np.float32),
+        step_mask=(t < m).astype(np.float32),
+    )
+
+
+def n_step_value_targets(
+    rewards: np.ndarray,
+    reward_mask: np.ndarray,
+    bootstrap_values: np.ndarray,
+    bootstrap_mask: np.ndarray,
+    *,
+    discount: float,
+) -> np.ndarray:
+    """z = sum_i gamma^i r_i mask_i + gamma^T v * bootstrap_mask.
+
+    Args:
+      rewards: `[P, T]` r_{t+i} (any value where masked out).
+      reward_mask: `[P, T]` 1 iff t + i < m.
+      bootstrap_values: `[P]` v(o_{t+T}) (any finite value where masked out).
+      bootstrap_mask: `[P]` 1 iff t + T < n_obs.
+    Returns:
+      `[P] float32`. Rows with t >= m have an all-zero mask and give 0.
+    """
+    td_steps = rewards.shape[-1]
+    powers = np.float64(discount) ** np.arange(td_steps + 1)
+    reward_part = (np.asarray(rewards, np.float64) * reward_mask) @ powers[:td_steps]
+    bootstrap_part = powers[td_steps] * np.asarray(bootstrap_values, np.float64) * bootstrap_mask
+    return (reward_part + bootstrap_part).astype(np.float32)
+
+
+def chunked_call(fn: Callable[..., np.ndarray], *arrays: np.ndarray, chunk_size: int) -> np.ndarray:
+    """Calls `fn(*chunks)` over the leading axis in chunks of `chunk_size`; concatenates results.
+
+    Args:
+      arrays: `[K, ...]` each, same K.
+    Returns:
+      `[K, ...]`, the concatenation of `fn`'s outputs (empty calls are skipped).
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    total = arrays[0].shape[0]
+    outputs = [np.asarray(fn(*(a[i:i + chunk_size] for a in arrays))) for i in range(0, total, chunk_size)]
+    return np.concatenate(outputs) if outputs else np.zeros((0,), dtype=np.float32)
+
+
+def segment_value_targets(
+    segment,
+    positions: np.ndarray,
+    *,
+    td_steps: int,
+    discount: float,
+    value_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+    use_root_value: bool = False,
+) -> np.ndarray:
+    """Value targets of one `GameSegment` at `positions [P]` (t may exceed m-1): `[P] float32`.
+
+    v(o) comes from `value_fn(obs [K, *obs_shape]) -> [K]` (called once), or from the
+    stored root values when `use_root_value` (then every bootstrapped t + T must be < m).
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    count = positions.shape[0]
+    plan = plan_value_targets(
+        positions, np.full(count, segment.num_steps), np.full(count, segment.num_obs), td_steps=td_steps
+    )
+    rewards = segment.rewards[plan.reward_index]
+    needed = plan.bootstrap_mask > 0
+    values = np.zeros(count, dtype=np.float32)
+    if needed.any():
+        where = plan.bootstrap_position[needed]
+        if use_root_value:
+            if where.max() >= segment.num_steps:
+                raise ValueError("use_root_value needs t + T < m: no root value after the last step")
+            values[needed] = segment.root_values[where]
+        elif value_fn is None:
+            raise ValueError("value_fn is required unless use_root_value")
+        else:
+            values[needed] = np.asarray(value_fn(segment.stacked_obs(where)), dtype=np.float32).reshape(-1)
+    return n_step_value_targets(rewards, plan.reward_mask, values, plan.bootstrap_mask, discount=discount)

@@ -1,0 +1,84 @@
+"""Checkpoint files: atomic writes, a format version, the config they were made with, and
+loading with ``torch.load(weights_only=True)`` (no pickle code execution).
+
+A checkpoint is a dict::
+
+    {"format": "lz_tune.checkpoint", "format_version": 1,
+     "policy_type": str, "config": nested dict,
+     "learner": Learner.state_dict(),      # weights of the EVALUATED snapshot + optimizer, target, train_iter
+     "counters": {"env_steps": int, "train_iter": int, "collects": int, "episodes": int, ...},
+     "eval": {"reward_mean": float, "version": int, ...} or None,
+     "rng": {"torch": ByteTensor, "numpy": dict}}
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "lz_tune.checkpoint"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is missing, truncated, foreign or incompatible. Names the file."""
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` to ``path`` atomically (temporary file in the same folder, fsync, rename).
+
+    A crash at any moment leaves either the old file or the new one, never a torn file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) -> dict[str, Any]:
+    """Load and check a checkpoint. Raises CheckpointError naming the file on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file not found")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated zip, random bytes, pickled objects ...
+        raise CheckpointError(f"{path}: not a readable lz_tune checkpoint ({type(e).__name__}: {e})") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an lz_tune checkpoint (missing format marker)")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {data.get('format_version')} is not supported "
+                              f"(this lz_tune reads version {FORMAT_VERSION})")
+    for key in ("policy_type", "config", "learner", "counters"):
+        if key not in data:
+            raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
+    if policy_type is not None and data["policy_type"] != policy_type:
+        raise CheckpointError(f"{path}: checkpoint is for policy_type {data['policy_type']!r}, "
+                              f"the config asks for {policy_type!r}")
+    return data
+
+
+def find_latest_checkpoint(exp_dir: str | os.PathLike) -> Path | None:
+    """``exp_dir/ckpt/ckpt_latest.pt`` if it exists (what ``--resume`` picks for a folder)."""
+    p = Path(exp_dir) / "ckpt" / "ckpt_latest.pt"
+    return p if p.is_file() else None

@@ -1,0 +1,174 @@
+"""Typed network outputs and the abstract MuZero network interface.
+
+Shapes: ``B`` batch, ``A`` actions, ``V = 2 * value_support_size + 1``,
+``R = 2 * reward_support_size + 1``, ``P`` projection dim. ``latent`` is
+``[B, *latent_shape]``, min-max normalised per sample to ``[0, 1]``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+
+import torch
+from torch import nn
+
+from lz_tune.models import _validation as check
+
+__all__ = [
+    "InitialOutput",
+    "RecurrentOutput",
+    "MuZeroNetwork",
+    "normalize_latent",
+    "observation_to_float",
+]
+
+LATENT_RANGE_EPS = 1e-5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InitialOutput:
+    """Output of :meth:`MuZeroNetwork.initial_inference`.
+
+    Attributes:
+        latent: ``[B, *latent_shape]`` normalised latent state.
+        value_logits: ``[B, V]``.
+        policy_logits: ``[B, A]``.
+    """
+
+    latent: torch.Tensor
+    value_logits: torch.Tensor
+    policy_logits: torch.Tensor
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecurrentOutput:
+    """Output of :meth:`MuZeroNetwork.recurrent_inference`.
+
+    Attributes:
+        latent: ``[B, *latent_shape]`` normalised next latent state.
+        reward_logits: ``[B, R]`` logits of the reward for the transition.
+        value_logits: ``[B, V]`` logits of the next state's value.
+        policy_logits: ``[B, A]`` logits of the next state's policy.
+    """
+
+    latent: torch.Tensor
+    reward_logits: torch.Tensor
+    value_logits: torch.Tensor
+    policy_logits: torch.Tensor
+
+
+def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
+    """Min-max normalise each sample of ``latent`` to ``[0, 1]`` (MuZero appendix G).
+
+    The per-sample range is clamped below at ``1e-5`` so constant latents map to 0
+    instead of NaN.
+
+    Args:
+        latent: ``[B, ...]``; the min/max are taken over all non-batch dims.
+
+    Returns:
+        ``[B, ...]`` contiguous tensor, same shape.
+    """
+    flat = latent if latent.dim() == 2 else latent.flatten(1)
+    low, high = torch.aminmax(flat, dim=1, keepdim=True)
+    normalized = (flat - low) / (high - low).clamp_min(LATENT_RANGE_EPS)
+    return normalized if flat is latent else normalized.view(latent.shape)
+
+
+def observation_to_float(obs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Convert observations to ``dtype``; uint8 (pixel) observations are scaled by 1/255.
+
+    Args:
+        obs: ``[B, ...]`` observations, uint8 or any numeric dtype.
+        dtype: the floating dtype of the network parameters.
+
+    Returns:
+        ``[B, ...]`` floating tensor.
+    """
+    if obs.dtype == torch.uint8:
+        return obs.to(dtype).div_(255.0)
+    return obs.to(dtype)
+
+
+class MuZeroNetwork(nn.Module, abc.ABC):
+    """Abstract MuZero network: representation h, dynamics g, prediction f, and the
+    EfficientZero SimSiam projection used by the self-supervised consistency loss.
+
+    Subclasses implement :meth:`representation`, :meth:`dynamics`,
+    :meth:`prediction` and :meth:`project`, and set ``latent_shape``.
+
+    Attributes:
+        action_space_size: ``A``.
+        value_support_size: ``S_v``; value logits have ``V = 2 * S_v + 1`` bins.
+        reward_support_size: ``S_r``; reward logits have ``R = 2 * S_r + 1`` bins.
+        latent_shape: shape of one latent state, without the batch dim.
+        projection_dim: ``P``, the width of :meth:`project`'s output.
+    """
+
+    latent_shape: tuple[int, ...]
+
+    def __init__(
+        self,
+        *,
+        action_space_size: int,
+        value_support_size: int,
+        reward_support_size: int,
+        projection_dim: int,
+    ) -> None:
+        super().__init__()
+        self.action_space_size = check.positive_int("action_space_size", action_space_size)
+        self.value_support_size = check.positive_int("value_support_size", value_support_size)
+        self.reward_support_size = check.positive_int("reward_support_size", reward_support_size)
+        self.projection_dim = check.positive_int("projection_dim", projection_dim)
+
+    @abc.abstractmethod
+    def representation(self, obs: torch.Tensor) -> torch.Tensor:
+        """Encode observations ``[B, *obs_shape]`` (uint8 is scaled by 1/255) into a
+        normalised latent ``[B, *latent_shape]``."""
+
+    @abc.abstractmethod
+    def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One model step.
+
+        Args:
+            latent: ``[B, *latent_shape]``.
+            action: ``[B]`` int64.
+
+        Returns:
+            ``(next_latent [B, *latent_shape] normalised, reward_logits [B, R])``.
+        """
+
+    @abc.abstractmethod
+    def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy and value of a latent ``[B, *latent_shape]``.
+
+        Returns:
+            ``(policy_logits [B, A], value_logits [B, V])``.
+        """
+
+    @abc.abstractmethod
+    def project(self, latent: torch.Tensor, *, with_grad: bool) -> torch.Tensor:
+        """SimSiam projection of a latent ``[B, *latent_shape]`` to ``[B, P]``.
+
+        With ``with_grad=True`` (online branch) the prediction head is applied after
+        the projection; with ``with_grad=False`` (target branch) only the projection
+        is. The caller runs the target branch under ``torch.no_grad()``.
+        """
+
+    def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
+        """Representation then prediction for observations ``[B, *obs_shape]``."""
+        latent = self.representation(obs)
+        policy_logits, value_logits = self.prediction(latent)
+        return InitialOutput(latent=latent, value_logits=value_logits, policy_logits=policy_logits)
+
+    def recurrent_inference(self, latent: torch.Tensor, action: torch.Tensor) -> RecurrentOutput:
+        """Dynamics then prediction for ``latent [B, *latent_shape]``, ``action [B]`` int64."""
+        next_latent, reward_logits = self.dynamics(latent, action)
+        policy_logits, value_logits = self.prediction(next_latent)
+        return RecurrentOutput(
+            latent=next_latent,
+            reward_logits=reward_logits,
+            value_logits=value_logits,
+            policy_logits=policy_logits,
+        )

@@ -1,0 +1,103 @@
+"""Worker back-ends: who runs collects and evaluations for the driver loop.
+
+The driver talks to one interface, :class:`WorkerBackend`. :class:`InProcessBackend` runs
+the work right away in the driver's process (the sync pipeline, and ``ray_local_mode``);
+the Ray back-end (:mod:`lz_tune.pipeline.ray_backend`) runs it in actors that overlap with
+learning. Sync and async are therefore the same loop.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from lz_tune.config import Config
+from lz_tune.workers import CollectResult, EvalResult, Evaluator, SegmentCollector, WeightSnapshot
+
+#: seed offsets: collector k uses seed + COLLECTOR_SEED_STRIDE * k, evaluators seed + EVALUATOR_SEED_OFFSET
+COLLECTOR_SEED_STRIDE = 1000
+EVALUATOR_SEED_OFFSET = 100_000
+
+
+@dataclass
+class PollResult:
+    collects: list[CollectResult] = field(default_factory=list)
+    evals: list[EvalResult] = field(default_factory=list)
+    #: (worker kind, worker id, error text) for work that failed and was discarded
+    failures: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+class WorkerBackend(abc.ABC):
+    #: True when collects / evals run concurrently with learning
+    concurrent: bool = False
+
+    @abc.abstractmethod
+    def idle_collectors(self) -> list[int]:
+        """Ids of collectors with no collect in flight."""
+
+    @abc.abstractmethod
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+        """Start one collect on collector ``worker_id`` with ``snapshot``."""
+
+    @property
+    @abc.abstractmethod
+    def collects_in_flight(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def evals_in_flight(self) -> int: ...
+
+    @abc.abstractmethod
+    def launch_eval(self, snapshot: WeightSnapshot) -> bool:
+        """Start an evaluation of ``snapshot`` on an idle evaluator; False if none is idle."""
+
+    @abc.abstractmethod
+    def poll(self, timeout_s: float) -> PollResult:
+        """Finished work, waiting at most ``timeout_s`` for the first result."""
+
+    @property
+    def actor_restarts(self) -> int:
+        return 0
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class InProcessBackend(WorkerBackend):
+    """Collectors and evaluators as plain objects in this process; work runs at launch."""
+
+    concurrent = False
+
+    def __init__(self, cfg: Config, *, num_collectors: int = 1, num_evaluators: int = 1) -> None:
+        self.collectors = [SegmentCollector(cfg, seed=cfg.seed + COLLECTOR_SEED_STRIDE * k, worker_id=k)
+                           for k in range(num_collectors)]
+        self.evaluators = [Evaluator(cfg, seed=cfg.seed + EVALUATOR_SEED_OFFSET + k) for k in range(num_evaluators)]
+        self._done = PollResult()
+
+    def idle_collectors(self) -> list[int]:
+        return list(range(len(self.collectors)))
+
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+        collector = self.collectors[worker_id]
+        collector.load_snapshot(snapshot)
+        self._done.collects.append(collector.collect(temperature=temperature))
+
+    @property
+    def collects_in_flight(self) -> int:
+        return 0
+
+    @property
+    def evals_in_flight(self) -> int:
+        return 0
+
+    def launch_eval(self, snapshot: WeightSnapshot) -> bool:
+        self._done.evals.append(self.evaluators[0].evaluate(snapshot))
+        return True
+
+    def poll(self, timeout_s: float) -> PollResult:
+        done, self._done = self._done, PollResult()
+        return done
+
+    def close(self) -> None:
+        for w in [*self.collectors, *self.evaluators]:
+            w.close()

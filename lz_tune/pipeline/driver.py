@@ -1,0 +1,451 @@
+"""The driver loop: the single owner of the learner and the replay buffer.
+
+One loop serves sync and async training; only the worker back-end differs
+(:mod:`lz_tune.pipeline.backends`). Each iteration::
+
+    maybe launch an evaluation          (due every eval_freq updates; sync: only between budgets)
+    consume finished results            (push segments, enqueue one train budget per collect,
+                                         save the evaluated snapshot as a checkpoint)
+    launch collects on idle workers     (snapshot per the weight-sync rule; backpressure on the
+                                         budget queue once the buffer is trainable)
+    consume finished results
+    train a chunk                       (<= max_train_chunk_steps updates of the head budget)
+
+With the in-process back-end, one collector and a budget-queue cap of 1, this is exactly the
+sync order: collect, train the whole budget, evaluate when due, collect again.
+
+All buffer mutation, sampling, reanalyze and priority write-back happen here, in one
+process; workers only get immutable weight snapshots and return data (spec 2.2).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from lz_tune.algos import get_algorithm
+from lz_tune.buffer.game_buffer import GameBuffer
+from lz_tune.checkpoint import load_checkpoint, save_checkpoint
+from lz_tune.config import Config, ConfigError
+from lz_tune.logger import ScalarLogger
+from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
+from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
+from lz_tune.pipeline.snapshot import SnapshotPublisher
+from lz_tune.workers import CollectResult, EvalResult, env_spec_for, temperature_at
+
+
+@dataclass
+class Counters:
+    """Monotone run counters (restored on resume)."""
+
+    env_steps: int = 0
+    collects: int = 0
+    episodes: int = 0
+    evaluations: int = 0
+    cold_start_collects: int = 0
+    budgets_enqueued: int = 0
+    updates_enqueued: int = 0
+
+
+@dataclass
+class TimeShares:
+    """Seconds spent per stage (sync: wall time; async: worker-side time of each stage)."""
+
+    collect: float = 0.0
+    train: float = 0.0
+    eval: float = 0.0
+
+
+@dataclass
+class StopReason:
+    reached_stop_value: bool = False
+    max_env_step: bool = False
+    max_train_iter: bool = False
+
+    def __bool__(self) -> bool:
+        return self.reached_stop_value or self.max_env_step or self.max_train_iter
+
+    def describe(self) -> str:
+        if self.reached_stop_value:
+            return "stop value reached"
+        if self.max_env_step:
+            return "max_env_step reached"
+        if self.max_train_iter:
+            return "max_train_iter reached"
+        return "running"
+
+
+def make_backend(cfg: Config) -> WorkerBackend:
+    """In-process workers for sync (and ray_local_mode), Ray actors for the async pipeline."""
+    ap = cfg.async_pipeline
+    if not ap.enabled:
+        return InProcessBackend(cfg)
+    if ap.ray_local_mode:
+        return InProcessBackend(cfg, num_collectors=ap.num_collector_actors, num_evaluators=1)
+    from lz_tune.pipeline.ray_backend import RayBackend
+
+    return RayBackend(cfg)
+
+
+class Driver:
+    """Owns learner + buffer and runs the loop. ``run()`` trains to a stop criterion;
+    ``step(max_seconds)`` advances a bounded slice (what a Tune trial calls)."""
+
+    def __init__(self, cfg: Config, *, exp_dir: Optional[str] = None, backend: Optional[WorkerBackend] = None,
+                 resume_from: Optional[str] = None, print_fn: Optional[Callable[[str], None]] = print) -> None:
+        # --- validate everything before creating anything (env id, policy type, checkpoint)
+        algo = get_algorithm(cfg.policy_type)
+        try:
+            self.spec = env_spec_for(cfg)
+        except ValueError as e:
+            raise ConfigError(f"env.env_id: {e}") from e
+        ckpt = load_checkpoint(resume_from, policy_type=cfg.policy_type) if resume_from else None
+
+        self.cfg = cfg
+        self.print = print_fn or (lambda s: None)
+        torch.manual_seed(cfg.seed)
+        torch.set_num_threads(cfg.learner.num_threads)
+        self.rng = np.random.default_rng(cfg.seed + 31)
+        self.learner = algo.make_learner(cfg, self.spec)
+        b = cfg.buffer
+        self.buffer = GameBuffer(capacity_transitions=b.replay_buffer_size, num_unroll_steps=b.num_unroll_steps,
+                                 td_steps=b.td_steps, discount=cfg.mcts.discount_factor,
+                                 frame_stack=self.spec.frame_stack, action_space_size=self.spec.action_space_size,
+                                 use_priority=b.use_priority, alpha=b.priority_prob_alpha,
+                                 beta=b.priority_prob_beta,
+                                 use_max_priority_for_new_data=b.use_max_priority_for_new_data,
+                                 mini_infer_size=b.mini_infer_size, seed=cfg.seed + 17)
+        ap = cfg.async_pipeline
+        self.publisher = SnapshotPublisher(weight_sync_interval=ap.weight_sync_interval,
+                                           max_policy_lag=ap.max_policy_lag, get_weights=self.learner.policy.weights)
+        self.budgets = TrainBudgetQueue()
+        self.counters = Counters()
+        self.times = TimeShares()
+        self.stop = StopReason()
+        self.best_eval: Optional[EvalResult] = None
+        self.last_eval: Optional[EvalResult] = None
+        self.eval_history: list[dict[str, Any]] = []
+        self._pending_eval_states: dict[int, dict[str, Any]] = {}
+        self._last_eval_launch_iter: Optional[int] = None
+        self._launch_lags: list[int] = []
+        self._return_lags: list[int] = []
+        self._recent_returns: list[float] = []
+        self._last_logs: dict[str, float] = {}
+        self._final_eval_launched = False
+        if ckpt is not None:
+            self._restore(ckpt)
+
+        self.exp_dir = exp_dir
+        self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir else None
+        if exp_dir:
+            os.makedirs(exp_dir, exist_ok=True)
+            with open(os.path.join(exp_dir, "config.json"), "w") as f:
+                json.dump(cfg.to_dict(), f, indent=2)
+        self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
+        self.backend = backend if backend is not None else make_backend(cfg)
+        self._start_time = time.perf_counter()
+        self._start_env_steps = self.counters.env_steps
+        self._start_train_iter = self.learner.train_iter
+        if ap.enabled and ap.eval_at_start and ckpt is None:
+            self._launch_eval()
+
+    # ------------------------------------------------------------------------------ state
+
+    @property
+    def train_iter(self) -> int:
+        return self.learner.train_iter
+
+    @property
+    def trainable(self) -> bool:
+        """Cold start is over: enough env steps and at least one batch of transitions."""
+        return (self.counters.env_steps >= self.cfg.learner.train_start_after_envsteps
+                and self.buffer.num_transitions >= self.cfg.learner.batch_size)
+
+    @property
+    def budget_queue_cap(self) -> int:
+        return self.cfg.async_pipeline.budget_queue_cap if self.backend.concurrent else 1
+
+    @property
+    def collect_inflight_cap(self) -> int:
+        return self.cfg.async_pipeline.collect_inflight if self.backend.concurrent else 1
+
+    @property
+    def done(self) -> bool:
+        """A stop criterion fired and no evaluation is still in flight."""
+        return bool(self.stop) and self.backend.evals_in_flight == 0
+
+    # ------------------------------------------------------------------------------ loop
+
+    def run(self) -> dict[str, Any]:
+        """Train until a stop criterion; returns the final metrics."""
+        while not self.done:
+            self._iteration()
+        return self.metrics()
+
+    def step(self, *, max_seconds: float) -> dict[str, Any]:
+        """Run the loop for about ``max_seconds`` (at least one iteration); returns metrics."""
+        deadline = time.perf_counter() + max_seconds
+        while not self.done:
+            self._iteration()
+            if time.perf_counter() >= deadline:
+                break
+        return self.metrics()
+
+    def _iteration(self) -> None:
+        self._maybe_launch_eval()
+        self._consume(self.backend.poll(0.0))
+        if not self.stop:
+            self._launch_collects()
+        has_work = self.budgets.take(1) > 0 and self.trainable
+        self._consume(self.backend.poll(0.0 if has_work or not self.backend.concurrent
+                                        else self.cfg.async_pipeline.poll_interval_s))
+        if not self.stop:
+            self._train_chunk()
+        self._check_limits()
+
+    def _check_limits(self) -> None:
+        if self.counters.env_steps >= self.cfg.max_env_step:
+            self.stop.max_env_step = True
+        if self.train_iter >= self.cfg.max_train_iter:
+            self.stop.max_train_iter = True
+        if self.stop and not self.stop.reached_stop_value and not self._final_eval_launched:
+            # one last evaluation of the final weights, unless that version was just evaluated
+            self._final_eval_launched = True
+            if self.last_eval is None or self.last_eval.train_iter != self.train_iter:
+                self._launch_eval()
+
+    # ------------------------------------------------------------------------------ collect
+
+    def _launch_collects(self) -> None:
+        for worker_id in self.backend.idle_collectors():
+            if self.backend.collects_in_flight >= self.collect_inflight_cap:
+                return
+            if self.trainable and len(self.budgets) >= self.budget_queue_cap:
+                return  # backpressure, only once the buffer is trainable (no starvation at cold start)
+            snapshot = self.publisher.for_collect(self.train_iter)
+            self._launch_lags.append(self.train_iter - snapshot.train_iter)
+            self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter))
+
+    def _on_collect(self, result: CollectResult) -> None:
+        c = self.counters
+        c.env_steps += result.env_steps
+        c.collects += 1
+        c.episodes += len(result.episode_returns)
+        self._recent_returns = (self._recent_returns + list(result.episode_returns))[-100:]
+        self._return_lags.append(self.train_iter - result.policy_train_iter)
+        self.times.collect += result.collect_time_s
+        was_trainable = self.trainable
+        if result.segments:
+            self.buffer.push(result.segments, result.priorities)
+        if was_trainable or self.trainable:
+            updates = updates_for_collect(self.cfg, result.num_transitions)
+            self.budgets.push(updates)
+            c.budgets_enqueued += 1
+            c.updates_enqueued += updates
+        else:
+            c.cold_start_collects += 1
+
+    # ------------------------------------------------------------------------------ train
+
+    def _train_chunk(self) -> None:
+        if not self.trainable:
+            return
+        n = self.budgets.take(self.cfg.async_pipeline.max_train_chunk_steps)
+        start = time.perf_counter()
+        for _ in range(n):
+            self._train_one()
+            if self.budgets.consumed():
+                self._on_budget_complete()
+            if self.train_iter >= self.cfg.max_train_iter:
+                break
+        self.times.train += time.perf_counter() - start
+
+    def _train_one(self) -> None:
+        cfg, b = self.cfg, self.cfg.buffer
+        target = self.learner.target_policy
+        index = self.buffer.sample(cfg.learner.batch_size)
+        reanalyze_fn = None
+        if b.reanalyze_ratio > 0:
+            def reanalyze_fn(obs, mask, to_play):
+                return target.reanalyze(obs, mask, to_play, self.rng)[0]
+        batch = self.buffer.make_batch(index, value_fn=target.value_targets, reanalyze_fn=reanalyze_fn,
+                                       reanalyze_ratio=b.reanalyze_ratio, use_root_value=b.use_root_value)
+        logs, priorities = self.learner.learn(batch)
+        if b.use_priority:
+            self.buffer.update_priorities(index, priorities)
+        self._last_logs = logs
+        if self.train_iter % 10 == 0:
+            self.logger.log(logs, self.train_iter)
+        if self.train_iter % self.cfg.async_pipeline.buffer_stats_interval == 0:
+            self.logger.log({"buffer/transitions": self.buffer.num_transitions,
+                             "buffer/segments": self.buffer.num_segments,
+                             "buffer/bytes": self.buffer.nbytes}, self.train_iter)
+
+    def _on_budget_complete(self) -> None:
+        freq = self.cfg.buffer.buffer_reanalyze_freq
+        if freq <= 0 or self.buffer.num_segments == 0:
+            return
+        done = self.budgets.budgets_completed
+        times = int(freq) if freq >= 1 else (1 if done % max(1, round(1 / freq)) == 0 else 0)
+        target = self.learner.target_policy
+        for _ in range(times):
+            self.buffer.reanalyze_oldest(num_segments=self.cfg.buffer.reanalyze_batch_size,
+                                         fn=lambda o, m, p: target.reanalyze(o, m, p, self.rng),
+                                         fraction_oldest=self.cfg.buffer.reanalyze_partition, rng=self.rng)
+
+    # ------------------------------------------------------------------------------ eval
+
+    def _maybe_launch_eval(self) -> None:
+        if self.stop or self.train_iter == 0:
+            return
+        if not self.backend.concurrent and len(self.budgets) > 0 and self.trainable:
+            return  # sync: evaluate between budgets only
+        if self.backend.evals_in_flight >= self.cfg.async_pipeline.max_eval_inflight:
+            return
+        last = self._last_eval_launch_iter if self._last_eval_launch_iter is not None else 0
+        if self.train_iter - last >= self.cfg.evaluator.eval_freq:
+            self._launch_eval()
+
+    def _launch_eval(self) -> None:
+        snapshot = self.publisher.current(self.train_iter)
+        if snapshot.version in self._pending_eval_states:
+            return
+        # the checkpoint of this evaluation: exactly these weights + the learner state behind them
+        self._pending_eval_states[snapshot.version] = {
+            "learner": copy.deepcopy(self.learner.state_dict()),
+            "counters": asdict(self.counters) | {"train_iter": self.train_iter},
+        }
+        self._last_eval_launch_iter = self.train_iter
+        if not self.backend.launch_eval(snapshot):
+            del self._pending_eval_states[snapshot.version]
+
+    def _on_eval(self, result: EvalResult) -> None:
+        self.counters.evaluations += 1
+        self.times.eval += result.eval_time_s
+        state = self._pending_eval_states.pop(result.version, None)
+        self.last_eval = result
+        is_best = self.best_eval is None or result.reward_mean > self.best_eval.reward_mean
+        if is_best:
+            self.best_eval = result
+        record = {"train_iter": result.train_iter, "env_steps": state["counters"]["env_steps"] if state else None,
+                  "reward_mean": result.reward_mean, "reward_std": result.reward_std,
+                  "reward_max": result.reward_max, "reward_min": result.reward_min,
+                  "episode_length_mean": result.episode_length_mean, "version": result.version,
+                  "wall_time_s": time.perf_counter() - self._start_time}
+        self.eval_history.append(record)
+        self.logger.log({"eval/reward_mean": result.reward_mean, "eval/reward_std": result.reward_std,
+                         "eval/reward_max": result.reward_max, "eval/episode_length_mean": result.episode_length_mean},
+                        self.train_iter)
+        self.logger.log({"eval/reward_mean_vs_env_steps": result.reward_mean}, record["env_steps"] or 0)
+        if state is not None and self.ckpt_dir:
+            payload = self._checkpoint_payload(state, result)
+            save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
+            if is_best:
+                save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
+        self._last_eval_state = state
+        self._last_eval_result = result
+        if result.stop:
+            self.stop.reached_stop_value = True
+        m = self.metrics()
+        self.print(f"[{self.cfg.exp_name}] train_iter={result.train_iter} env_steps={m['env_steps']} "
+                   f"eval_return={result.reward_mean:.1f}±{result.reward_std:.1f} "
+                   f"env_steps/s={m['env_steps_per_s']:.0f} updates/s={m['updates_per_s']:.1f} "
+                   f"wall={m['wall_time_s']:.0f}s")
+
+    # ------------------------------------------------------------------------------ results
+
+    def _consume(self, polled: PollResult) -> None:
+        for r in polled.collects:
+            self._on_collect(r)
+        for e in polled.evals:
+            self._on_eval(e)
+
+    def metrics(self) -> dict[str, Any]:
+        """Flat dict of everything worth reporting (what Tune and the CLI print)."""
+        wall = max(time.perf_counter() - self._start_time, 1e-9)
+        lags_launch = self._launch_lags or [0]
+        lags_return = self._return_lags or [0]
+        m: dict[str, Any] = {
+            "env_steps": self.counters.env_steps,
+            "train_iter": self.train_iter,
+            "collects": self.counters.collects,
+            "episodes": self.counters.episodes,
+            "evaluations": self.counters.evaluations,
+            "wall_time_s": wall,
+            "env_steps_per_s": (self.counters.env_steps - self._start_env_steps) / wall,
+            "updates_per_s": (self.train_iter - self._start_train_iter) / wall,
+            "buffer_transitions": self.buffer.num_transitions,
+            "buffer_bytes": self.buffer.nbytes,
+            "policy_lag_launch_mean": float(np.mean(lags_launch)),
+            "policy_lag_launch_max": int(np.max(lags_launch)),
+            "policy_lag_return_mean": float(np.mean(lags_return)),
+            "policy_lag_return_max": int(np.max(lags_return)),
+            "time_share_collect": self.times.collect / wall,
+            "time_share_train": self.times.train / wall,
+            "time_share_eval": self.times.eval / wall,
+            "actor_restarts": self.backend.actor_restarts if hasattr(self, "backend") else 0,
+            "budget_queue_len": len(self.budgets),
+            "updates_enqueued": self.budgets.total_enqueued,
+            "collect_return_mean": float(np.mean(self._recent_returns)) if self._recent_returns else math.nan,
+            "stop_value_reached": self.stop.reached_stop_value,
+            "done": self.done if hasattr(self, "backend") else False,
+        }
+        if self.best_eval is not None:
+            m["eval_reward_mean_best"] = self.best_eval.reward_mean
+        if self.last_eval is not None:
+            m["eval_reward_mean_last"] = self.last_eval.reward_mean
+            m["eval_train_iter_last"] = self.last_eval.train_iter
+        for k, v in self._last_logs.items():
+            m[k] = v
+        return m
+
+    # ------------------------------------------------------------------------------ checkpoints
+
+    def _checkpoint_payload(self, state: dict[str, Any], result: Optional[EvalResult]) -> dict[str, Any]:
+        return {
+            "policy_type": self.cfg.policy_type,
+            "config": self.cfg.to_dict(),
+            "learner": state["learner"],
+            "counters": state["counters"],
+            "eval": None if result is None else {
+                "reward_mean": result.reward_mean, "reward_std": result.reward_std, "version": result.version,
+                "train_iter": result.train_iter, "num_episodes": result.num_episodes},
+            "best_eval_reward_mean": None if self.best_eval is None else self.best_eval.reward_mean,
+            "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
+        }
+
+    def current_checkpoint_payload(self) -> dict[str, Any]:
+        """A payload of the CURRENT learner state (no evaluation attached)."""
+        state = {"learner": copy.deepcopy(self.learner.state_dict()),
+                 "counters": asdict(self.counters) | {"train_iter": self.train_iter}}
+        return self._checkpoint_payload(state, None)
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        self.learner.load_state_dict(ckpt["learner"])
+        counters = dict(ckpt["counters"])
+        counters.pop("train_iter", None)
+        for k, v in counters.items():
+            if hasattr(self.counters, k):
+                setattr(self.counters, k, int(v))
+        self.publisher.bump_generation()
+        rng = ckpt.get("rng") or {}
+        if "torch" in rng:
+            torch.set_rng_state(rng["torch"])
+        if "numpy" in rng:
+            self.rng.bit_generator.state = rng["numpy"]
+        self._last_eval_launch_iter = self.train_iter
+
+    def close(self) -> None:
+        if hasattr(self, "backend"):
+            self.backend.close()
+        if hasattr(self, "logger"):
+            self.logger.flush()
+            self.logger.close()

@@ -1,0 +1,147 @@
+"""SegmentCollector: steps a vector of envs with the batched search and cuts game segments.
+
+The collector keeps its envs AND one :class:`~lz_tune.buffer.segment.SegmentBuilder` per env
+across ``collect()`` calls, so an episode that is running when a collect returns simply goes
+on in the next call: no transition is dropped, and no segment is padded with steps that do
+not follow it (bugs 1 of the original). Weights are loaded only between collects
+(:meth:`load_snapshot`), so one collect runs with one policy version.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from lz_tune.algos import get_algorithm
+from lz_tune.algos.base import Policy
+from lz_tune.buffer.segment import GameSegment, SegmentBuilder
+from lz_tune.config import Config
+from lz_tune.envs import VectorEnv
+from lz_tune.workers.common import WeightSnapshot, env_spec_for, make_env
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    """What one collect returns to the driver."""
+
+    segments: list[GameSegment]
+    """Completed segments, in the order they were completed."""
+    priorities: Optional[list[np.ndarray]]
+    """Initial priorities per segment ([num_owned] each), or None for "max priority"."""
+    env_steps: int
+    """Env steps taken during this collect (every env, every step)."""
+    policy_version: int
+    """Version of the weights used for the whole collect."""
+    policy_train_iter: int
+    """Learner updates behind those weights (for policy-lag accounting)."""
+    episode_returns: list[float] = field(default_factory=list)
+    """Raw returns of the real episodes that ended during this collect."""
+    episode_lengths: list[int] = field(default_factory=list)
+    """Lengths of those episodes."""
+    steps_in_progress: int = 0
+    """Steps taken (in this or earlier collects) that are not yet in a returned segment."""
+    collect_time_s: float = 0.0
+    """Wall time of the collect (seconds)."""
+    worker_id: int = 0
+    """Which collector produced it."""
+
+    @property
+    def num_transitions(self) -> int:
+        """Owned positions in the returned segments."""
+        return sum(s.num_owned for s in self.segments)
+
+
+def temperature_at(cfg: Config, train_iter: int) -> float:
+    """Visit-count temperature for collection (fixed, or 1.0/0.5/0.25 by training progress)."""
+    c = cfg.collector
+    if not c.manual_temperature_decay:
+        return c.temperature
+    frac = train_iter / c.threshold_training_steps_for_final_temperature
+    return 1.0 if frac < 0.5 else 0.5 if frac < 0.75 else 0.25
+
+
+class SegmentCollector:
+    """One collector: its own envs, collect policy and segment builders."""
+
+    def __init__(self, cfg: Config, *, seed: int, worker_id: int = 0, device: str = "cpu",
+                 env: Optional[VectorEnv] = None) -> None:
+        self.cfg = cfg
+        self.worker_id = worker_id
+        self.seed = seed
+        self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.collector_env_num, seed=seed,
+                                                        mode="collect")
+        self.spec = env_spec_for(cfg)
+        self.policy: Policy = get_algorithm(cfg.policy_type).make_policy(cfg, self.spec, device=device)
+        self.policy_version = -1
+        self.policy_train_iter = 0
+        self.rng = np.random.default_rng(seed + 7)
+        b = cfg.buffer
+        self.builders = [
+            SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
+                           td_steps=b.td_steps, frame_stack=self.env.frame_stack,
+                           action_space_size=self.env.action_space_size)
+            for _ in range(self.env.num_envs)
+        ]
+        self._batch = None
+        self.total_env_steps = 0
+
+    def load_snapshot(self, snapshot: WeightSnapshot) -> None:
+        """Take new weights (between collects only). Same version: nothing to do."""
+        if snapshot.version != self.policy_version:
+            self.policy.load_weights(snapshot.weights)
+            self.policy_version = snapshot.version
+            self.policy_train_iter = snapshot.train_iter
+
+    def _stack_frames(self, observation: np.ndarray) -> np.ndarray:
+        """[S, *frame_shape] frames of one stacked observation."""
+        return observation.reshape(self.env.frame_stack, *self.env.frame_shape)
+
+    @property
+    def steps_in_progress(self) -> int:
+        return sum(b.num_steps_in_progress for b in self.builders)
+
+    def collect(self, *, temperature: float, num_segments: Optional[int] = None) -> CollectResult:
+        """Step all envs until at least ``num_segments`` segments (default: one per env) are done."""
+        target = num_segments if num_segments is not None else self.env.num_envs
+        start = time.perf_counter()
+        if self._batch is None:
+            self._batch = self.env.reset(seed=self.seed)
+            for i, builder in enumerate(self.builders):
+                builder.begin_episode(self._stack_frames(self._batch.observation[i]))
+        segments: list[GameSegment] = []
+        returns: list[float] = []
+        lengths: list[int] = []
+        steps = 0
+        use_max = self.cfg.buffer.use_max_priority_for_new_data
+        while len(segments) < target:
+            batch = self._batch
+            act = self.policy.act(batch, mode="collect", temperature=temperature, rng=self.rng)
+            res = self.env.step(act.action)
+            done = res.done
+            for i, builder in enumerate(self.builders):
+                segments.extend(builder.add_step(
+                    action=int(act.action[i]), reward=float(res.reward[i]), root_value=float(act.root_value[i]),
+                    pred_value=float(act.pred_value[i]), child_visit=act.visit_distribution[i],
+                    action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
+                    timestep=int(batch.timestep[i]), next_frame=None if done[i] else res.batch.frame[i],
+                    done=bool(done[i])))
+                if done[i]:
+                    builder.begin_episode(self._stack_frames(res.batch.observation[i]))
+                if res.real_episode_end[i]:
+                    returns.append(float(res.episode_return[i]))
+                    lengths.append(int(res.episode_length[i]))
+            steps += self.env.num_envs
+            self._batch = res.batch
+        self.total_env_steps += steps
+        priorities = None if use_max else [s.initial_priorities() for s in segments]
+        return CollectResult(segments=segments, priorities=priorities, env_steps=steps,
+                             policy_version=self.policy_version,
+                             policy_train_iter=self.policy_train_iter, episode_returns=returns, episode_lengths=lengths,
+                             steps_in_progress=self.steps_in_progress,
+                             collect_time_s=time.perf_counter() - start, worker_id=self.worker_id)
+
+    def close(self) -> None:
+        self.env.close()

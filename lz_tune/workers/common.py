@@ -1,0 +1,50 @@
+"""Pieces shared by collectors, evaluators and the driver: env construction from a config,
+and the immutable weight snapshot that travels from the learner to the workers."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from lz_tune.config import Config, EnvConfig
+from lz_tune.envs import AtariOptions, EnvSpecInfo, VectorEnv, make_vector_env, probe_env_spec
+
+
+@dataclass(frozen=True)
+class WeightSnapshot:
+    """Immutable CPU copy of the learner's network weights.
+
+    ``version`` is what workers compare to decide whether to reload. It is the learner's
+    train_iter, offset by ``generation`` (bumped on every checkpoint restore) so that a
+    restore that moves train_iter backwards still looks new to the workers.
+    """
+
+    version: int
+    train_iter: int
+    weights: dict[str, torch.Tensor]
+
+
+def atari_options(env: EnvConfig) -> AtariOptions:
+    return AtariOptions(frame_skip=env.frame_skip, image_size=env.image_size, grayscale=env.grayscale,
+                        frame_stack=env.frame_stack, noop_max=env.noop_max, episodic_life=env.episodic_life,
+                        clip_rewards=env.clip_rewards, repeat_action_probability=env.repeat_action_probability)
+
+
+def make_env(cfg: Config, *, num_envs: int, seed: int, mode: str) -> VectorEnv:
+    """The vector env a config describes (``mode``: "collect" or "eval")."""
+    e = cfg.env
+    return make_vector_env(env_id=e.env_id, num_envs=num_envs, seed=seed, mode=mode,  # type: ignore[arg-type]
+                           frame_stack=e.frame_stack, atari=atari_options(e), max_episode_steps=e.max_episode_steps)
+
+
+@functools.lru_cache(maxsize=32)
+def _probe(env: EnvConfig) -> EnvSpecInfo:
+    return probe_env_spec(env.env_id, frame_stack=env.frame_stack, atari=atari_options(env))
+
+
+def env_spec_for(cfg: Config) -> EnvSpecInfo:
+    """Observation / frame shapes and action count of the config's env (cached; raises
+    ValueError naming the env id if it does not exist)."""
+    return _probe(cfg.env)

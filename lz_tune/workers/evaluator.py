@@ -1,0 +1,90 @@
+"""Evaluator: plays full episodes with one immutable weight snapshot, no root noise, greedy
+(most-visited) actions, raw game scores (no reward clipping, no episodic life).
+
+Episodes are spread over the envs by a fixed quota per env (env i plays episodes i, i+N, ...),
+so the mean is not biased toward short episodes the way "the first n that finish" would be.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from lz_tune.algos import get_algorithm
+from lz_tune.algos.base import Policy
+from lz_tune.config import Config
+from lz_tune.envs import VectorEnv
+from lz_tune.workers.common import WeightSnapshot, env_spec_for, make_env
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Scores of one evaluation of one snapshot."""
+
+    version: int
+    """The snapshot version that was evaluated."""
+    train_iter: int
+    """Learner updates behind that snapshot."""
+    reward_mean: float
+    reward_std: float
+    reward_min: float
+    reward_max: float
+    episode_length_mean: float
+    num_episodes: int
+    env_steps: int
+    """Env steps the evaluation took (not counted as training env steps)."""
+    eval_time_s: float
+    stop: bool
+    """reward_mean reached evaluator.stop_value."""
+    returns: tuple[float, ...] = ()
+
+
+class Evaluator:
+    """One evaluator: its own envs and eval policy."""
+
+    def __init__(self, cfg: Config, *, seed: int, device: str = "cpu", env: Optional[VectorEnv] = None) -> None:
+        self.cfg = cfg
+        self.seed = seed
+        self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.evaluator_env_num, seed=seed,
+                                                        mode="eval")
+        self.policy: Policy = get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg), device=device)
+        self.rng = np.random.default_rng(seed + 11)
+        self.num_evaluations = 0
+
+    def evaluate(self, snapshot: WeightSnapshot, *, n_episodes: Optional[int] = None) -> EvalResult:
+        """Play ``n_episodes`` (default evaluator.n_evaluator_episode) episodes with ``snapshot``."""
+        n = n_episodes or self.cfg.evaluator.n_evaluator_episode
+        self.policy.load_weights(snapshot.weights)
+        start = time.perf_counter()
+        num_envs = self.env.num_envs
+        quota = np.array([n // num_envs + (1 if i < n % num_envs else 0) for i in range(num_envs)])
+        finished = np.zeros(num_envs, np.int64)
+        returns: list[float] = []
+        lengths: list[int] = []
+        batch = self.env.reset(seed=self.seed)  # same episodes every time: scores comparable across snapshots
+        self.num_evaluations += 1
+        steps = 0
+        while (finished < quota).any():
+            act = self.policy.act(batch, mode="eval", temperature=1.0, rng=self.rng)
+            res = self.env.step(act.action)
+            steps += num_envs
+            for i in np.flatnonzero(res.real_episode_end):
+                if finished[i] < quota[i]:
+                    returns.append(float(res.episode_return[i]))
+                    lengths.append(int(res.episode_length[i]))
+                    finished[i] += 1
+            batch = res.batch
+        arr = np.asarray(returns, np.float64)
+        stop_value = self.cfg.evaluator.stop_value
+        mean = float(arr.mean())
+        return EvalResult(version=snapshot.version, train_iter=snapshot.train_iter, reward_mean=mean,
+                          reward_std=float(arr.std()), reward_min=float(arr.min()), reward_max=float(arr.max()),
+                          episode_length_mean=float(np.mean(lengths)), num_episodes=len(returns), env_steps=steps,
+                          eval_time_s=time.perf_counter() - start,
+                          stop=stop_value is not None and mean >= stop_value, returns=tuple(returns))
+
+    def close(self) -> None:
+        self.env.close()

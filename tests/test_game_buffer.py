@@ -1,0 +1,520 @@
+"""GameBuffer: exact push/evict, PER sampling and weights, make_time/clear_time, batches, reanalyze."""
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lz_tune.buffer import GameBuffer, GameSegment, SampledIndex, SegmentBuilder, segment_value_targets
+from lz_tune.buffer.priority import gumbel_top_k, importance_weights, sample_proportional
+from lz_tune.buffer.storage import ColumnStore
+
+A = 3
+
+
+def collect_segments(*, episode_lengths, L, U, T, S, frame_shape=(2,), seed=0):
+    """Segments from a SegmentBuilder over random episodes; frames are unique per step."""
+    rng = np.random.default_rng(seed)
+    builder = SegmentBuilder(segment_length=L, num_unroll_steps=U, td_steps=T, frame_stack=S, action_space_size=A)
+    segments, counter = [], 0
+
+    def frame():
+        nonlocal counter
+        counter += 1
+        return np.full(frame_shape, counter, np.float32) + rng.random(frame_shape).astype(np.float32)
+
+    for length in episode_lengths:
+        builder.begin_episode(np.stack([frame() for _ in range(S)]))
+        for i in range(length):
+            visits = rng.dirichlet(np.ones(A)).astype(np.float32)
+            mask = rng.random(A) < 0.8
+            mask[rng.integers(A)] = True
+            segments += builder.add_step(
+                action=int(rng.integers(A)), reward=float(rng.normal()), root_value=float(rng.normal()),
+                pred_value=float(rng.normal()), child_visit=visits, action_mask=mask, to_play=int(i % 2),
+                timestep=i, next_frame=frame(), done=i == length - 1,
+            )
+    return segments
+
+
+def tiny_segment(num_owned, *, terminal=True, padding=0, value=0.0, pred=None):
+    """Vector frames [1], S = 1; `padding` extra steps (non-terminal needs >= U+T)."""
+    m = num_owned + padding
+    n_obs = m if terminal else m + 1
+    return GameSegment(
+        frames=np.full((n_obs, 1), value, np.float32), actions=np.zeros(m, np.int64), rewards=np.ones(m),
+        root_values=np.zeros(m), pred_values=np.zeros(m) if pred is None else np.asarray(pred),
+        child_visits=np.full((m, A), 1 / A), action_mask=np.ones((m, A), bool), to_play=np.full(m, -1),
+        timesteps=np.arange(m), num_owned=num_owned, terminal=terminal,
+    )
+
+
+def make_buffer(**overrides):
+    kwargs = dict(capacity_transitions=1000, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
+                  action_space_size=A, seed=0)
+    kwargs.update(overrides)
+    return GameBuffer(**kwargs)
+
+
+def priority_of(buffer, segment_id, position):
+    ids, pos, prio = buffer.priorities()
+    return prio[(ids == segment_id) & (pos == position)].item()
+
+
+# -- push / evict ---------------------------------------------------------------------------------
+def test_push_registers_exactly_owned_positions():
+    segments = collect_segments(episode_lengths=[23, 9, 31], L=5, U=2, T=3, S=2)
+    buffer = make_buffer(num_unroll_steps=2, td_steps=3, frame_stack=2)
+    buffer.push(segments)
+    assert buffer.num_transitions == 23 + 9 + 31 == sum(s.num_owned for s in segments)
+    assert buffer.num_segments == len(segments)
+    ids, pos, _ = buffer.priorities()
+    np.testing.assert_array_equal(ids, np.repeat(np.arange(len(segments)), [s.num_owned for s in segments]))
+    np.testing.assert_array_equal(pos, np.concatenate([np.arange(s.num_owned) for s in segments]))
+    for seg_id, seg in enumerate(segments):
+        stored = buffer.get_segment(seg_id)
+        for name in ("frames", "actions", "rewards", "root_values", "child_visits", "action_mask", "timesteps"):
+            np.testing.assert_array_equal(getattr(stored, name), getattr(seg, name))
+        assert (stored.num_owned, stored.terminal) == (seg.num_owned, seg.terminal)
+    assert buffer.nbytes >= sum(s.nbytes for s in segments)
+    buffer.check_invariants()
+
+
+def test_eviction_removes_exactly_the_oldest_segments_positions():
+    segments = collect_segments(episode_lengths=[40, 17, 26], L=6, U=2, T=2, S=1)
+    buffer = make_buffer(capacity_transitions=30)
+    buffer.push(segments[:3])
+    before = buffer.clear_time
+    buffer.push(segments[3:])
+    assert buffer.clear_time == buffer.time > before
+    owned = np.array([s.num_owned for s in segments])
+    keep = np.flatnonzero(np.cumsum(owned[::-1]) <= 30)  # newest segments that fit
+    kept_ids = len(segments) - 1 - keep[::-1]
+    np.testing.assert_array_equal(buffer.segment_ids, kept_ids)
+    assert buffer.num_transitions == owned[kept_ids].sum() <= 30
+    ids, pos, _ = buffer.priorities()
+    for seg_id in kept_ids:  # surviving segments keep all their positions
+        np.testing.assert_array_equal(pos[ids == seg_id], np.arange(segments[seg_id].num_owned))
+        np.testing.assert_array_equal(buffer.get_segment(seg_id).rewards, segments[seg_id].rewards)
+    buffer.check_invariants()
+    assert buffer.evict_oldest(1) == owned[kept_ids[0]]
+    buffer.check_invariants()
+
+
+def test_push_validation_is_atomic():
+    buffer = make_buffer()
+    buffer.push([tiny_segment(3)])
+    bad = [
+        ([tiny_segment(2), tiny_segment(2, terminal=False, padding=3)], None, "padding"),  # needs U+T = 4
+        ([tiny_segment(2)], [np.ones(3)], "expected 2"),
+        ([tiny_segment(2)], [np.array([1.0, np.nan])], "finite"),
+        ([tiny_segment(2)], [np.array([1.0, -1.0])], ">= 0"),
+    ]
+    for segments, priorities, match in bad:
+        with pytest.raises(ValueError, match=match):
+            buffer.push(segments, priorities)
+    other = GameSegment(**{**tiny_segment(2).__dict__, "frames": np.zeros((3, 1), np.float32)})  # S = 2
+    with pytest.raises(ValueError, match="frame_stack"):
+        buffer.push([other])
+    assert buffer.num_transitions == 3
+    buffer.check_invariants()
+
+
+def test_new_data_priorities():
+    buffer = make_buffer()
+    buffer.push([tiny_segment(2)])
+    np.testing.assert_array_equal(buffer.priorities()[2], [1.0, 1.0])  # empty buffer: 1.0
+    buffer.push([tiny_segment(2)], [np.array([3.0, 0.0])])
+    np.testing.assert_array_equal(buffer.priorities()[2], [1.0, 1.0, 3.0, 1e-6])  # 0 floored at eps
+    buffer.push([tiny_segment(1)])
+    assert buffer.priorities()[2][-1] == 3.0 == buffer.max_priority
+    initial = make_buffer(use_max_priority_for_new_data=False)
+    initial.push([tiny_segment(2, pred=[0.5, -2.0])])
+    np.testing.assert_allclose(initial.priorities()[2], [0.5 + 1e-6, 2.0 + 1e-6])
+
+
+# -- sampling --------------------------------------------------------------------------------------
+def test_sampling_frequencies_follow_p_alpha():
+    priorities = np.array([1.0, 2.0, 3.0, 4.0, 10.0])
+    buffer = make_buffer(alpha=0.6, seed=1)
+    buffer.push([tiny_segment(5)], [priorities])
+    draws = 20000
+    counts = np.zeros(5)
+    for _ in range(draws):
+        counts[buffer.sample(1).positions[0]] += 1
+    expected = priorities**0.6 / (priorities**0.6).sum()
+    sigma = np.sqrt(expected * (1 - expected) / draws)
+    assert np.all(np.abs(counts / draws - expected) < 5 * sigma), (counts / draws, expected)
+
+
+@pytest.mark.parametrize("max_rounds", [4, 0])  # 0 forces the Gumbel-top-k path
+def test_without_replacement_pair_law(max_rounds):
+    """Successive sampling: P(first=i, second=j) = p_i p_j / (1 - p_i)."""
+    weights = np.array([1.0, 2.0, 5.0])
+    p = weights / weights.sum()
+    rng = np.random.default_rng(3)
+    draws = 12000
+    counts = np.zeros((3, 3))
+    for _ in range(draws):
+        (i, j), log_probs = sample_proportional(weights, 2, rng, max_rounds=max_rounds)
+        counts[i, j] += 1
+        np.testing.assert_allclose(np.exp(log_probs), p[[i, j]])
+    expected = p[:, None] * p[None, :] / (1 - p[:, None])
+    np.fill_diagonal(expected, 0)
+    sigma = np.sqrt(expected * (1 - expected) / draws) + 1e-12
+    assert np.all(np.abs(counts / draws - expected) <= 5 * sigma)
+
+
+def test_skewed_weights_fall_back_to_gumbel_and_stay_distinct():
+    weights = np.array([1e9] + [1.0] * 50)
+    idx, _ = sample_proportional(weights, 51, np.random.default_rng(0))
+    np.testing.assert_array_equal(np.sort(idx), np.arange(51))
+    assert idx[0] == 0
+    assert len(set(gumbel_top_k(np.zeros(10), 10, np.random.default_rng(0)).tolist())) == 10
+
+
+def test_is_weights_hand_computed():
+    # alpha = 1, priorities [1, 4] -> P = [0.2, 0.8], N = 2, beta = 0.5:
+    # (2 * 0.2)^-0.5 = 1.5811, (2 * 0.8)^-0.5 = 0.7906 -> / max = [1, 0.5]
+    buffer = make_buffer(alpha=1.0, beta=0.5)
+    buffer.push([tiny_segment(2)], [np.array([1.0, 4.0])])
+    index = buffer.sample(2)
+    expected = {0: 1.0, 1: 0.5}
+    np.testing.assert_allclose(index.weights, [expected[p] for p in index.positions], rtol=1e-6)
+    np.testing.assert_allclose(importance_weights(np.log([0.2, 0.8]), 2, beta=0.5), [1.0, 0.5], rtol=1e-6)
+    index = buffer.sample(2, beta=1.0)  # beta override: (0.4)^-1 / (1.6)^-1 = 4 -> [1, 0.25]
+    np.testing.assert_allclose(index.weights, [{0: 1.0, 1: 0.25}[p] for p in index.positions], rtol=1e-6)
+
+
+def test_weights_belong_to_the_exact_sampled_positions():
+    segments = collect_segments(episode_lengths=[50, 33], L=8, U=2, T=2, S=1)
+    buffer = make_buffer(alpha=0.7, beta=0.4, seed=5)
+    rng = np.random.default_rng(0)
+    buffer.push(segments, [rng.uniform(0.01, 5.0, s.num_owned) for s in segments])
+    ids, pos, prio = buffer.priorities()
+    index = buffer.sample(32)
+    assert len({(a, b) for a, b in zip(index.segment_ids, index.positions)}) == 32  # no replacement
+    lookup = {(a, b): p for a, b, p in zip(ids, pos, prio)}
+    p_alpha = prio**0.7
+    probs = np.array([lookup[(a, b)] ** 0.7 for a, b in zip(index.segment_ids, index.positions)]) / p_alpha.sum()
+    raw = (len(prio) * probs) ** -0.4
+    np.testing.assert_allclose(index.weights, raw / raw.max(), rtol=1e-5)
+
+
+def test_uniform_mode():
+    buffer = make_buffer(use_priority=False, seed=2)
+    buffer.push([tiny_segment(4)], [np.array([1.0, 1.0, 1.0, 1000.0])])
+    counts = np.zeros(4)
+    for _ in range(4000):
+        index = buffer.sample(2)
+        assert index.positions[0] != index.positions[1]
+        np.testing.assert_array_equal(index.weights, [1.0, 1.0])
+        counts[index.positions] += 1
+    np.testing.assert_allclose(counts / counts.sum(), 0.25, atol=0.02)
+
+
+def test_batch_larger_than_buffer_samples_with_replacement():
+    buffer = make_buffer()
+    buffer.push([tiny_segment(3)])
+    index = buffer.sample(10)
+    assert len(index) == 10 and set(index.positions.tolist()) <= {0, 1, 2}
+
+
+# -- priority write-back ---------------------------------------------------------------------------
+def test_make_time_clear_time_rule():
+    buffer = make_buffer(capacity_transitions=6)
+    buffer.push([tiny_segment(3), tiny_segment(3)])
+    stale = buffer.sample(4)
+    assert stale.make_time == buffer.time > 0
+    buffer.push([tiny_segment(3)])  # evicts segment 0
+    _, _, before = buffer.priorities()
+    assert buffer.update_priorities(stale, np.full(4, 7.0)) == 0
+    np.testing.assert_array_equal(buffer.priorities()[2], before)  # nothing landed, not even on survivors
+
+    fresh = buffer.sample(3)
+    assert fresh.make_time > buffer.clear_time
+    assert buffer.update_priorities(fresh, np.array([5.0, 6.0, 7.0])) == 3
+    for seg_id, pos, value in zip(fresh.segment_ids, fresh.positions, [5.0, 6.0, 7.0]):
+        assert priority_of(buffer, seg_id, pos) == value
+    untouched = set(zip(*buffer.priorities()[:2])) - set(zip(fresh.segment_ids, fresh.positions))
+    assert all(priority_of(buffer, s, p) == 1.0 for s, p in untouched)
+
+
+def test_time_counter_increases_on_every_push_and_sample():
+    buffer = make_buffer()
+    times = []
+    buffer.push([tiny_segment(3)])
+    times.append(buffer.time)
+    times.append(buffer.sample(2).make_time)
+    times.append(buffer.sample(2).make_time)
+    buffer.push([])
+    times.append(buffer.time)
+    assert times == sorted(set(times)) and times[0] > 0
+
+
+def test_update_priorities_rejects_non_finite_and_floors_zero():
+    buffer = make_buffer()
+    buffer.push([tiny_segment(3)])
+    index = buffer.sample(2)
+    for bad in ([np.nan, 1.0], [np.inf, 1.0], [-1.0, 1.0]):
+        with pytest.raises(ValueError):
+            buffer.update_priorities(index, np.array(bad))
+    with pytest.raises(ValueError):
+        buffer.update_priorities(index, np.ones(3))
+    buffer.update_priorities(index, np.zeros(2))
+    assert priority_of(buffer, index.segment_ids[0], index.positions[0]) == buffer.priority_eps
+    buffer.check_invariants()
+
+
+# -- property test -----------------------------------------------------------------------------------
+operation = st.one_of(
+    st.tuples(st.just("push"), st.lists(st.tuples(st.integers(1, 5), st.booleans()), min_size=0, max_size=3),
+              st.booleans()),
+    st.tuples(st.just("sample"), st.integers(1, 8)),
+    st.tuples(st.just("update"), st.integers(0, 10**6), st.floats(0.0, 50.0)),
+    st.tuples(st.just("evict"), st.integers(0, 2)),
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(ops=st.lists(operation, min_size=1, max_size=30), capacity=st.integers(1, 14), seed=st.integers(0, 99))
+def test_random_operation_sequences(ops, capacity, seed):
+    U, T = 1, 1
+    buffer = make_buffer(capacity_transitions=capacity, num_unroll_steps=U, td_steps=T, seed=seed)
+    model = {}  # segment id -> priorities of its owned positions (what the buffer must hold)
+    owned = {}
+    next_id, clear_time = 0, 0
+    outstanding = []
+    rng = np.random.default_rng(seed)
+    for op in ops:
+        if op[0] == "push":
+            specs, give = op[1], op[2]
+            segments = [tiny_segment(n, terminal=term, padding=0 if term else U + T) for n, term in specs]
+            prios = [rng.uniform(0.0, 3.0, s.num_owned) for s in segments] if give else None
+            new_priority = max((p.max() for p in model.values()), default=1.0)
+            buffer.push(segments, prios)
+            for i, seg in enumerate(segments):
+                model[next_id] = np.maximum(prios[i], 1e-6) if give else np.full(seg.num_owned, new_priority)
+                owned[next_id] = seg.num_owned
+                next_id += 1
+            if sum(owned[i] for i in model) > capacity:
+                while sum(owned[i] for i in model) > capacity:
+                    del model[min(model)]
+                clear_time = buffer.time
+        elif op[0] == "sample" and model:
+            index = buffer.sample(op[1])
+            assert all(s in model for s in index.segment_ids)
+            assert np.all(index.positions < np.array([owned[s] for s in index.segment_ids]))
+            if op[1] <= buffer.num_transitions:
+                assert len(set(zip(index.segment_ids, index.positions))) == op[1]
+            assert np.all((index.weights > 0) & (index.weights <= 1))
+            outstanding.append(index)
+        elif op[0] == "update" and outstanding:
+            index = outstanding[op[1] % len(outstanding)]
+            new = np.full(len(index), op[2])
+            written = buffer.update_priorities(index, new)
+            if index.make_time > clear_time:
+                assert written == len(index)
+                for s, p in zip(index.segment_ids, index.positions):
+                    model[s][p] = max(op[2], 1e-6)
+            else:
+                assert written == 0
+        elif op[0] == "evict":
+            removed = buffer.evict_oldest(op[1])
+            victims = sorted(model)[:op[1]]
+            assert removed == sum(owned[v] for v in victims)
+            for v in victims:
+                del model[v]
+            if victims:
+                clear_time = buffer.time
+        # invariants after every operation
+        buffer.check_invariants()
+        assert buffer.num_transitions <= capacity
+        assert buffer.clear_time == clear_time
+        np.testing.assert_array_equal(buffer.segment_ids, sorted(model))
+        ids, pos, prio = buffer.priorities()
+        expected_prio = np.concatenate([model[s] for s in sorted(model)]) if model else np.zeros(0)
+        np.testing.assert_allclose(prio, expected_prio)
+        np.testing.assert_array_equal(ids, np.repeat(sorted(model), [owned[s] for s in sorted(model)]).astype(int))
+        assert np.all(np.isfinite(prio)) and np.all(prio > 0)
+
+
+def test_column_store_keeps_logical_indices_over_compaction():
+    store = ColumnStore(slack=0.25)
+    values = []
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        count = int(rng.integers(0, 7))
+        first = store.append(x=np.arange(len(values), len(values) + count), y=np.ones((count, 2)))
+        assert first == len(values)
+        values.extend(range(len(values), len(values) + count))
+        drop = int(rng.integers(0, len(store) + 1)) if rng.random() < 0.5 else 0
+        store.drop_front(drop)
+        live = store.live("x")
+        np.testing.assert_array_equal(live, np.arange(store.first, store.end))
+        np.testing.assert_array_equal(store.array("x")[store.first - store.base:store.end - store.base], live)
+        assert store.array("x").shape[0] <= max(64, 1.25 * 60 + 16)  # live rows stay small here
+
+
+# -- batches -------------------------------------------------------------------------------------
+def newest_frame_mean(obs):
+    """A deterministic 'target network': mean of the newest frame."""
+    per_frame = obs.reshape(obs.shape[0], -1)
+    return per_frame[:, -per_frame.shape[1] // 4:].mean(1).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "frame_shape,S,U,T",
+    [((4,), 1, 5, 5), ((1, 8, 8), 4, 3, 2)],
+)
+def test_make_batch_matches_segments(frame_shape, S, U, T):
+    segments = collect_segments(episode_lengths=[37, 3, 60, 12], L=10, U=U, T=T, S=S, frame_shape=frame_shape)
+    buffer = make_buffer(num_unroll_steps=U, td_steps=T, frame_stack=S, discount=0.95)
+    buffer.push(segments)
+    index = buffer.sample(48)
+    batch = buffer.make_batch(index, value_fn=newest_frame_mean)
+    obs_shape = (S * frame_shape[0],) + frame_shape[1:]
+    assert batch.obs.shape == (48, U + 1) + obs_shape
+    assert batch.actions.shape == (48, U) and batch.actions.dtype == np.int64
+    assert batch.target_value.shape == batch.mask.shape == (48, U + 1)
+    assert batch.target_reward.shape == (48, U) and batch.target_policy.shape == (48, U + 1, A)
+    assert batch.target_value.dtype == batch.target_reward.dtype == batch.target_policy.dtype == np.float32
+    np.testing.assert_array_equal(batch.weights, index.weights)
+    root_batch = buffer.make_batch(index, value_fn=None, use_root_value=True)
+    saw_past_end = False
+    for b, (seg_id, t) in enumerate(zip(index.segment_ids, index.positions)):
+        seg = segments[seg_id]
+        for k in range(U + 1):
+            p = t + k
+            if p < seg.num_obs:
+                np.testing.assert_array_equal(batch.obs[b, k], seg.obs(p))
+            else:
+                assert not batch.obs[b, k].any()
+            if p < seg.num_steps:
+                assert batch.mask[b, k] == 1
+                np.testing.assert_array_equal(batch.target_policy[b, k], seg.child_visits[p])
+                np.testing.assert_array_equal(batch.action_mask[b, k], seg.action_mask[p])
+                if k < U:
+                    assert batch.actions[b, k] == seg.actions[p]
+                    assert batch.target_reward[b, k] == seg.rewards[p]
+            else:
+                saw_past_end = True
+                assert batch.mask[b, k] == 0 and not batch.target_policy[b, k].any()
+                assert batch.to_play[b, k] == -1 and batch.action_mask[b, k].all()
+                if k < U:
+                    assert batch.target_reward[b, k] == 0 and 0 <= batch.actions[b, k] < A
+        positions = t + np.arange(U + 1)
+        expected = segment_value_targets(seg, positions, td_steps=T, discount=0.95, value_fn=newest_frame_mean)
+        np.testing.assert_allclose(batch.target_value[b], expected, rtol=1e-5, atol=1e-6)
+        expected = segment_value_targets(seg, positions, td_steps=T, discount=0.95, use_root_value=True)
+        np.testing.assert_allclose(root_batch.target_value[b], expected, rtol=1e-5, atol=1e-6)
+    assert saw_past_end  # the 3-step episode guarantees positions past a terminal end
+
+
+def test_value_fn_called_once_per_batch_or_in_chunks():
+    segments = collect_segments(episode_lengths=[80], L=10, U=3, T=3, S=2)
+    calls = []
+
+    def value_fn(obs):
+        calls.append(obs.shape[0])
+        return np.zeros(obs.shape[0], np.float32)
+
+    buffer = make_buffer(num_unroll_steps=3, td_steps=3, frame_stack=2)
+    buffer.push(segments)
+    buffer.make_batch(buffer.sample(16), value_fn=value_fn)
+    assert len(calls) == 1 and calls[0] <= 16 * 4  # distinct bootstrap observations only
+    chunked = make_buffer(num_unroll_steps=3, td_steps=3, frame_stack=2, mini_infer_size=5)
+    chunked.push(segments)
+    calls.clear()
+    chunked.make_batch(chunked.sample(16), value_fn=value_fn)
+    assert max(calls) <= 5 and len(calls) == -(-sum(calls) // 5)
+
+
+def test_reanalyze_ratio_replaces_exactly_the_first_rows():
+    segments = collect_segments(episode_lengths=[30, 2, 41], L=6, U=3, T=2, S=1)
+    buffer = make_buffer(num_unroll_steps=3, td_steps=2)
+    buffer.push(segments)
+    seen = []
+
+    def reanalyze_fn(obs, action_mask, to_play):
+        seen.append((obs.shape, action_mask.shape, to_play.shape))
+        out = np.zeros((obs.shape[0], A), np.float32)
+        out[:, -1] = 1.0
+        return out
+
+    index = buffer.sample(20)
+    plain = buffer.make_batch(index, value_fn=newest_frame_mean)
+    batch = buffer.make_batch(index, value_fn=newest_frame_mean, reanalyze_fn=reanalyze_fn, reanalyze_ratio=0.3)
+    assert batch.num_reanalyzed == 6
+    valid = plain.mask[:6] > 0
+    assert seen[0][0][0] == valid.sum() and seen[0][1] == (valid.sum(), A) and seen[0][2] == (valid.sum(),)
+    np.testing.assert_array_equal(batch.target_policy[:6][valid], np.tile([0, 0, 1], (valid.sum(), 1)))
+    assert not batch.target_policy[:6][~valid].any()
+    np.testing.assert_array_equal(batch.target_policy[6:], plain.target_policy[6:])
+    for seg_id in buffer.segment_ids:  # stored data untouched
+        np.testing.assert_array_equal(buffer.get_segment(seg_id).child_visits, segments[seg_id].child_visits)
+    with pytest.raises(ValueError):
+        buffer.make_batch(index, value_fn=newest_frame_mean, reanalyze_ratio=0.5)
+
+
+def test_reanalyze_oldest_replaces_chosen_segments_only():
+    segments = collect_segments(episode_lengths=[30, 25, 44], L=5, U=2, T=2, S=2)
+    buffer = make_buffer(frame_stack=2)
+    buffer.push(segments)
+    originals = [s.child_visits.copy() for s in segments]
+
+    def fn(obs, action_mask, to_play):
+        visits = np.zeros((obs.shape[0], A), np.float32)
+        visits[:, 0] = 1.0
+        return visits, np.full(obs.shape[0], 42.0, np.float32)
+
+    chosen = buffer.reanalyze_oldest(num_segments=3, fn=fn, fraction_oldest=0.5, age_decay=0.0,
+                                     rng=np.random.default_rng(0))
+    assert len(chosen) == 3 and np.all(chosen < np.ceil(0.5 * len(segments)))
+    for seg_id in buffer.segment_ids:
+        stored = buffer.get_segment(seg_id)
+        if seg_id in chosen:
+            assert np.all(stored.root_values == 42.0) and np.all(stored.child_visits[:, 0] == 1.0)
+        else:
+            np.testing.assert_array_equal(stored.root_values, segments[seg_id].root_values)
+        np.testing.assert_array_equal(segments[seg_id].child_visits, originals[seg_id])  # caller's copies
+    oldest = buffer.reanalyze_oldest(num_segments=2, fn=fn, age_decay=1e4, rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(oldest, [0, 1])  # strong decay: the very oldest
+
+
+def test_state_dict_round_trip():
+    segments = collect_segments(episode_lengths=[33, 21], L=6, U=2, T=2, S=2, frame_shape=(1, 3, 3))
+    buffer = make_buffer(capacity_transitions=40, frame_stack=2, seed=7)
+    buffer.push(segments)
+    index = buffer.sample(8)
+    buffer.update_priorities(index, np.linspace(0.1, 3.0, 8))
+    state = pickle.loads(pickle.dumps(buffer.state_dict()))
+    clone = make_buffer(capacity_transitions=40, frame_stack=2, seed=123)
+    clone.load_state_dict(state)
+    clone.check_invariants()
+    for a, b in zip(buffer.priorities(), clone.priorities()):
+        np.testing.assert_array_equal(a, b)
+    assert (clone.time, clone.clear_time, clone.num_segments) == (buffer.time, buffer.clear_time, buffer.num_segments)
+    i1, i2 = buffer.sample(8), clone.sample(8)
+    np.testing.assert_array_equal(i1.segment_ids, i2.segment_ids)
+    np.testing.assert_array_equal(i1.positions, i2.positions)
+    b1 = buffer.make_batch(i1, value_fn=newest_frame_mean)
+    b2 = clone.make_batch(i2, value_fn=newest_frame_mean)
+    np.testing.assert_array_equal(b1.obs, b2.obs)
+    np.testing.assert_array_equal(b1.target_value, b2.target_value)
+    clone.push(collect_segments(episode_lengths=[9], L=6, U=2, T=2, S=2, frame_shape=(1, 3, 3), seed=1))
+    clone.check_invariants()
+    with pytest.raises(ValueError, match="saved with"):
+        make_buffer(frame_stack=2, td_steps=3).load_state_dict(state)
+
+
+def test_stale_index_in_make_batch_raises():
+    buffer = make_buffer(capacity_transitions=3)
+    buffer.push([tiny_segment(3)])
+    index = buffer.sample(2)
+    buffer.push([tiny_segment(3)])
+    with pytest.raises(KeyError):
+        buffer.make_batch(index, value_fn=newest_frame_mean)
+    assert isinstance(index, SampledIndex)
