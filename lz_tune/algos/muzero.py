@@ -8,9 +8,9 @@ Loss of one batch (B samples, U unroll steps), per sample, summed over k = 0..U:
     ssl     : -cos(pred(proj(s_k)), proj(repr(o_{t+k}))) * mask  weight ssl_loss_weight (k >= 1)
     entropy : -H(policy_k)                                       weight policy_entropy_weight
 
-Terms of the unrolled steps k >= 1 are scaled by 1/U and the latent's gradient is halved
-at the entry of every dynamics step (MuZero paper, appendix G), so the total gradient
-through the dynamics does not grow with U. Samples are weighted by their PER importance
+Every step k counts equally; the summed loss is divided by U (the original's 1/U gradient
+hook on the total loss) and the latent's gradient is halved at the entry of every dynamics
+step (MuZero paper, appendix G), so the gradient through the dynamics does not grow with U. Samples are weighted by their PER importance
 weights; new priorities are |predicted value - target value| at k = 0.
 """
 
@@ -195,7 +195,6 @@ class MuZeroLearner(Learner):
             pred_value0 = support_to_scalar(init.value_logits)
 
         if num_unroll > 0:
-            scale = 1.0 / num_unroll
             if lc.ssl_loss_weight > 0:
                 with torch.no_grad():
                     flat_next = obs[:, 1:].reshape(-1, *obs.shape[2:])
@@ -204,20 +203,20 @@ class MuZeroLearner(Learner):
             for k in range(1, num_unroll + 1):
                 latent, reward_logits = net.dynamics(_scale_gradient(latent, 0.5), actions[:, k - 1])
                 policy_logits, value_logits = net.prediction(latent)
-                value_loss = value_loss + scale * _soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + scale * _soft_ce(policy_logits, target_policy[:, k])
-                reward_loss = reward_loss + scale * _soft_ce(reward_logits, reward_t[:, k - 1])
+                value_loss = value_loss + _soft_ce(value_logits, value_t[:, k])
+                policy_loss = policy_loss + _soft_ce(policy_logits, target_policy[:, k])
+                reward_loss = reward_loss + _soft_ce(reward_logits, reward_t[:, k - 1])
                 probs = F.softmax(policy_logits, -1)
-                entropy = entropy + scale * -(probs * F.log_softmax(policy_logits, -1)).sum(-1)
+                entropy = entropy + -(probs * F.log_softmax(policy_logits, -1)).sum(-1)
                 if lc.ssl_loss_weight > 0:
                     pred_proj = net.project(latent, with_grad=True)
                     cos = F.cosine_similarity(pred_proj, target_proj[:, k - 1], dim=-1)
-                    ssl_loss = ssl_loss + scale * (-cos) * mask[:, k]
+                    ssl_loss = ssl_loss + (-cos) * mask[:, k]
 
         per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
                       + lc.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
                       - lc.policy_entropy_weight * entropy)
-        loss = (weights * per_sample).mean()
+        loss = (weights * per_sample).mean() / max(num_unroll, 1)
 
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate

@@ -156,6 +156,10 @@ class MuZeroNetwork(nn.Module, abc.ABC):
         is. The caller runs the target branch under ``torch.no_grad()``.
         """
 
+    def forward(self, obs: torch.Tensor) -> InitialOutput:
+        """``module(obs)`` is :meth:`initial_inference` (hooks, ``torch.func.functional_call``)."""
+        return self.initial_inference(obs)
+
     def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
         """Representation then prediction for observations ``[B, *obs_shape]``."""
         latent = self.representation(obs)

@@ -2,7 +2,7 @@
 
 The search calls :meth:`MuZeroNetwork.recurrent_inference` once per simulation at
 batch 8..64, where per-op dispatch and Python overhead matter as much as FLOPs.
-With one hidden layer and no LayerNorm a recurrent step is 15 torch ops:
+With one hidden layer and no LayerNorm a recurrent step is 14 torch ops:
 
 * dynamics: ``index_select`` (action embedding, bias folded in) -> ``addmm``
   (latent weight) -> ``relu_`` -> ``addmm`` (fused ``[next_latent | reward]`` head)

@@ -10,17 +10,19 @@ squashes large returns into a small range. Training targets are the two-hot
 encoding of ``h(x)`` (:func:`scalar_to_support`); predictions are decoded with
 ``h^-1(E_softmax[support])`` (:func:`support_to_scalar`).
 
-:func:`support_to_scalar_np` is a numba twin of :func:`support_to_scalar` for
-the tree search hot path; it can also be called from other ``@njit`` code.
+:func:`support_to_scalar_np` (defined in :mod:`lz_tune.models.support_np`, re-exported
+here) is the numba twin of :func:`support_to_scalar` for the tree search hot path.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
-import numba
-import numpy as np
 import torch
+
+from lz_tune.models import _validation as check
+from lz_tune.models.support_np import support_to_scalar_np
 
 __all__ = [
     "scalar_transform",
@@ -35,13 +37,8 @@ DEFAULT_EPS = 0.001
 
 
 def _check_eps(eps: float) -> None:
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0.0):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps >= 0.0):
         raise ValueError(f"eps must be a finite float >= 0, got {eps!r}")
-
-
-def _check_support_size(support_size: int) -> None:
-    if isinstance(support_size, bool) or not isinstance(support_size, int) or support_size < 1:
-        raise ValueError(f"support_size must be a positive int, got {support_size!r}")
 
 
 def scalar_transform(x: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
@@ -55,7 +52,9 @@ def scalar_transform(x: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
         ``[...]`` tensor of the same dtype.
     """
     _check_eps(eps)
-    return torch.sign(x) * (torch.sqrt(torch.abs(x) + 1.0) - 1.0) + eps * x
+    # sign(x) (sqrt(|x| + 1) - 1) == x / (sqrt(|x| + 1) + 1), without the cancellation
+    # that loses all float32 precision for |x| < ~1e-5.
+    return x / (torch.sqrt(torch.abs(x) + 1.0) + 1.0) + eps * x
 
 
 def inverse_scalar_transform(y: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
@@ -64,8 +63,9 @@ def inverse_scalar_transform(y: torch.Tensor, eps: float = DEFAULT_EPS) -> torch
     The textbook form ``sign(y) * (((sqrt(1 + 4 eps (|y| + 1 + eps)) - 1) / (2 eps))^2 - 1)``
     cancels catastrophically in float32 for small ``eps * |y|`` and small ``|y|``.
     It is algebraically rewritten as ``sign(y) * d * (d + 2)`` with
-    ``d = 2 |y| / (s + 1 + 2 eps)`` and ``s = sqrt(1 + 4 eps (|y| + 1 + eps))``,
-    which has no cancellation and is also exact for ``eps = 0``.
+    ``d = 2 |y| / (s + 1 + 2 eps)`` and ``s = sqrt(1 + 4 eps (|y| + 1 + eps))``
+    (the sign is folded into ``d``), which has no cancellation and is also exact for
+    ``eps = 0``.
 
     Args:
         y: float tensor ``[...]`` of transformed values.
@@ -75,10 +75,9 @@ def inverse_scalar_transform(y: torch.Tensor, eps: float = DEFAULT_EPS) -> torch
         ``[...]`` tensor of the same dtype.
     """
     _check_eps(eps)
-    abs_y = torch.abs(y)
-    s = torch.sqrt(1.0 + 4.0 * eps * (abs_y + (1.0 + eps)))
-    d = 2.0 * abs_y / (s + (1.0 + 2.0 * eps))
-    return torch.sign(y) * d * (d + 2.0)
+    s = torch.sqrt(1.0 + 4.0 * eps * (torch.abs(y) + (1.0 + eps)))
+    d = 2.0 * y / (s + (1.0 + 2.0 * eps))
+    return d * (torch.abs(d) + 2.0)
 
 
 def two_hot(y: torch.Tensor, support_size: int) -> torch.Tensor:
@@ -95,7 +94,7 @@ def two_hot(y: torch.Tensor, support_size: int) -> torch.Tensor:
     Returns:
         ``[..., 2 * S + 1]`` probabilities (``y``'s dtype if floating, else float32).
     """
-    _check_support_size(support_size)
+    support_size = check.positive_int("support_size", support_size)
     dtype = y.dtype if y.is_floating_point() else torch.float32
     y = y.to(dtype).clamp(-support_size, support_size)
     low = torch.floor(y)
@@ -129,6 +128,8 @@ def scalar_to_support(x: torch.Tensor, support_size: int, *, eps: float = DEFAUL
 def support_to_scalar(logits: torch.Tensor, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
     """Decode categorical logits into raw scalars: ``h^-1(E_softmax(logits)[support])``.
 
+    Computed in float64 (float32 on MPS) and returned in ``logits``' dtype.
+
     Args:
         logits: ``[..., 2 * S + 1]`` float logits over the support ``-S..S``.
         eps: the ``h`` epsilon.
@@ -140,52 +141,12 @@ def support_to_scalar(logits: torch.Tensor, *, eps: float = DEFAULT_EPS) -> torc
     if num_bins % 2 != 1:
         raise ValueError(f"logits.shape[-1] must be odd (2 * support_size + 1), got {num_bins}")
     half = (num_bins - 1) // 2
-    probs = torch.softmax(logits, dim=-1)
+    # float32 softmax + a 600-term float32 dot product err by up to ~3e-5 relative; work
+    # in float64 like the numba twin (MPS has no float64).
+    work_dtype = torch.float32 if logits.device.type == "mps" else torch.float64
+    probs = torch.softmax(logits.to(work_dtype), dim=-1)
     # E = sum_k k * (p[S + k] - p[S - k]): mirrored bins cancel before the sum, so a
     # symmetric (e.g. zero-initialised, uniform) distribution decodes to exactly 0.
     mirrored = probs[..., half + 1 :] - probs[..., :half].flip(-1)
-    magnitudes = torch.arange(1, half + 1, dtype=probs.dtype, device=probs.device)
-    return inverse_scalar_transform(torch.matmul(mirrored, magnitudes), eps)
-
-
-@numba.njit(cache=True)
-def support_to_scalar_np(logits: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
-    """Numba twin of :func:`support_to_scalar` for the tree search hot path.
-
-    Softmax is computed stably (max subtracted) with float64 accumulation, so it
-    agrees with the float32 torch version to float32 rounding (~1e-6 relative).
-    Mirrored bins are paired as in the torch version: symmetric logits give exactly 0.
-    Callable from Python and from other ``@njit`` functions.
-
-    Args:
-        logits: ``[B, 2 * S + 1]`` float32 (any float dtype / strides accepted).
-        eps: the ``h`` epsilon.
-
-    Returns:
-        ``[B]`` float32 raw scalars.
-    """
-    batch, num_bins = logits.shape
-    if num_bins % 2 != 1:
-        raise ValueError("support_to_scalar_np: logits.shape[1] must be odd (2 * support_size + 1)")
-    half = (num_bins - 1) // 2
-    out = np.empty(batch, dtype=np.float32)
-    for b in range(batch):
-        peak = np.float64(logits[b, 0])
-        for j in range(1, num_bins):
-            v = np.float64(logits[b, j])
-            if v > peak:
-                peak = v
-        norm = np.exp(np.float64(logits[b, half]) - peak)
-        moment = 0.0
-        for k in range(1, half + 1):
-            above = np.exp(np.float64(logits[b, half + k]) - peak)
-            below = np.exp(np.float64(logits[b, half - k]) - peak)
-            norm += above + below
-            moment += k * (above - below)
-        y = moment / norm
-        abs_y = abs(y)
-        s = np.sqrt(1.0 + 4.0 * eps * (abs_y + 1.0 + eps))
-        d = 2.0 * abs_y / (s + 1.0 + 2.0 * eps)
-        x = d * (d + 2.0)
-        out[b] = -x if y < 0.0 else x
-    return out
+    magnitudes = torch.arange(1, half + 1, dtype=work_dtype, device=probs.device)
+    return inverse_scalar_transform(torch.matmul(mirrored, magnitudes), eps).to(logits.dtype)

@@ -1,0 +1,86 @@
+"""Tree-search speed: 50 simulations, batched over B trees, with a small MuZero MLP.
+
+Model: one 64-wide hidden layer per network, latent 64, 601-bin value and reward heads
+(support 300), torch on 1 thread. Cases: (actions=2, batch=8) and (actions=18, batch=64).
+
+Prints sims/s (batch x simulations / seconds of one search, root inference included) and
+the share of search time spent outside the model calls (tree kernels, numpy glue, latent
+gathering). The LAST line is one JSON object with the figures.
+
+    python benchmarks/mcts_speed.py [--repeats 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+
+from lz_tune.algos.muzero import MuZeroPolicy
+from lz_tune.config import Config
+from lz_tune.envs.types import EnvSpecInfo
+
+NUM_SIMULATIONS = 50
+
+
+def bench_case(num_actions: int, batch: int, repeats: int, obs_dim: int = 4) -> dict[str, float]:
+    cfg = Config().with_updates({"model.kind": "mlp", "model.latent_dim": 64, "model.hidden_sizes": (64,),
+                                 "model.value_support_size": 300, "model.reward_support_size": 300,
+                                 "mcts.num_simulations": NUM_SIMULATIONS})
+    spec = EnvSpecInfo(observation_shape=(obs_dim,), frame_shape=(obs_dim,), frame_stack=1,
+                       action_space_size=num_actions, is_atari=False)
+    torch.manual_seed(0)
+    policy = MuZeroPolicy(cfg, spec)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(batch, obs_dim)).astype(np.float32)
+    mask = np.ones((batch, num_actions), bool)
+    to_play = -np.ones(batch, np.int64)
+
+    model_time = [0.0]
+    inner = policy._recurrent
+
+    def timed_recurrent(latent, action):
+        t = time.perf_counter()
+        out = inner(latent, action)
+        model_time[0] += time.perf_counter() - t
+        return out
+
+    policy._recurrent = timed_recurrent  # type: ignore[method-assign]
+    for _ in range(3):  # warm-up (numba compile / cache load, allocator)
+        policy.search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
+    times = []
+    model_shares = []
+    for _ in range(repeats):
+        model_time[0] = 0.0
+        t = time.perf_counter()
+        policy.search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
+        dt = time.perf_counter() - t
+        times.append(dt)
+        model_shares.append(model_time[0] / dt)
+    best = float(np.median(times))
+    return {"sims_per_s": batch * NUM_SIMULATIONS / best, "search_ms": best * 1e3,
+            "share_outside_model": 1.0 - float(np.median(model_shares))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    results = {}
+    print(f"{'case':<14}{'sims/s':>12}{'ms/search':>12}{'outside model':>16}")
+    for a, b in [(2, 8), (18, 64)]:
+        r = bench_case(a, b, args.repeats)
+        key = f"a{a}_b{b}"
+        results[f"{key}_sims_per_s"] = round(r["sims_per_s"], 1)
+        results[f"{key}_search_ms"] = round(r["search_ms"], 3)
+        results[f"{key}_share_outside_model"] = round(r["share_outside_model"], 3)
+        print(f"A={a:<3} B={b:<6}{r['sims_per_s']:>12.0f}{r['search_ms']:>12.2f}{r['share_outside_model']:>15.1%}")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
