@@ -211,6 +211,8 @@ class ModelConfig(_Section):
     """Reward head has 2S+1 bins over h(reward)."""
     projection_dim: int = 256
     """Width of the self-supervised consistency projection."""
+    layer_norm: bool = False
+    """MLP: LayerNorm after every hidden layer."""
 
     def _check(self) -> None:
         self._positive("latent_dim", "num_channels", "value_support_size", "reward_support_size",

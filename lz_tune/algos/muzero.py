@@ -47,7 +47,7 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
         return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
                                 latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
                                 value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                                projection_dim=m.projection_dim)
+                                projection_dim=m.projection_dim, layer_norm=m.layer_norm)
     from lz_tune.models.conv import MuZeroConvNetwork
 
     if len(spec.observation_shape) != 3:
