@@ -91,7 +91,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description="Train MuZero-family agents (sync or async on Ray).")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
-    args = parser.parse_args(argv)
+    # overrides may come before or after flags: collect stray key=value tokens too
+    args, extra = parser.parse_known_args(argv)
+    stray = [e for e in extra if e.startswith("-") or "=" not in e]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = list(args.overrides) + extra
     try:
         if args.command == "train":
             return cmd_train(args)

@@ -363,6 +363,9 @@ class Driver:
     # ------------------------------------------------------------------------------ results
 
     def _consume(self, polled: PollResult) -> None:
+        for kind, worker_id, error in polled.failures:
+            self.print(f"[{self.cfg.exp_name}] {kind} {worker_id} failed, its result was discarded and the actor "
+                       f"restarted: {error.splitlines()[0] if error else ''}")
         for r in polled.collects:
             self._on_collect(r)
         for e in polled.evals:

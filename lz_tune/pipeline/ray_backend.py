@@ -1,0 +1,244 @@
+"""Ray back-end of the driver loop: collectors and evaluators as Ray actors (the async pipeline).
+
+Each actor owns its envs and policy (a :class:`SegmentCollector` or :class:`Evaluator`) and
+receives immutable weight snapshots: the driver ``ray.put``s one snapshot per version and
+reuses that ObjectRef for every launch with the same version. A collector fetches the
+snapshot only when the version differs from the one it holds, and only between collects.
+
+Inside a Ray Tune trial (a placement group is current), actor i is pinned explicitly to
+bundle i+1 of the trial's group (bundle 0 is the driver): collectors first, then
+evaluators. Outside Tune actors are scheduled normally.
+
+A failed collect or evaluation (actor died, exception inside) is reported to the driver as a
+failure; the actor is restarted with a new seed in the same bundle, up to
+``async_pipeline.max_actor_restarts`` times per run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from lz_tune.config import Config
+from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
+from lz_tune.workers import WeightSnapshot
+
+RAY_MISSING = ("the async pipeline needs Ray, which is not installed: pip install 'ray[tune,train]' "
+               "(or run without --async-pipeline / async_pipeline.enabled=False for the sync pipeline)")
+
+
+def import_ray():
+    """Import ray or raise a clear ImportError naming the fix."""
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - exercised by a test that hides ray
+        raise ImportError(RAY_MISSING) from e
+    return ray
+
+
+class CollectorWorker:
+    """Body of a collector actor: a SegmentCollector plus snapshot caching."""
+
+    def __init__(self, cfg_dict: dict, seed: int, worker_id: int, num_threads: int) -> None:
+        import torch
+
+        from lz_tune.config import Config
+        from lz_tune.workers import SegmentCollector
+
+        torch.set_num_threads(max(1, num_threads))
+        self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id)
+
+    def collect(self, version: int, snapshot_box: list, temperature: float):
+        if version != self.collector.policy_version:
+            import ray
+
+            self.collector.load_snapshot(ray.get(snapshot_box[0]))
+        return self.collector.collect(temperature=temperature)
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> bool:
+        self.collector.close()
+        return True
+
+
+class EvaluatorWorker:
+    """Body of an evaluator actor."""
+
+    def __init__(self, cfg_dict: dict, seed: int, num_threads: int) -> None:
+        import torch
+
+        from lz_tune.config import Config
+        from lz_tune.workers import Evaluator
+
+        torch.set_num_threads(max(1, num_threads))
+        self.evaluator = Evaluator(Config.from_dict(cfg_dict), seed=seed)
+
+    def evaluate(self, snapshot_box: list):
+        import ray
+
+        return self.evaluator.evaluate(ray.get(snapshot_box[0]))
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> bool:
+        self.evaluator.close()
+        return True
+
+
+class RayBackend(WorkerBackend):
+    concurrent = True
+
+    def __init__(self, cfg: Config) -> None:
+        ray = import_ray()
+        self.ray = ray
+        self.cfg = cfg
+        ap = cfg.async_pipeline
+        self._started_ray = False
+        if not ray.is_initialized():
+            need = ap.num_collector_actors * ap.collector_num_cpus + ap.num_evaluator_actors * ap.evaluator_num_cpus
+            import os
+
+            ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
+                     log_to_driver=True, configure_logging=False)
+            self._started_ray = True
+        self._cfg_dict = cfg.to_dict()
+        self._pg = ray.util.get_current_placement_group()
+        self._restarts = 0
+        self._spawn_count = 0
+        self.collectors: list[Any] = [self._make_collector(k) for k in range(ap.num_collector_actors)]
+        self.evaluators: list[Any] = [self._make_evaluator(k) for k in range(ap.num_evaluator_actors)]
+        self._collect_refs: dict[Any, int] = {}      # ObjectRef -> collector id
+        self._eval_refs: dict[Any, int] = {}         # ObjectRef -> evaluator id
+        self._snapshot_refs: dict[int, Any] = {}     # version -> ObjectRef (one per version)
+        self.snapshot_puts = 0
+
+    # ------------------------------------------------------------------------------ actors
+
+    def _options(self, bundle_index: int, num_cpus: float, num_gpus: float) -> dict[str, Any]:
+        opts: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_restarts": 0}
+        if self._pg is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._pg, placement_group_bundle_index=bundle_index,
+                placement_group_capture_child_tasks=True)
+        return opts
+
+    def _make_collector(self, k: int):
+        ap = self.cfg.async_pipeline
+        seed = self.cfg.seed + COLLECTOR_SEED_STRIDE * k + 7919 * self._spawn_count
+        self._spawn_count += 1
+        cls = self.ray.remote(CollectorWorker).options(**self._options(1 + k, ap.collector_num_cpus,
+                                                                         ap.collector_num_gpus))
+        return cls.remote(self._cfg_dict, seed, k, max(1, int(ap.collector_num_cpus)))
+
+    def _make_evaluator(self, k: int):
+        ap = self.cfg.async_pipeline
+        seed = self.cfg.seed + EVALUATOR_SEED_OFFSET + k
+        cls = self.ray.remote(EvaluatorWorker).options(**self._options(1 + ap.num_collector_actors + k,
+                                                                         ap.evaluator_num_cpus, ap.evaluator_num_gpus))
+        return cls.remote(self._cfg_dict, seed, max(1, int(ap.evaluator_num_cpus)))
+
+    def _restart(self, kind: str, k: int) -> None:
+        self._restarts += 1
+        limit = self.cfg.async_pipeline.max_actor_restarts
+        if self._restarts > limit:
+            raise RuntimeError(f"{kind} actors failed {self._restarts} times, more than "
+                               f"async_pipeline.max_actor_restarts={limit}: giving up")
+        old = self.collectors[k] if kind == "collector" else self.evaluators[k]
+        try:
+            self.ray.kill(old, no_restart=True)
+        except Exception:
+            pass
+        if kind == "collector":
+            self.collectors[k] = self._make_collector(k)
+        else:
+            self.evaluators[k] = self._make_evaluator(k)
+
+    @property
+    def actor_restarts(self) -> int:
+        return self._restarts
+
+    # ------------------------------------------------------------------------------ work
+
+    def _snapshot_ref(self, snapshot: WeightSnapshot):
+        ref = self._snapshot_refs.get(snapshot.version)
+        if ref is None:
+            ref = self.ray.put(snapshot)
+            self.snapshot_puts += 1
+            self._snapshot_refs = {snapshot.version: ref, **{v: r for v, r in list(self._snapshot_refs.items())[-3:]}}
+        return ref
+
+    def idle_collectors(self) -> list[int]:
+        busy = set(self._collect_refs.values())
+        return [k for k in range(len(self.collectors)) if k not in busy]
+
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+        ref = self.collectors[worker_id].collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature)
+        self._collect_refs[ref] = worker_id
+
+    @property
+    def collects_in_flight(self) -> int:
+        return len(self._collect_refs)
+
+    @property
+    def evals_in_flight(self) -> int:
+        return len(self._eval_refs)
+
+    def launch_eval(self, snapshot: WeightSnapshot) -> bool:
+        busy = set(self._eval_refs.values())
+        idle = [k for k in range(len(self.evaluators)) if k not in busy]
+        if not idle:
+            return False
+        ref = self.evaluators[idle[0]].evaluate.remote([self._snapshot_ref(snapshot)])
+        self._eval_refs[ref] = idle[0]
+        return True
+
+    def poll(self, timeout_s: float) -> PollResult:
+        out = PollResult()
+        pending = [*self._collect_refs, *self._eval_refs]
+        if not pending:
+            if timeout_s > 0:
+                time.sleep(timeout_s)
+            return out
+        ready, _ = self.ray.wait(pending, num_returns=1, timeout=timeout_s)
+        if ready:
+            ready, _ = self.ray.wait(pending, num_returns=len(pending), timeout=0)
+        for ref in ready:
+            kind, k = ("collector", self._collect_refs.pop(ref)) if ref in self._collect_refs else \
+                ("evaluator", self._eval_refs.pop(ref))
+            try:
+                value = self.ray.get(ref)
+            except Exception as e:  # actor died (RayActorError) or raised inside (RayTaskError)
+                out.failures.append((kind, k, f"{type(e).__name__}: {e}"))
+                self._restart(kind, k)
+                continue
+            (out.collects if kind == "collector" else out.evals).append(value)
+        return out
+
+    def close(self) -> None:
+        actors = [*self.collectors, *self.evaluators]
+        refs = []
+        for a in actors:
+            try:
+                refs.append(a.close.remote())
+            except Exception:
+                pass
+        try:
+            self.ray.wait(refs, num_returns=len(refs), timeout=self.cfg.async_pipeline.shutdown_timeout_s)
+        except Exception:
+            pass
+        for a in actors:
+            try:
+                self.ray.kill(a, no_restart=True)
+            except Exception:
+                pass
+        self._collect_refs.clear()
+        self._eval_refs.clear()
+        self._snapshot_refs.clear()
+        if self._started_ray:
+            self.ray.shutdown()
+            self._started_ray = False
