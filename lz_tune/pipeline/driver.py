@@ -140,6 +140,7 @@ class Driver:
         self._recent_returns: list[float] = []
         self._last_logs: dict[str, float] = {}
         self._final_eval_launched = False
+        self._final_eval_wanted = False
         if ckpt is not None:
             self._restore(ckpt)
 
@@ -180,7 +181,7 @@ class Driver:
     @property
     def done(self) -> bool:
         """A stop criterion fired and no evaluation is still in flight."""
-        return bool(self.stop) and self.backend.evals_in_flight == 0
+        return bool(self.stop) and self.backend.evals_in_flight == 0 and not self._final_eval_wanted
 
     # ------------------------------------------------------------------------------ loop
 
@@ -219,8 +220,10 @@ class Driver:
         if self.stop and not self.stop.reached_stop_value and not self._final_eval_launched:
             # one last evaluation of the final weights, unless that version was just evaluated
             self._final_eval_launched = True
-            if self.last_eval is None or self.last_eval.train_iter != self.train_iter:
-                self._launch_eval()
+            self._final_eval_wanted = self.last_eval is None or self.last_eval.train_iter != self.train_iter
+        if self._final_eval_wanted and self.backend.evals_in_flight < self.cfg.async_pipeline.max_eval_inflight:
+            self._final_eval_wanted = False
+            self._launch_eval()
 
     # ------------------------------------------------------------------------------ collect
 
