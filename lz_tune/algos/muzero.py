@@ -69,17 +69,22 @@ class MuZeroPolicy(Policy):
         self.device = torch.device(device)
         self.network = (network or build_network(cfg, spec)).to(self.device)
         self.network.eval()
+        self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
 
     # ------------------------------------------------------------------ search plumbing
 
     def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
 
+    def _numpy(self, t: torch.Tensor) -> np.ndarray:
+        """float32 numpy view (no copy on CPU: this runs once per simulation)."""
+        return t.numpy() if self._cpu_float32 else t.float().cpu().numpy()
+
     def _recurrent(self, latent: torch.Tensor, action: np.ndarray):
         out = self.network.recurrent_inference(latent, torch.from_numpy(action).to(self.device))
-        reward = support_to_scalar_np(out.reward_logits.float().cpu().numpy())
-        value = support_to_scalar_np(out.value_logits.float().cpu().numpy())
-        return out.latent, reward, value, out.policy_logits.float().cpu().numpy()
+        reward = support_to_scalar_np(self._numpy(out.reward_logits))
+        value = support_to_scalar_np(self._numpy(out.value_logits))
+        return out.latent, reward, value, self._numpy(out.policy_logits)
 
     def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
                noise: bool, rng: np.random.Generator):

@@ -33,7 +33,7 @@ import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.buffer.game_buffer import GameBuffer
-from lz_tune.checkpoint import load_checkpoint, save_checkpoint
+from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
@@ -108,6 +108,7 @@ class Driver:
         except ValueError as e:
             raise ConfigError(f"env.env_id: {e}") from e
         ckpt = load_checkpoint(resume_from, policy_type=cfg.policy_type) if resume_from else None
+        self.resume_from = resume_from
 
         self.cfg = cfg
         self.print = print_fn or (lambda s: None)
@@ -131,6 +132,7 @@ class Driver:
         self.times = TimeShares()
         self.stop = StopReason()
         self.best_eval: Optional[EvalResult] = None
+        self.best_reward_mean: Optional[float] = None
         self.last_eval: Optional[EvalResult] = None
         self.eval_history: list[dict[str, Any]] = []
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
@@ -231,8 +233,10 @@ class Driver:
         for worker_id in self.backend.idle_collectors():
             if self.backend.collects_in_flight >= self.collect_inflight_cap:
                 return
-            if self.trainable and len(self.budgets) >= self.budget_queue_cap:
-                return  # backpressure, only once the buffer is trainable (no starvation at cold start)
+            if self.trainable and len(self.budgets) + self.backend.collects_in_flight >= self.budget_queue_cap:
+                # backpressure, only once the buffer is trainable (no starvation at cold start); collects in
+                # flight count too, so the queue itself never exceeds the cap
+                return
             snapshot = self.publisher.for_collect(self.train_iter)
             self._launch_lags.append(self.train_iter - snapshot.train_iter)
             self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter))
@@ -335,9 +339,10 @@ class Driver:
         self.times.eval += result.eval_time_s
         state = self._pending_eval_states.pop(result.version, None)
         self.last_eval = result
-        is_best = self.best_eval is None or result.reward_mean > self.best_eval.reward_mean
+        is_best = self.best_reward_mean is None or result.reward_mean > self.best_reward_mean
         if is_best:
             self.best_eval = result
+            self.best_reward_mean = result.reward_mean
         record = {"train_iter": result.train_iter, "env_steps": state["counters"]["env_steps"] if state else None,
                   "reward_mean": result.reward_mean, "reward_std": result.reward_std,
                   "reward_max": result.reward_max, "reward_min": result.reward_min,
@@ -404,8 +409,8 @@ class Driver:
             "stop_value_reached": self.stop.reached_stop_value,
             "done": self.done if hasattr(self, "backend") else False,
         }
-        if self.best_eval is not None:
-            m["eval_reward_mean_best"] = self.best_eval.reward_mean
+        if self.best_reward_mean is not None:
+            m["eval_reward_mean_best"] = self.best_reward_mean
         if self.last_eval is not None:
             m["eval_reward_mean_last"] = self.last_eval.reward_mean
             m["eval_train_iter_last"] = self.last_eval.train_iter
@@ -424,7 +429,7 @@ class Driver:
             "eval": None if result is None else {
                 "reward_mean": result.reward_mean, "reward_std": result.reward_std, "version": result.version,
                 "train_iter": result.train_iter, "num_episodes": result.num_episodes},
-            "best_eval_reward_mean": None if self.best_eval is None else self.best_eval.reward_mean,
+            "best_eval_reward_mean": self.best_reward_mean,
             "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
         }
 
@@ -435,7 +440,13 @@ class Driver:
         return self._checkpoint_payload(state, None)
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
-        self.learner.load_state_dict(ckpt["learner"])
+        try:
+            self.learner.load_state_dict(ckpt["learner"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise CheckpointError(f"{self.resume_from}: checkpoint does not fit this config "
+                                  f"(network or optimizer shapes differ): {str(e).splitlines()[0]}") from e
+        best = ckpt.get("best_eval_reward_mean")
+        self.best_reward_mean = None if best is None else float(best)
         counters = dict(ckpt["counters"])
         counters.pop("train_iter", None)
         for k, v in counters.items():

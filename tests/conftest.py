@@ -1,0 +1,64 @@
+"""Shared fixtures: a tiny CartPole MuZero config that trains in seconds on one CPU core."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CARTPOLE_ZOO = os.path.join("zoo", "classic_control", "cartpole_muzero.py")
+
+#: overrides of the CartPole zoo config that make every stage tiny (CLI-style strings)
+TINY_OVERRIDES: tuple[str, ...] = (
+    "env.collector_env_num=2",
+    "env.evaluator_env_num=2",
+    "evaluator.n_evaluator_episode=2",
+    "mcts.num_simulations=4",
+    "learner.batch_size=16",
+    "learner.update_per_collect=3",
+    "buffer.game_segment_length=10",
+    "buffer.num_unroll_steps=3",
+    "buffer.td_steps=3",
+    "model.latent_dim=16",
+    "model.hidden_sizes=(16,)",
+    "model.value_support_size=10",
+    "model.reward_support_size=5",
+    "model.projection_dim=16",
+    "evaluator.eval_freq=3",
+    "env.max_episode_steps=30",
+    "learner.num_threads=1",
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_overrides() -> tuple[str, ...]:
+    return TINY_OVERRIDES
+
+
+@pytest.fixture(scope="session")
+def zoo_config_path() -> str:
+    """The CartPole zoo config, relative to the repository root (the CLI tests run there)."""
+    return CARTPOLE_ZOO
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_cfg() -> Callable[..., "object"]:
+    """``tiny_cfg("key=value", ...)``: the tiny CartPole config with extra overrides on top."""
+    import torch
+
+    from lz_tune.config import load_config_module
+
+    torch.set_num_threads(1)
+    base = load_config_module(os.path.join(REPO_ROOT, CARTPOLE_ZOO)).with_overrides(list(TINY_OVERRIDES))
+
+    def make(*extra: str):
+        return base.with_overrides(list(extra)) if extra else base
+
+    return make

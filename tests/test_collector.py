@@ -1,0 +1,160 @@
+"""SegmentCollector: nothing lost or reordered across collect() calls, snapshot versions,
+initial priorities."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+
+from lz_tune.workers import SegmentCollector, WeightSnapshot
+
+
+def _tag_segments_by_env(collector: SegmentCollector) -> dict[int, int]:
+    """Wrap every builder's add_step so that each emitted segment is mapped (by id) to its env."""
+    owner: dict[int, int] = {}
+    for env_index, builder in enumerate(collector.builders):
+        original = builder.add_step
+
+        def add_step(*args, _original=original, _env=env_index, **kwargs):
+            out = _original(*args, **kwargs)
+            for seg in out:
+                owner[id(seg)] = _env
+            return out
+
+        builder.add_step = add_step
+    return owner
+
+
+def _random_snapshot(collector: SegmentCollector, *, version: int, train_iter: int, seed: int) -> WeightSnapshot:
+    torch.manual_seed(seed)
+    weights = {k: torch.randn_like(v) * 0.1 if v.is_floating_point() else v.clone()
+               for k, v in collector.policy.weights().items()}
+    return WeightSnapshot(version=version, train_iter=train_iter, weights=weights)
+
+
+@pytest.fixture(scope="module")
+def collected(tiny_cfg):
+    """Five collects of one collector (1 segment each), with the env of every segment."""
+    cfg = tiny_cfg()
+    torch.manual_seed(0)
+    collector = SegmentCollector(cfg, seed=3)
+    owner = _tag_segments_by_env(collector)
+    collector.load_snapshot(_random_snapshot(collector, version=5, train_iter=4, seed=0))
+    results, in_progress = [], []
+    for _ in range(5):
+        results.append(collector.collect(temperature=1.0, num_segments=1))
+        in_progress.append(collector.steps_in_progress)
+    segments = [(owner[id(s)], s) for r in results for s in r.segments]
+    yield cfg, collector, results, in_progress, segments
+    collector.close()
+
+
+def test_no_transition_lost_across_collects(collected):
+    cfg, collector, results, in_progress, segments = collected
+    assert len(segments) >= 5
+    total_steps = sum(r.env_steps for r in results)
+    assert total_steps == collector.total_env_steps
+    # every step taken is owned by exactly one returned segment, or still in progress
+    owned = sum(r.num_transitions for r in results)
+    assert total_steps == owned + collector.steps_in_progress
+    # ... after every collect, not only the last one
+    running_steps = running_owned = 0
+    for r, pending in zip(results, in_progress):
+        running_steps += r.env_steps
+        running_owned += r.num_transitions
+        assert r.steps_in_progress == pending
+        assert running_steps == running_owned + pending
+    # ... and per env: each env took total_steps / N steps
+    n = cfg.env.collector_env_num
+    assert total_steps % n == 0
+    for env_index in range(n):
+        owned_env = sum(s.num_owned for e, s in segments if e == env_index)
+        assert owned_env + collector.builders[env_index].num_steps_in_progress == total_steps // n
+
+
+def test_segments_of_one_env_are_contiguous(collected):
+    cfg, collector, results, _, segments = collected
+    L = cfg.buffer.game_segment_length
+    padding = cfg.buffer.num_unroll_steps + cfg.buffer.td_steps
+    by_env = defaultdict(list)
+    for env_index, seg in segments:
+        by_env[env_index].append(seg)
+    assert set(by_env) == set(range(cfg.env.collector_env_num))
+    episode_lengths = []
+    for segs in by_env.values():
+        assert segs[0].timesteps[0] == 0  # the very first segment starts an episode
+        for prev, nxt in zip(segs, segs[1:]):
+            n = prev.num_owned
+            assert np.array_equal(prev.timesteps, np.arange(prev.timesteps[0], prev.timesteps[0] + prev.num_steps))
+            if prev.terminal and prev.num_padding == 0:
+                # the episode ended right after this segment's last owned step: the next one starts a new episode
+                episode_lengths.append(int(prev.timesteps[-1]) + 1)
+                assert nxt.timesteps[0] == 0
+                continue
+            # same episode goes on: a full segment, whose padding is the start of the next segment
+            assert n == L
+            if not prev.terminal:
+                assert prev.num_padding == padding
+            assert nxt.timesteps[0] == prev.timesteps[n - 1] + 1
+            k = min(prev.num_padding, nxt.num_steps)
+            assert k >= 1
+            assert np.array_equal(prev.timesteps[n:n + k], nxt.timesteps[:k])
+            assert np.array_equal(prev.actions[n:n + k], nxt.actions[:k])
+            assert np.array_equal(prev.rewards[n:n + k], nxt.rewards[:k])
+            # the observation at the next segment's first position is the one after prev's owned steps
+            np.testing.assert_array_equal(prev.obs(n), nxt.obs(0))
+        last = segs[-1]
+        if last.terminal and last.num_padding == 0:
+            episode_lengths.append(int(last.timesteps[-1]) + 1)
+    # every real episode end reported by the collects is the end of a terminal segment
+    reported = sorted(length for r in results for length in r.episode_lengths)
+    assert reported == sorted(episode_lengths)
+    assert len(reported) >= 1  # max_episode_steps=30: at least one episode ended
+
+
+def test_policy_version_of_loaded_snapshot(tiny_cfg):
+    cfg = tiny_cfg()
+    collector = SegmentCollector(cfg, seed=0)
+    try:
+        snap = _random_snapshot(collector, version=42, train_iter=17, seed=1)
+        collector.load_snapshot(snap)
+        for k, v in collector.policy.network.state_dict().items():
+            assert torch.equal(v, snap.weights[k]), k
+        r = collector.collect(temperature=1.0, num_segments=1)
+        assert (r.policy_version, r.policy_train_iter) == (42, 17)
+        # the same version is not reloaded; a new version is
+        same_version = _random_snapshot(collector, version=42, train_iter=17, seed=2)
+        collector.load_snapshot(same_version)
+        assert all(torch.equal(v, snap.weights[k]) for k, v in collector.policy.network.state_dict().items())
+        newer = _random_snapshot(collector, version=43, train_iter=18, seed=3)
+        collector.load_snapshot(newer)
+        assert all(torch.equal(v, newer.weights[k]) for k, v in collector.policy.network.state_dict().items())
+        r = collector.collect(temperature=1.0, num_segments=1)
+        assert (r.policy_version, r.policy_train_iter) == (43, 18)
+    finally:
+        collector.close()
+
+
+@pytest.mark.parametrize("use_max", [False, True])
+def test_initial_priorities(tiny_cfg, use_max):
+    cfg = tiny_cfg(f"buffer.use_max_priority_for_new_data={use_max}")
+    torch.manual_seed(0)
+    collector = SegmentCollector(cfg, seed=1)
+    try:
+        r = collector.collect(temperature=1.0, num_segments=2)
+        assert len(r.segments) >= 2
+        if use_max:
+            assert r.priorities is None
+            return
+        assert r.priorities is not None and len(r.priorities) == len(r.segments)
+        for seg, prio in zip(r.segments, r.priorities):
+            assert prio.shape == (seg.num_owned,)
+            assert np.all(np.isfinite(prio)) and np.all(prio > 0)
+            n = seg.num_owned
+            expected = np.abs(seg.pred_values[:n] - seg.root_values[:n])
+            np.testing.assert_allclose(prio, expected, atol=1e-5)
+    finally:
+        collector.close()
