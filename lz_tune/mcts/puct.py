@@ -22,7 +22,8 @@ Score of action ``a`` at node ``n`` (LightZero / MuZero appendix):
 ``mean_q(n)`` is the mean Q of the visited children, averaged together with the parent's
 mean_q (plain mean at the root). ``normalise`` is min-max over every Q seen in the tree with
 a minimum spread of ``value_delta_max``; before two distinct values exist, Q is used raw.
-Exact ties are broken by ``1e-7 * tie_noise`` (uniform noise drawn per simulation).
+Exact ties are broken by ``1e-7 * noise`` where the noise is a hash of (seed, simulation,
+tree, action) in [0, 1): random across searches, reproducible for a given seed, and free.
 
 One deliberate difference from LightZero: ``N_n`` counts the node's own expansion (as mctx
 does), so the very first simulation at a node follows the prior instead of a random tie
@@ -96,13 +97,28 @@ def _normalise(q, lo, hi, value_delta_max):
     return q
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _tie_noise(seed, sim, b, a):
+    """Uniform [0, 1) from a 64-bit mix of (seed, sim, b, a) (splitmix64 finaliser)."""
+    h = np.uint64(seed) ^ (np.uint64(sim) * np.uint64(0x9E3779B97F4A7C15)) \
+        ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9)) ^ (np.uint64(a) * np.uint64(0x94D049BB133111EB))
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return (h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
 @numba.njit(cache=True, nogil=True)
 def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, root_legal,
-                  discount, min_max, pb_c_base, pb_c_init, value_delta_max, tie_noise, out_parent, out_action):
+                  discount, min_max, pb_c_base, pb_c_init, value_delta_max, noise_seed, sim, out_parent,
+                  out_action, out_flat):
     """Descend every tree to an unexpanded edge.
 
-    tie_noise: [B, A] float32 uniform noise in [0, 1) for breaking exact ties.
-    out_parent, out_action: [B] int32 outputs: the node to expand from and the action to take.
+    noise_seed, sim: seed of the tie-breaking noise and the simulation index.
+    out_parent: [B] int32, the node to expand from; out_action: [B] int64, the action to take;
+    out_flat: [B] int64, ``parent * B + b`` (row of the parent's latent in the latent store).
     """
     B, N, A = children_index.shape
     for b in range(B):
@@ -141,7 +157,7 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
                     visits = 0
                     q = mean_q
                 score = pb_c * children_prior[b, node, a] / (visits + 1) + _normalise(q, lo, hi, value_delta_max)
-                score += 1e-7 * tie_noise[b, a]
+                score += 1e-7 * _tie_noise(noise_seed, sim, b, a)
                 if score > best:
                     best = score
                     best_a = a
@@ -149,6 +165,7 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
             if c < 0:
                 out_parent[b] = node
                 out_action[b] = best_a
+                out_flat[b] = node * B + b
                 break
             node = c
             is_root = False

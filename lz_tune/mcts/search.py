@@ -120,23 +120,24 @@ def puct_search(
 
     latents = root.latent.new_empty((tree.num_nodes * batch, *root.latent.shape[1:]))
     latents[:batch] = root.latent
-    batch_offsets = np.arange(batch, dtype=np.int64)
     parents = np.empty(batch, np.int32)
-    actions = np.empty(batch, np.int32)
+    actions = np.empty(batch, np.int64)
+    flat = np.empty(batch, np.int64)
+    flat_t = torch.from_numpy(flat)  # shares memory with `flat`: the kernel writes, torch reads
+    if latents.device.type != "cpu":
+        flat_t = None
+    noise_seed = int(rng.integers(0, 2 ** 63))
     for sim in range(num_simulations):
-        tie_noise = rng.random((batch, num_actions), dtype=np.float32)
         puct.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
                            tree.node_reward, tree.root_legal, tree.discount, tree.min_max, float(pb_c_base),
-                           float(pb_c_init), float(value_delta_max), tie_noise, parents, actions)
-        flat = torch.from_numpy(parents.astype(np.int64) * batch + batch_offsets).to(latents.device)
-        next_latent, reward, value, logits = recurrent_fn(latents.index_select(0, flat), actions.astype(np.int64))
+                           float(pb_c_init), float(value_delta_max), noise_seed, sim, parents, actions, flat)
+        index = flat_t if flat_t is not None else torch.from_numpy(flat).to(latents.device)
+        next_latent, reward, value, logits = recurrent_fn(latents.index_select(0, index), actions)
         new_node = sim + 1
         latents[new_node * batch:(new_node + 1) * batch] = next_latent
         puct.expand_and_backup(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
                                tree.node_reward, tree.node_raw_value, tree.node_parent, tree.node_action,
-                               tree.discount, tree.min_max, new_node, parents, actions,
-                               np.ascontiguousarray(reward, np.float32), np.ascontiguousarray(value, np.float32),
-                               np.ascontiguousarray(logits, np.float32))
+                               tree.discount, tree.min_max, new_node, parents, actions, reward, value, logits)
     return SearchOutput(visit_counts=tree.root_visit_counts(), root_value=tree.root_values(),
                         root_q=tree.root_q_values(), tree=tree)
 
