@@ -139,3 +139,22 @@ def test_missing_ray_gives_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match="needs Ray"):
         ray_backend.import_ray()
+
+
+def test_ray_local_mode_runs_the_actor_code_in_process(tmp_path):
+    """ray_local_mode: the same collectors/evaluator, in-process and sequential, no Ray needed."""
+    from lz_tune.pipeline.backends import InProcessBackend
+
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
+        "async_pipeline.ray_local_mode=True", "async_pipeline.num_collector_actors=2",
+        "learner.update_per_collect=3", "evaluator.eval_freq=6", "max_env_step=150"])
+    driver = Driver(cfg, exp_dir=None, print_fn=None)
+    try:
+        assert isinstance(driver.backend, InProcessBackend) and len(driver.backend.collectors) == 2
+        m = driver.run()
+    finally:
+        driver.close()
+    assert m["env_steps"] >= 150 and m["train_iter"] > 0
+    # both collectors were used, with distinct seeds
+    assert all(c.total_env_steps > 0 for c in driver.backend.collectors)
+    assert driver.backend.collectors[0].seed != driver.backend.collectors[1].seed

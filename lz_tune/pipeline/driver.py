@@ -292,9 +292,23 @@ class Driver:
         if self.train_iter % 10 == 0:
             self.logger.log(logs, self.train_iter)
         if self.train_iter % self.cfg.async_pipeline.buffer_stats_interval == 0:
-            self.logger.log({"buffer/transitions": self.buffer.num_transitions,
-                             "buffer/segments": self.buffer.num_segments,
-                             "buffer/bytes": self.buffer.nbytes}, self.train_iter)
+            self._log_throughput()
+
+    def _log_throughput(self) -> None:
+        """Buffer statistics, throughput, time shares and policy lag to TensorBoard."""
+        m = self.metrics()
+        self.logger.log({"buffer/transitions": self.buffer.num_transitions,
+                         "buffer/segments": self.buffer.num_segments,
+                         "buffer/bytes": self.buffer.nbytes,
+                         "throughput/env_steps_per_s": m["env_steps_per_s"],
+                         "throughput/updates_per_s": m["updates_per_s"],
+                         "throughput/env_steps": m["env_steps"],
+                         "time_share/collect": m["time_share_collect"],
+                         "time_share/train": m["time_share_train"],
+                         "time_share/eval": m["time_share_eval"],
+                         "policy_lag/launch_mean": m["policy_lag_launch_mean"],
+                         "policy_lag/return_mean": m["policy_lag_return_mean"],
+                         "collect/episode_return_mean": m["collect_return_mean"]}, self.train_iter)
 
     def _on_budget_complete(self) -> None:
         freq = self.cfg.buffer.buffer_reanalyze_freq
@@ -353,6 +367,7 @@ class Driver:
                          "eval/reward_max": result.reward_max, "eval/episode_length_mean": result.episode_length_mean},
                         self.train_iter)
         self.logger.log({"eval/reward_mean_vs_env_steps": result.reward_mean}, record["env_steps"] or 0)
+        self._log_throughput()
         if state is not None and self.ckpt_dir:
             payload = self._checkpoint_payload(state, result)
             save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
