@@ -31,7 +31,7 @@ from lz_tune.pipeline import Driver
 from lz_tune.pipeline.backends import InProcessBackend
 
 
-def base_config(pong: bool, seconds_scale: float) -> Config:
+def base_config(pong: bool) -> Config:
     if pong:
         cfg = load_config_module("zoo/atari/pong_muzero.py").with_overrides([
             "mcts.num_simulations=8", "learner.batch_size=64", "learner.train_start_after_envsteps=0",
@@ -39,7 +39,10 @@ def base_config(pong: bool, seconds_scale: float) -> Config:
         ])
     else:
         cfg = load_config_module("zoo/classic_control/cartpole_muzero.py")
+    # learning rate ~0: updates cost the same, but the policy (so episode lengths and env steps
+    # per collect) stays fixed, so the two modes are measured on the same workload.
     return cfg.with_overrides(["evaluator.eval_freq=1000000000", "evaluator.stop_value=None",
+                               "learner.learning_rate=1e-12", "learner.piecewise_decay_lr_scheduler=False",
                                "learner.num_threads=1", "async_pipeline.collector_num_cpus=1",
                                "async_pipeline.evaluator_num_cpus=0.5"])
 
@@ -92,11 +95,14 @@ def main() -> None:
     parser.add_argument("--pong", action="store_true", help="Atari Pong instead of CartPole")
     parser.add_argument("--window", type=float, default=None, help="measurement window per mode (s)")
     parser.add_argument("--collects", type=int, default=None, help="collects in the collect-only phase")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for both runs")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)
     window = args.window or (60.0 if args.pong else 40.0)
-    cfg = base_config(args.pong, 1.0)
+    cfg = base_config(args.pong)
+    if args.overrides:
+        cfg = cfg.with_overrides(args.overrides)
 
     base = measure_collect_and_train(cfg, args.collects or (3 if args.pong else 6))
     c, e, t = base["collect_only_env_steps_per_s"], base["env_steps_per_collect"], base["train_only_updates_per_s"]

@@ -366,9 +366,11 @@ class CollectorConfig(_Section):
     """Temperature 1.0 / 0.5 / 0.25 before 50% / 75% / after of threshold_training_steps_for_final_temperature."""
     threshold_training_steps_for_final_temperature: int = 100_000
     """Learner updates at which the decayed temperature reaches 0.25."""
+    segments_per_collect: Optional[int] = None
+    """A collect returns once this many segments are complete (None: one per env)."""
 
     def _check(self) -> None:
-        self._positive("temperature", "threshold_training_steps_for_final_temperature")
+        self._positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect")
 
 
 @dataclass(frozen=True)

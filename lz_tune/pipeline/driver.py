@@ -5,10 +5,10 @@ One loop serves sync and async training; only the worker back-end differs
 
     maybe launch an evaluation          (due every eval_freq updates; sync: only between budgets)
     consume finished results            (push segments, enqueue one train budget per collect,
-                                         save the evaluated snapshot as a checkpoint)
+                                         save the evaluated snapshot as a checkpoint; waits up to
+                                         poll_interval_s only when there is nothing else to do)
     launch collects on idle workers     (snapshot per the weight-sync rule; backpressure on the
                                          budget queue once the buffer is trainable)
-    consume finished results
     train a chunk                       (<= max_train_chunk_steps updates of the head budget)
 
 With the in-process back-end, one collector and a budget-queue cap of 1, this is exactly the
@@ -204,13 +204,12 @@ class Driver:
 
     def _iteration(self) -> None:
         self._maybe_launch_eval()
-        self._consume(self.backend.poll(0.0))
-        if not self.stop:
-            self._launch_collects()
         has_work = self.budgets.take(1) > 0 and self.trainable
-        self._consume(self.backend.poll(0.0 if has_work or not self.backend.concurrent
-                                        else self.cfg.async_pipeline.poll_interval_s))
+        can_launch = bool(self.backend.idle_collectors()) and not self.stop
+        wait = 0.0 if has_work or can_launch or not self.backend.concurrent else self.cfg.async_pipeline.poll_interval_s
+        self._consume(self.backend.poll(wait))
         if not self.stop:
+            self._launch_collects()  # right after consuming: a worker that just finished starts again at once
             self._train_chunk()
         self._check_limits()
 

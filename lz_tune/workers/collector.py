@@ -104,8 +104,9 @@ class SegmentCollector:
         return sum(b.num_steps_in_progress for b in self.builders)
 
     def collect(self, *, temperature: float, num_segments: Optional[int] = None) -> CollectResult:
-        """Step all envs until at least ``num_segments`` segments (default: one per env) are done."""
-        target = num_segments if num_segments is not None else self.env.num_envs
+        """Step all envs until at least ``num_segments`` segments are done (default:
+        collector.segments_per_collect, else one per env)."""
+        target = num_segments or self.cfg.collector.segments_per_collect or self.env.num_envs
         start = time.perf_counter()
         if self._batch is None:
             self._batch = self.env.reset(seed=self.seed)
