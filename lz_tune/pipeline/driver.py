@@ -174,11 +174,11 @@ class Driver:
 
     @property
     def budget_queue_cap(self) -> int:
-        return self.cfg.async_pipeline.budget_queue_cap if self.backend.concurrent else 1
+        return self.cfg.async_pipeline.budget_queue_cap if self.cfg.async_pipeline.enabled else 1
 
     @property
     def collect_inflight_cap(self) -> int:
-        return self.cfg.async_pipeline.collect_inflight if self.backend.concurrent else 1
+        return self.cfg.async_pipeline.collect_inflight if self.cfg.async_pipeline.enabled else 1
 
     @property
     def done(self) -> bool:
