@@ -83,6 +83,16 @@ class StopReason:
         return "running"
 
 
+def learner_threads(cfg: Config) -> int:
+    """learner.num_threads, capped so that the learner and the collector actors together do not
+    ask for more cores than the machine has (oversubscribed OpenMP threads spin and crawl)."""
+    ap = cfg.async_pipeline
+    if not ap.enabled or ap.ray_local_mode:
+        return cfg.learner.num_threads
+    spare = (os.cpu_count() or 1) - ap.num_collector_actors * ap.collector_num_cpus
+    return max(1, min(cfg.learner.num_threads, int(spare)))
+
+
 def make_backend(cfg: Config) -> WorkerBackend:
     """In-process workers for sync (and ray_local_mode), Ray actors for the async pipeline."""
     ap = cfg.async_pipeline
@@ -113,7 +123,7 @@ class Driver:
         self.cfg = cfg
         self.print = print_fn or (lambda s: None)
         torch.manual_seed(cfg.seed)
-        torch.set_num_threads(cfg.learner.num_threads)
+        torch.set_num_threads(learner_threads(cfg))
         self.rng = np.random.default_rng(cfg.seed + 31)
         self.learner = algo.make_learner(cfg, self.spec)
         b = cfg.buffer
