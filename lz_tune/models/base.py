@@ -10,6 +10,8 @@ from __future__ import annotations
 import abc
 import dataclasses
 
+import numba
+import numpy as np
 import torch
 from torch import nn
 
@@ -58,6 +60,24 @@ class RecurrentOutput:
     policy_logits: torch.Tensor
 
 
+@numba.njit(cache=True, nogil=True)
+def _minmax_rows(x: np.ndarray, eps: float) -> np.ndarray:
+    """[B, D] float32 -> new [B, D] float32, each row min-max scaled to [0, 1] (range >= eps)."""
+    batch, dim = x.shape
+    out = np.empty((batch, dim), np.float32)
+    for b in range(batch):
+        lo = x[b, 0]
+        hi = x[b, 0]
+        for j in range(1, dim):
+            v = x[b, j]
+            lo = min(lo, v)
+            hi = max(hi, v)
+        span = np.float32(max(hi - lo, eps))
+        for j in range(dim):
+            out[b, j] = (x[b, j] - lo) / span  # same float32 arithmetic as the torch path
+    return out
+
+
 def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
     """Min-max normalise each sample of ``latent`` to ``[0, 1]`` (MuZero appendix G).
 
@@ -70,6 +90,10 @@ def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
     Returns:
         ``[B, ...]`` contiguous tensor, same shape.
     """
+    if latent.dim() == 2 and latent.dtype == torch.float32 and latent.device.type == "cpu" \
+            and not torch.is_grad_enabled():
+        # search hot path (no autograd): one numba pass instead of five torch ops
+        return torch.from_numpy(_minmax_rows(latent.numpy(), LATENT_RANGE_EPS))
     flat = latent if latent.dim() == 2 else latent.flatten(1)
     low, high = torch.aminmax(flat, dim=1, keepdim=True)
     normalized = (flat - low) / (high - low).clamp_min(LATENT_RANGE_EPS)
