@@ -63,6 +63,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                                os.path.isdir(args.resume) else None)
     if exp_dir is None:
         exp_dir = os.path.join("runs", f"{cfg.exp_name}_seed{cfg.seed}_{time.strftime('%Y%m%d-%H%M%S')}")
+    if resume is None and os.path.isdir(exp_dir) and find_latest_checkpoint(exp_dir) is not None:
+        raise ConfigError(f"--exp-dir {exp_dir}: holds checkpoints of an earlier run; continue it with "
+                          f"--resume {exp_dir}, or choose another --exp-dir")
     from lz_tune.pipeline import Driver
 
     printer = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
@@ -102,6 +105,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "train":
             return cmd_train(args)
     except (ConfigError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        from lz_tune.pipeline.ray_backend import RAY_MISSING
+
+        if str(e) != RAY_MISSING:
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 1

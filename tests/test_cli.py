@@ -137,3 +137,33 @@ def test_bad_resume_path_exits_2_naming_it(repo_root, zoo_config_path, tiny_over
     assert code == 2
     assert str(empty) in err
     assert not (tmp_path / "exp").exists()
+
+
+def test_existing_run_folder_is_not_overwritten_without_resume(trained, repo_root, zoo_config_path, tiny_overrides,
+                                                              capsys):
+    exp_dir, _ = trained
+    before = os.path.getmtime(exp_dir / "ckpt" / "ckpt_latest.pt")
+    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "--exp-dir", str(exp_dir))
+    assert code == 2
+    assert "--resume" in err and str(exp_dir) in err
+    assert os.path.getmtime(exp_dir / "ckpt" / "ckpt_latest.pt") == before
+
+
+@pytest.mark.parametrize("policy_type, message", [("unizero", "not implemented"), ("mu_zero", "unknown policy type")])
+def test_unbuilt_or_unknown_policy_type_exits_2(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys,
+                                                policy_type, message):
+    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, f"policy_type={policy_type}",
+                         "--exp-dir", str(tmp_path / "exp"))
+    assert code == 2
+    assert "policy_type" in err and message in err
+    assert not (tmp_path / "exp").exists()
+
+
+def test_missing_ray_exits_2_with_install_hint(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys,
+                                               monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "--async-pipeline",
+                         "--exp-dir", str(tmp_path / "exp"))
+    assert code == 2
+    assert "needs Ray" in err and "pip install" in err
+    assert not (tmp_path / "exp").exists()

@@ -119,6 +119,10 @@ class Driver:
             raise ConfigError(f"env.env_id: {e}") from e
         ckpt = load_checkpoint(resume_from, policy_type=cfg.policy_type) if resume_from else None
         self.resume_from = resume_from
+        if backend is None and cfg.async_pipeline.enabled and not cfg.async_pipeline.ray_local_mode:
+            from lz_tune.pipeline.ray_backend import import_ray
+
+            import_ray()  # clear error now if Ray is missing, before anything is written
 
         self.cfg = cfg
         self.print = print_fn or (lambda s: None)
