@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -96,7 +96,3 @@ class Learner(abc.ABC):
     @abc.abstractmethod
     def learning_rate(self) -> float:
         """The learning rate of the next update."""
-
-
-def default_device(name: Optional[str]) -> torch.device:
-    return torch.device(name or "cpu")

@@ -141,17 +141,11 @@ class AtariVectorEnv(VectorEnv):
         order = self._order(info)
         frames = self._frames(obs[order])
         self._lives[:] = info["lives"][order]
-        self._stack.reset(frames)
-        self._tracker.reset()
-        self._timestep[:] = 0
-        self._needs_reset = False
-        return self._batch(frames)
+        return self._begin_episodes(frames)
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every game with ``actions`` ``[N]`` int and restart the finished ones."""
-        self._check_open()
-        if self._needs_reset:
-            raise RuntimeError("call reset() before step()")
+        self._check_ready()
         actions = self._check_actions(actions)
         obs, raw_reward, game_over, truncated, info = self._ale.step(actions)
         order = self._order(info)

@@ -72,6 +72,24 @@ class VectorEnv(abc.ABC):
         self._initial_seed = None
         return seed
 
+    def _begin_episodes(self, frames: np.ndarray) -> EnvBatch:
+        """After a full reset: fresh frame stacks, episode counters and timesteps for every env.
+
+        Subclasses keep ``_stack`` (FrameStack), ``_tracker`` (EpisodeTracker), ``_timestep``
+        and ``_needs_reset`` and implement ``_batch(frames)``.
+        """
+        self._stack.reset(frames)
+        self._tracker.reset()
+        self._timestep[:] = 0
+        self._needs_reset = False
+        return self._batch(frames)
+
+    def _check_ready(self) -> None:
+        """Raise unless the envs are open and have been reset."""
+        self._check_open()
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+
     def _check_actions(self, actions: np.ndarray) -> np.ndarray:
         """Validate ``actions`` and return them as int64 ``[N]``."""
         actions = np.asarray(actions)

@@ -118,17 +118,11 @@ class GymVectorEnv(VectorEnv):
             obs, info = env.reset(seed=None if seed is None else seed + i)
             frames[i] = obs
             self._read_info(i, info)
-        self._stack.reset(frames)
-        self._tracker.reset()
-        self._timestep[:] = 0
-        self._needs_reset = False
-        return self._batch(frames)
+        return self._begin_episodes(frames)
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every env with ``actions`` ``[N]`` int and autoreset the finished ones."""
-        self._check_open()
-        if self._needs_reset:
-            raise RuntimeError("call reset() before step()")
+        self._check_ready()
         actions = self._check_actions(actions)
         n = self.num_envs
         frames = np.empty((n, *self.frame_shape), dtype=self.observation_dtype)

@@ -7,8 +7,6 @@ of the budgets enqueued, whatever the overlap between collecting and training.
 from __future__ import annotations
 
 from collections import deque
-from typing import Optional
-
 from lz_tune.config import Config
 
 
@@ -43,7 +41,7 @@ class TrainBudgetQueue:
         after each one. Returns how many may be done now (0 if empty)."""
         return min(max_updates, self._budgets[0]) if self._budgets else 0
 
-    def consumed(self) -> Optional[bool]:
+    def consumed(self) -> bool:
         """Record one finished update; True when it completed the head budget."""
         self._budgets[0] -= 1
         self.total_consumed += 1

@@ -386,8 +386,6 @@ class Driver:
             save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
             if is_best:
                 save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
-        self._last_eval_state = state
-        self._last_eval_result = result
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -460,12 +458,6 @@ class Driver:
             "best_eval_reward_mean": self.best_reward_mean,
             "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
         }
-
-    def current_checkpoint_payload(self) -> dict[str, Any]:
-        """A payload of the CURRENT learner state (no evaluation attached)."""
-        state = {"learner": copy.deepcopy(self.learner.state_dict()),
-                 "counters": asdict(self.counters) | {"train_iter": self.train_iter}}
-        return self._checkpoint_payload(state, None)
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         try:
