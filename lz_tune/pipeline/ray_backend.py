@@ -36,6 +36,19 @@ def import_ray():
     return ray
 
 
+def _normal_priority() -> None:
+    """Ray starts worker processes niced; a collector is as much on the critical path as the learner
+    (the driver), so it takes back normal priority where allowed. On a 2-core box this moved
+    the async benchmark from 78% to 87-89% of the ideal overlap bound."""
+    import os
+
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) > 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except (OSError, AttributeError):  # not permitted (non-root) or not POSIX: keep Ray's niceness
+        pass
+
+
 class CollectorWorker:
     """Body of a collector actor: a SegmentCollector plus snapshot caching."""
 
@@ -46,6 +59,7 @@ class CollectorWorker:
         from lz_tune.workers import SegmentCollector
 
         torch.set_num_threads(max(1, num_threads))
+        _normal_priority()
         self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id)
 
     def collect(self, version: int, snapshot_box: list, temperature: float):
@@ -73,6 +87,7 @@ class EvaluatorWorker:
         from lz_tune.workers import Evaluator
 
         torch.set_num_threads(max(1, num_threads))
+        # evaluators keep Ray's lower priority: they use spare cycles instead of slowing collection
         self.evaluator = Evaluator(Config.from_dict(cfg_dict), seed=seed)
 
     def evaluate(self, snapshot_box: list):
