@@ -96,7 +96,8 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
     assert m["env_steps"] >= 600 and m["train_iter"] > 0
     assert rec.overlapped_updates > 0
     # lag at launch never above max_policy_lag
-    assert max(driver._launch_lags) <= 3
+    assert max(driver._launch_lags) <= 3 and driver.max_launch_lag <= 3
+    assert m["policy_lag_launch_max"] == driver.max_launch_lag
     # one ObjectRef per published version
     assert driver.backend.snapshot_puts == len(set(rec.launch_versions) | set(rec.eval_weights))
     # budget-locked replay ratio: updates == sum of budgets consumed; budgets only once trainable

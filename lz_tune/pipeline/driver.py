@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import deque
 import math
 import os
 import time
@@ -151,8 +152,10 @@ class Driver:
         self.eval_history: list[dict[str, Any]] = []
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
         self._last_eval_launch_iter: Optional[int] = None
-        self._launch_lags: list[int] = []
-        self._return_lags: list[int] = []
+        # recent policy lags (bounded: a run of days must not grow memory)
+        self._launch_lags: deque[int] = deque(maxlen=1000)
+        self._return_lags: deque[int] = deque(maxlen=1000)
+        self.max_launch_lag = 0  # over the whole run: the bound max_policy_lag promises
         self._recent_returns: list[float] = []
         self._last_logs: dict[str, float] = {}
         self._final_eval_launched = False
@@ -251,7 +254,9 @@ class Driver:
                 # flight count too, so the queue itself never exceeds the cap
                 return
             snapshot = self.publisher.for_collect(self.train_iter)
-            self._launch_lags.append(self.train_iter - snapshot.train_iter)
+            lag = self.train_iter - snapshot.train_iter
+            self._launch_lags.append(lag)
+            self.max_launch_lag = max(self.max_launch_lag, lag)
             self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter))
 
     def _on_collect(self, result: CollectResult) -> None:
@@ -352,7 +357,10 @@ class Driver:
         snapshot = self.publisher.current(self.train_iter)
         if snapshot.version in self._pending_eval_states:
             return
-        # the checkpoint of this evaluation: exactly these weights + the learner state behind them
+        # the checkpoint of this evaluation: exactly these weights + the learner state behind them;
+        # states of evaluations that never came back (evaluator died) are dropped oldest first
+        while len(self._pending_eval_states) > self.cfg.async_pipeline.max_eval_inflight:
+            self._pending_eval_states.pop(next(iter(self._pending_eval_states)))
         self._pending_eval_states[snapshot.version] = {
             "learner": copy.deepcopy(self.learner.state_dict()),
             "counters": asdict(self.counters) | {"train_iter": self.train_iter},
@@ -422,7 +430,7 @@ class Driver:
             "buffer_transitions": self.buffer.num_transitions,
             "buffer_bytes": self.buffer.nbytes,
             "policy_lag_launch_mean": float(np.mean(lags_launch)),
-            "policy_lag_launch_max": int(np.max(lags_launch)),
+            "policy_lag_launch_max": self.max_launch_lag,
             "policy_lag_return_mean": float(np.mean(lags_return)),
             "policy_lag_return_max": int(np.max(lags_return)),
             "time_share_collect": self.times.collect / wall,
