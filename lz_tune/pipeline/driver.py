@@ -160,6 +160,7 @@ class Driver:
         self._last_logs: dict[str, float] = {}
         self._final_eval_launched = False
         self._final_eval_wanted = False
+        self._last_eval_payload: Optional[dict[str, Any]] = None
         if ckpt is not None:
             self._restore(ckpt)
 
@@ -389,11 +390,13 @@ class Driver:
                         self.train_iter)
         self.logger.log({"eval/reward_mean_vs_env_steps": result.reward_mean}, record["env_steps"] or 0)
         self._log_throughput()
-        if state is not None and self.ckpt_dir:
+        if state is not None:
             payload = self._checkpoint_payload(state, result)
-            save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
-            if is_best:
-                save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
+            self._last_eval_payload = payload
+            if self.ckpt_dir:
+                save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
+                if is_best:
+                    save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -466,6 +469,25 @@ class Driver:
             "best_eval_reward_mean": self.best_reward_mean,
             "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
         }
+
+    def last_checkpoint_payload(self) -> dict[str, Any]:
+        """The checkpoint of the latest finished evaluation (exactly the evaluated weights and the
+        learner state behind them); before any evaluation, the current learner state."""
+        if self._last_eval_payload is not None:
+            return self._last_eval_payload
+        state = {"learner": copy.deepcopy(self.learner.state_dict()),
+                 "counters": asdict(self.counters) | {"train_iter": self.train_iter}}
+        return self._checkpoint_payload(state, None)
+
+    def restore_from(self, ckpt: dict[str, Any], path: str) -> None:
+        """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
+        state, counters, RNG. Workers see a new weight version (new restore generation); the
+        replay buffer and the workers' in-progress segments are kept."""
+        self.resume_from = path
+        self._restore(ckpt)
+        self._pending_eval_states.clear()
+        self._final_eval_launched = self._final_eval_wanted = False
+        self.stop = StopReason()
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         try:

@@ -1,0 +1,77 @@
+"""MuZeroTrainable under Ray Tune: tune.run and Tuner, per-evaluation checkpoints that hold the
+evaluated weights, placement-group bundles sized from the async config."""
+
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray import tune  # noqa: E402
+
+from lz_tune.checkpoint import load_checkpoint  # noqa: E402
+from lz_tune.config import ConfigError, parse_override  # noqa: E402
+from lz_tune.tune import MuZeroTrainable, config_from_tune, placement_group_factory  # noqa: E402
+from lz_tune.tune.trainable import CHECKPOINT_FILE  # noqa: E402
+
+TINY = dict(parse_override(o) for o in [
+    "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
+    "env.max_episode_steps=40", "mcts.num_simulations=4", "learner.batch_size=16",
+    "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
+    "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
+    "model.reward_support_size=5", "model.projection_dim=16", "learner.num_threads=1",
+    "learner.update_per_collect=4", "evaluator.eval_freq=8",
+])
+BASE = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 1.5, "driver_num_cpus": 1, **TINY}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+def test_bundles_follow_the_async_config():
+    sync = placement_group_factory(BASE)
+    assert sync.bundles == [{"CPU": 1.0}]
+    pgf = placement_group_factory({**BASE, "driver_num_cpus": 0.5, "async_pipeline.enabled": True,
+                                   "async_pipeline.num_collector_actors": 2,
+                                   "async_pipeline.collector_num_cpus": 0.25,
+                                   "async_pipeline.evaluator_num_cpus": 0.25})
+    assert pgf.bundles == [{"CPU": 0.5}, {"CPU": 0.25}, {"CPU": 0.25}, {"CPU": 0.25}]
+
+
+def test_bad_search_space_key_is_named():
+    with pytest.raises(ConfigError, match="learner.learning_rte"):
+        config_from_tune({**BASE, "learner.learning_rte": 1e-3})
+
+
+def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_path):
+    analysis = tune.run(MuZeroTrainable, config={**BASE, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
+                        stop={"training_iteration": 3}, storage_path=str(tmp_path), name="exp",
+                        metric="eval/reward_mean", mode="max", verbose=0, raise_on_failed_trial=True)
+    assert len(analysis.trials) == 2
+    for trial in analysis.trials:
+        assert trial.status == "TERMINATED"
+        assert trial.last_result["env_steps"] > 0 and trial.last_result["train_iter"] > 0
+        assert trial.last_result["evaluations"] >= 1
+    best = analysis.get_best_checkpoint(analysis.get_best_trial(), metric="eval/reward_mean", mode="max")
+    assert best is not None
+    with best.as_directory() as d:
+        ckpt = load_checkpoint(os.path.join(d, CHECKPOINT_FILE), policy_type="muzero")
+    assert ckpt["eval"] is not None
+    assert ckpt["counters"]["train_iter"] == ckpt["eval"]["train_iter"]
+
+
+def test_tuner_api_works_too(ray_cluster, tmp_path):
+    tuner = tune.Tuner(MuZeroTrainable, param_space=BASE,
+                       tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max", num_samples=1),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path), name="tuner",
+                                                 stop={"training_iteration": 2}, verbose=0))
+    results = tuner.fit()
+    assert not results.errors
+    assert results[0].metrics["env_steps"] > 0
