@@ -75,3 +75,16 @@ def test_tuner_api_works_too(ray_cluster, tmp_path):
     results = tuner.fit()
     assert not results.errors
     assert results[0].metrics["env_steps"] > 0
+
+
+@pytest.mark.parametrize("module", ["search_spaces.cartpole_muzero", "search_spaces.pong_muzero"])
+def test_search_spaces_name_existing_keys(module):
+    import importlib
+
+    from ray.tune.search.sample import Domain
+
+    mod = importlib.import_module(module)
+    sample = {k: (v.sample() if isinstance(v, Domain) else v) for k, v in mod.space.items()}
+    config_from_tune(sample)  # every key exists and every sampled value validates
+    assert placement_group_factory(sample).bundles[0]["CPU"] > 0
+    assert mod.scheduler() is not None and mod.stop
