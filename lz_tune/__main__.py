@@ -1,9 +1,11 @@
-"""Command line: ``python -m lz_tune train <config> [key=value ...]``.
+"""Command line: ``python -m lz_tune train <config> [key=value ...]`` and ``python -m lz_tune tune <space>``.
 
     python -m lz_tune train zoo/classic_control/cartpole_muzero.py
     python -m lz_tune train zoo/atari/pong_muzero.py --async-pipeline
     python -m lz_tune train zoo/classic_control/cartpole_muzero.py learner.learning_rate=1e-3 --seed 3
     python -m lz_tune train zoo/classic_control/cartpole_muzero.py --resume runs/cartpole_muzero
+    python -m lz_tune tune search_spaces/cartpole_muzero.py --num-samples 8 --scheduler asha --name cp
+    python -m lz_tune tune search_spaces/cartpole_muzero.py --name cp --resume
 """
 
 from __future__ import annotations
@@ -32,6 +34,99 @@ def _train_parser(sub) -> None:
     p.add_argument("--resume", default=None, metavar="PATH",
                    help="checkpoint file, or an experiment folder (uses its ckpt/ckpt_latest.pt)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _tune_parser(sub) -> None:
+    p = sub.add_parser("tune", help="hyperparameter search with Ray Tune over a search_spaces/ module",
+                       description="Run (or resume) a Ray Tune search with MuZeroTrainable.")
+    p.add_argument("space", help="search space: a .py file or dotted module defining `space` (and optionally "
+                                 "`stop`, `scheduler()`)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="fixed values added to the space")
+    p.add_argument("--num-samples", type=int, default=4, help="trials to sample (default 4)")
+    p.add_argument("--scheduler", choices=["fifo", "asha", "pbt"], default=None,
+                   help="default: the space module's scheduler() if it has one, else fifo")
+    p.add_argument("--storage-path", default=os.path.expanduser("~/lz_results"), help="where experiments live")
+    p.add_argument("--name", default=None, help="experiment name (default: the space module's name)")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted experiment NAME")
+    p.add_argument("--stop-iters", type=int, default=None, help="stop each trial after N Tune iterations")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs Ray may use (default: all)")
+
+
+def _load_space_module(path: str):
+    import importlib
+    import importlib.util
+
+    if path.endswith(".py") or os.sep in path:
+        if not os.path.isfile(path):
+            raise ConfigError(f"{path}: search space file not found")
+        spec = importlib.util.spec_from_file_location("_lz_space_" + os.path.basename(path)[:-3], path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(path)
+    if not isinstance(getattr(module, "space", None), dict):
+        raise ConfigError(f"{path}: a search space module must define a dict named `space`")
+    return module
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    import ray
+    from ray import tune
+
+    from lz_tune.config import parse_override
+    from lz_tune.tune import MuZeroTrainable, config_from_tune
+
+    module = _load_space_module(args.space)
+    space = dict(module.space) | dict(parse_override(o) for o in args.overrides)
+    name = args.name or os.path.splitext(os.path.basename(args.space))[0].split(".")[-1]
+    path = os.path.join(os.path.abspath(os.path.expanduser(args.storage_path)), name)
+    # validate keys on one sample before anything starts or is written
+    from ray.tune.search.sample import Domain
+
+    config_from_tune({k: (v.sample() if isinstance(v, Domain) else v) for k, v in space.items()
+                      if not isinstance(v, dict)})
+    # can_restore BEFORE building a new Tuner on the same path (RAY_NOTES), and before Ray starts
+    restorable = os.path.exists(path) and tune.Tuner.can_restore(path)
+    if args.resume and not restorable:
+        raise ConfigError(f"--resume: no experiment to resume at {path}")
+    if not args.resume and restorable:
+        raise ConfigError(f"--name {name}: an experiment already exists at {path}; add --resume to "
+                          "continue it or choose another --name")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False, configure_logging=False)
+    try:
+        if args.resume:
+            tuner = tune.Tuner.restore(path, trainable=MuZeroTrainable, resume_errored=True)
+        else:
+            choice = args.scheduler or ("module" if hasattr(module, "scheduler") else "fifo")
+            scheduler = (module.scheduler() if choice == "module" else
+                         tune.schedulers.ASHAScheduler(time_attr="training_iteration") if choice == "asha" else
+                         tune.schedulers.PopulationBasedTraining(
+                             time_attr="training_iteration", perturbation_interval=5,
+                             hyperparam_mutations={k: v for k, v in space.items() if isinstance(v, Domain)})
+                         if choice == "pbt" else None)
+            stop = dict(getattr(module, "stop", {}))
+            if args.stop_iters:
+                stop["training_iteration"] = args.stop_iters
+            tuner = tune.Tuner(
+                MuZeroTrainable, param_space=space,
+                tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max", num_samples=args.num_samples,
+                                            scheduler=scheduler),
+                run_config=tune.RunConfig(storage_path=os.path.dirname(path), name=name, stop=stop,
+                                          checkpoint_config=tune.CheckpointConfig(
+                                              num_to_keep=3, checkpoint_score_attribute="eval/reward_mean",
+                                              checkpoint_score_order="max")))
+        results = tuner.fit()
+    finally:
+        ray.shutdown()
+    best = results.get_best_result(metric="eval/reward_mean", mode="max", filter_nan_and_inf=True) \
+        if len(results) else None
+    print(f"experiment: {path}")
+    print(f"trials: {len(results)}, errors: {len(results.errors)}")
+    if best is not None and best.metrics:
+        print(f"best eval/reward_mean: {best.metrics.get('eval/reward_mean')} (trial {best.path})")
+    return 0 if not results.errors else 1
 
 
 def build_config(config_path: str, overrides: Sequence[str], *, seed: Optional[int] = None,
@@ -94,6 +189,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description="Train MuZero-family agents (sync or async on Ray).")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
+    _tune_parser(sub)
     # overrides may come before or after flags: collect stray key=value tokens too
     args, extra = parser.parse_known_args(argv)
     stray = [e for e in extra if e.startswith("-") or "=" not in e]
@@ -104,6 +200,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "train":
             return cmd_train(args)
+        if args.command == "tune":
+            return cmd_tune(args)
     except (ConfigError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

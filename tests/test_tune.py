@@ -88,3 +88,24 @@ def test_search_spaces_name_existing_keys(module):
     config_from_tune(sample)  # every key exists and every sampled value validates
     assert placement_group_factory(sample).bundles[0]["CPU"] > 0
     assert mod.scheduler() is not None and mod.stop
+
+
+def test_cli_tune_runs_and_resumes(tmp_path):
+    """`python -m lz_tune tune <space> ...` runs a 2-trial search; --resume restores it; an existing
+    name without --resume is refused before Ray starts."""
+    import subprocess
+    import sys
+
+    fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()] + ["step_seconds=1.5"]
+    common = ["--storage-path", str(tmp_path), "--name", "cli", "--num-cpus", "2"]
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    cmd = [sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py"]
+    run = subprocess.run(cmd + fixed + common + ["--num-samples", "2", "--stop-iters", "2", "--scheduler", "fifo"],
+                         capture_output=True, text=True, timeout=240, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "trials: 2, errors: 0" in run.stdout
+    again = subprocess.run(cmd + common, capture_output=True, text=True, timeout=120, env=env)
+    assert again.returncode == 2 and "--resume" in again.stderr
+    resumed = subprocess.run(cmd + common + ["--resume"], capture_output=True, text=True, timeout=240, env=env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert "trials: 2" in resumed.stdout
