@@ -109,3 +109,25 @@ def test_cli_tune_runs_and_resumes(tmp_path):
     resumed = subprocess.run(cmd + common + ["--resume"], capture_output=True, text=True, timeout=240, env=env)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert "trials: 2" in resumed.stdout
+
+
+def test_two_async_trials_run_concurrently_each_with_actors_in_its_own_placement_group(ray_cluster, tmp_path):
+    space = {**BASE, "driver_num_cpus": 0.5, "async_pipeline.enabled": True,
+             "async_pipeline.collector_num_cpus": 0.25, "async_pipeline.evaluator_num_cpus": 0.25,
+             "learner.learning_rate": tune.grid_search([1e-3, 3e-3])}
+    analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": 2}, storage_path=str(tmp_path),
+                        name="pg", verbose=0, raise_on_failed_trial=True)
+    assert len(analysis.trials) == 2
+    groups = []
+    for trial in analysis.trials:
+        df = analysis.trial_dataframes[trial.trial_id]
+        row = df[df["training_iteration"] == 1].iloc[0]
+        pg, actors = row["placement_group_id"], row["actor_placement_group_ids"].split(",")
+        assert pg and len(actors) == 2 and all(a == pg for a in actors)
+        groups.append(pg)
+        assert trial.last_result["env_steps"] > 0
+    assert groups[0] != groups[1]
+    # both trials ran at the same time: 2 x 1 CPU fits the 2-CPU cluster
+    starts = sorted(analysis.trial_dataframes[t.trial_id]["timestamp"].min() for t in analysis.trials)
+    ends = sorted(analysis.trial_dataframes[t.trial_id]["timestamp"].max() for t in analysis.trials)
+    assert starts[1] <= ends[0]

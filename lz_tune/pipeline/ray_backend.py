@@ -72,6 +72,11 @@ class CollectorWorker:
     def ping(self) -> bool:
         return True
 
+    def placement_group_id(self):
+        import ray
+
+        return ray.get_runtime_context().get_placement_group_id()
+
     def close(self) -> bool:
         self.collector.close()
         return True
@@ -97,6 +102,11 @@ class EvaluatorWorker:
 
     def ping(self) -> bool:
         return True
+
+    def placement_group_id(self):
+        import ray
+
+        return ray.get_runtime_context().get_placement_group_id()
 
     def close(self) -> bool:
         self.evaluator.close()
@@ -176,6 +186,10 @@ class RayBackend(WorkerBackend):
     @property
     def actor_restarts(self) -> int:
         return self._restarts
+
+    def actor_placement_groups(self) -> list:
+        """Placement-group id (hex or None) of every collector and evaluator actor."""
+        return self.ray.get([a.placement_group_id.remote() for a in [*self.collectors, *self.evaluators]])
 
     # ------------------------------------------------------------------------------ work
 

@@ -87,6 +87,13 @@ class MuZeroTrainable(tune.Trainable):
             self._evaluations_reported = self.driver.counters.evaluations
             result["should_checkpoint"] = True
         result["done"] = self.driver.done
+        if self.iteration == 0:  # where this trial's workers live (bundle pinning is checked by tests)
+            import ray
+
+            pg = ray.util.get_current_placement_group()
+            result["placement_group_id"] = pg.id.hex() if pg is not None else ""
+            groups = getattr(self.driver.backend, "actor_placement_groups", lambda: [])()
+            result["actor_placement_group_ids"] = ",".join(g or "" for g in groups)
         return result
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
