@@ -131,3 +131,45 @@ def test_two_async_trials_run_concurrently_each_with_actors_in_its_own_placement
     starts = sorted(analysis.trial_dataframes[t.trial_id]["timestamp"].min() for t in analysis.trials)
     ends = sorted(analysis.trial_dataframes[t.trial_id]["timestamp"].max() for t in analysis.trials)
     assert starts[1] <= ends[0]
+
+
+def test_reset_config_refuses_changes_it_cannot_apply_live():
+    from lz_tune.tune.trainable import _live
+
+    assert _live("learner.learning_rate") and _live("learner.update_per_collect") and _live("evaluator.eval_freq")
+    assert not _live("learner.optim_type") and not _live("mcts.num_simulations")
+    assert not _live("model.latent_dim") and not _live("buffer.td_steps")
+
+
+def test_driver_restore_from_a_running_state_moves_weights_and_counters(tmp_path):
+    """What Tune's load_checkpoint does (trial restore, PBT exploit): a running driver takes a
+    checkpoint payload; train_iter and weights come back, worker versions change, training goes on."""
+    import torch
+
+    from lz_tune.pipeline import Driver
+
+    cfg = config_from_tune({**BASE, "max_env_step": 10_000})
+    driver = Driver(cfg, exp_dir=None, print_fn=None)
+    try:
+        driver.step(max_seconds=3.0)
+        while driver.counters.evaluations == 0:
+            driver.step(max_seconds=1.0)
+        payload = driver.last_checkpoint_payload()
+        saved_iter = payload["counters"]["train_iter"]
+        assert payload["eval"]["train_iter"] == saved_iter
+        driver.step(max_seconds=2.0)
+        assert driver.train_iter > saved_iter
+        old_generation = driver.publisher.generation
+        path = tmp_path / "ckpt.pt"
+        from lz_tune.checkpoint import save_checkpoint
+        save_checkpoint(path, payload)
+        driver.restore_from(load_checkpoint(path), str(path))
+        assert driver.train_iter == saved_iter
+        assert driver.publisher.generation == old_generation + 1
+        for k, v in driver.learner.policy.network.state_dict().items():
+            assert torch.equal(v, payload["learner"]["network"][k]), k
+        before = driver.train_iter
+        driver.step(max_seconds=2.0)
+        assert driver.train_iter > before
+    finally:
+        driver.close()

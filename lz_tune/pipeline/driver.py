@@ -479,6 +479,12 @@ class Driver:
                  "counters": asdict(self.counters) | {"train_iter": self.train_iter}}
         return self._checkpoint_payload(state, None)
 
+    def reconfigure(self, cfg: Config) -> None:
+        """Take a config that differs only in learner.* (not optimizer type, device, threads,
+        momentum, weight decay) and evaluator.eval_freq: read live by the learner and the loop."""
+        self.cfg = cfg
+        self.learner.cfg = cfg
+
     def restore_from(self, ckpt: dict[str, Any], path: str) -> None:
         """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
         state, counters, RNG. Workers see a new weight version (new restore generation); the

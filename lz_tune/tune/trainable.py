@@ -59,6 +59,26 @@ def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupF
     return tune.PlacementGroupFactory(bundles)
 
 
+#: config keys a running driver can take without rebuilding networks, buffer or workers
+_NOT_LIVE = {"learner.optim_type", "learner.device", "learner.num_threads", "learner.momentum",
+             "learner.weight_decay"}
+
+
+def _live(key: str) -> bool:
+    return (key.startswith("learner.") and key not in _NOT_LIVE) or key == "evaluator.eval_freq"
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
 class MuZeroTrainable(tune.Trainable):
     """One trial = one Driver (learner + buffer) with its own collector / evaluator actors."""
 
@@ -95,6 +115,24 @@ class MuZeroTrainable(tune.Trainable):
             groups = getattr(self.driver.backend, "actor_placement_groups", lambda: [])()
             result["actor_placement_group_ids"] = ",".join(g or "" for g in groups)
         return result
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        """Reuse this trial (and its actors) for ``new_config`` when only keys the driver can apply
+        live changed (PBT perturbations of learner.* and evaluator.eval_freq); anything else
+        (network, search, buffer, envs, resources, optimizer type) returns False so Tune restarts
+        the trial. Tune then loads the donor checkpoint; the replay buffer and the collectors'
+        in-progress segments are kept (they hold experience, not weights)."""
+        new_cfg = config_from_tune(new_config)
+        old, new = _flat(self.cfg.to_dict()), _flat(new_cfg.to_dict())
+        changed = {k for k in new if new[k] != old.get(k)}
+        if any(not _live(k) for k in changed):
+            return False
+        if float(new_config.get("driver_num_cpus", 1.0)) != float(self.config.get("driver_num_cpus", 1.0)):
+            return False
+        self.cfg = new_cfg
+        self.driver.reconfigure(new_cfg)
+        self.step_seconds = float(new_config.get("step_seconds", self.step_seconds))
+        return True
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         save_checkpoint(os.path.join(checkpoint_dir, CHECKPOINT_FILE), self.driver.last_checkpoint_payload())
