@@ -62,3 +62,16 @@ def tiny_cfg() -> Callable[..., "object"]:
         return base.with_overrides(list(extra)) if extra else base
 
     return make
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A 2-CPU Ray cluster for one test module (reuses one that is already running)."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()

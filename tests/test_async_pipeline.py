@@ -24,17 +24,6 @@ TINY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
 class Recorder:
     """Wraps a driver to record what happened, without changing behaviour."""
 

@@ -14,17 +14,6 @@ ray = pytest.importorskip("ray")
 from test_async_pipeline import TINY  # noqa: E402  (same tiny config)
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
 def test_killed_actors_are_restarted_and_nothing_half_written(ray_cluster):
     cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
         "async_pipeline.num_collector_actors=2", "learner.update_per_collect=4", "evaluator.eval_freq=8",

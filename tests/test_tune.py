@@ -24,17 +24,6 @@ TINY = dict(parse_override(o) for o in [
 BASE = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 1.5, "driver_num_cpus": 1, **TINY}
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
 def test_bundles_follow_the_async_config():
     sync = placement_group_factory(BASE)
     assert sync.bundles == [{"CPU": 1.0}]
