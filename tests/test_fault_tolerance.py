@@ -2,7 +2,6 @@
 once; the run finishes, counters stay monotone, buffer invariants hold, and every env step of
 every collect that completed is in the buffer exactly once (failed collects leave nothing)."""
 
-import os
 
 import pytest
 
