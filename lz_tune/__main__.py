@@ -75,7 +75,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ray import tune
 
     from lz_tune.config import parse_override
-    from lz_tune.tune import MuZeroTrainable, config_from_tune
+    from lz_tune.tune import MuZeroTrainable, check_cluster_resources, config_from_tune
 
     module = _load_space_module(args.space)
     space = dict(module.space) | dict(parse_override(o) for o in args.overrides)
@@ -96,6 +96,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, configure_logging=False)
     try:
+        check_cluster_resources(space)  # a trial that cannot be placed fails now, not PENDING forever
         if args.resume:
             tuner = tune.Tuner.restore(path, trainable=MuZeroTrainable, resume_errored=True)
         else:
@@ -112,7 +113,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             tuner = tune.Tuner(
                 MuZeroTrainable, param_space=space,
                 tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max", num_samples=args.num_samples,
-                                            scheduler=scheduler),
+                                            scheduler=scheduler,
+                                            # PBT exploits keep the trial's actors via reset_config
+                                            reuse_actors=isinstance(scheduler,
+                                                                    tune.schedulers.PopulationBasedTraining)),
                 run_config=tune.RunConfig(storage_path=os.path.dirname(path), name=name, stop=stop,
                                           checkpoint_config=tune.CheckpointConfig(
                                               num_to_keep=3, checkpoint_score_attribute="eval/reward_mean",

@@ -82,3 +82,50 @@ def find_latest_checkpoint(exp_dir: str | os.PathLike) -> Path | None:
     """``exp_dir/ckpt/ckpt_latest.pt`` if it exists (what ``--resume`` picks for a folder)."""
     p = Path(exp_dir) / "ckpt" / "ckpt_latest.pt"
     return p if p.is_file() else None
+
+
+# ---------------------------------------------------------------------------------- replay buffer
+
+BUFFER_FORMAT = "lz_tune.replay_buffer"
+
+
+def _to_torch(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj))}
+    if isinstance(obj, dict):
+        return {k: _to_torch(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_torch(v) for v in obj)
+    return obj
+
+
+def _to_numpy(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__"}:
+            return obj["__ndarray__"].numpy()
+        return {k: _to_numpy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_numpy(v) for v in obj)
+    return obj
+
+
+def save_buffer_state(path: str | os.PathLike, state: dict[str, Any]) -> Path:
+    """Write a ``GameBuffer.state_dict()`` atomically (numpy arrays stored as tensors, so that it
+    loads with ``weights_only=True``)."""
+    return save_checkpoint(path, {"kind": BUFFER_FORMAT, "buffer": _to_torch(state)})
+
+
+def load_buffer_state(path: str | os.PathLike) -> dict[str, Any]:
+    """Read what :func:`save_buffer_state` wrote. Raises CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: replay buffer file not found")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise CheckpointError(f"{path}: not a readable lz_tune replay buffer ({type(e).__name__}: {e})") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != BUFFER_FORMAT:
+        raise CheckpointError(f"{path}: not an lz_tune replay buffer file")
+    return _to_numpy(data["buffer"])

@@ -285,6 +285,9 @@ class BufferConfig(_Section):
     """Chunk size of target-network inference when building value targets."""
     use_root_value: bool = False
     """Bootstrap value targets from stored search values instead of the target network."""
+    save_in_checkpoint: bool = False
+    """Also save the replay buffer with every checkpoint (``replay_buffer.pt`` beside it; can be
+    GBs for Atari) so a resumed run or a restored Tune trial trains on its old experience at once."""
 
     def _check(self) -> None:
         self._positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",

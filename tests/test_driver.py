@@ -276,3 +276,50 @@ def test_unknown_env_id_is_a_config_error_before_exp_dir(tiny_cfg, tmp_path, env
     assert str(err.value).startswith("env.env_id")
     assert env_id in str(err.value)
     assert not exp_dir.exists()
+
+
+def test_replay_buffer_saved_beside_the_checkpoint_comes_back_on_resume(tiny_cfg, tmp_path):
+    """buffer.save_in_checkpoint: ckpt/replay_buffer.pt is written with every checkpoint and a
+    resumed driver starts with exactly that buffer (same segments, priorities, next samples)."""
+    cfg = tiny_cfg("max_env_step=80", "buffer.save_in_checkpoint=True")
+    exp_dir = tmp_path / "exp"
+    driver = _quiet(cfg, exp_dir=str(exp_dir))
+    driver.run()
+    driver.close()
+    ckpt_dir = exp_dir / "ckpt"
+    assert (ckpt_dir / "replay_buffer.pt").is_file()
+    saved = driver.buffer.state_dict()  # the buffer file is written at the last evaluation: compare to it
+    resumed = _quiet(cfg.with_overrides(["max_env_step=200"]), exp_dir=str(tmp_path / "r"),
+                     resume_from=str(ckpt_dir / "ckpt_latest.pt"))
+    try:
+        assert resumed.buffer.num_transitions > 0
+        mine = resumed.buffer.state_dict()
+        for table in ("steps", "positions", "segments"):
+            for col, values in saved["tables"][table]["columns"].items():
+                np.testing.assert_array_equal(mine["tables"][table]["columns"][col], values, err_msg=col)
+        assert mine["time"] == saved["time"] and mine["clear_time"] == saved["clear_time"]
+    finally:
+        resumed.close()
+    # without the option, the same checkpoint resumes with an empty buffer
+    fresh = _quiet(cfg.with_overrides(["buffer.save_in_checkpoint=False"]), exp_dir=str(tmp_path / "f"),
+                   resume_from=str(ckpt_dir / "ckpt_latest.pt"))
+    try:
+        assert fresh.buffer.num_transitions == 0
+    finally:
+        fresh.close()
+
+
+def test_replay_buffer_file_that_does_not_fit_is_a_checkpoint_error(tiny_cfg, tmp_path):
+    cfg = tiny_cfg("max_env_step=40", "buffer.save_in_checkpoint=True")
+    driver = _quiet(cfg, exp_dir=str(tmp_path / "exp"))
+    driver.run()
+    driver.close()
+    other = _quiet(tiny_cfg("buffer.td_steps=4"), exp_dir=None)
+    try:
+        with pytest.raises(CheckpointError, match="replay_buffer.pt"):
+            other.load_buffer(str(tmp_path / "exp" / "ckpt" / "replay_buffer.pt"))
+        (tmp_path / "junk.pt").write_bytes(b"not a buffer")
+        with pytest.raises(CheckpointError, match="junk.pt"):
+            other.load_buffer(str(tmp_path / "junk.pt"))
+    finally:
+        other.close()

@@ -48,6 +48,9 @@ def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_p
         assert trial.status == "TERMINATED"
         assert trial.last_result["env_steps"] > 0 and trial.last_result["train_iter"] > 0
         assert trial.last_result["evaluations"] >= 1
+        # the learner's TensorBoard files are in the trial's storage folder, not a temp working dir
+        tb = os.path.join(trial.path, "lz_tune", "tb")
+        assert trial.path.startswith(str(tmp_path)) and any(f.startswith("events.") for f in os.listdir(tb))
     best = analysis.get_best_checkpoint(analysis.get_best_trial(), metric="eval/reward_mean", mode="max")
     assert best is not None
     with best.as_directory() as d:

@@ -34,13 +34,17 @@ import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.buffer.game_buffer import GameBuffer
-from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from lz_tune.checkpoint import (CheckpointError, load_buffer_state, load_checkpoint, save_buffer_state,
+                                save_checkpoint)
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.snapshot import SnapshotPublisher
 from lz_tune.workers import CollectResult, EvalResult, env_spec_for, temperature_at
+
+#: the replay buffer file written beside a checkpoint when buffer.save_in_checkpoint is on
+BUFFER_FILE = "replay_buffer.pt"
 
 
 @dataclass
@@ -111,7 +115,8 @@ class Driver:
     ``step(max_seconds)`` advances a bounded slice (what a Tune trial calls)."""
 
     def __init__(self, cfg: Config, *, exp_dir: Optional[str] = None, backend: Optional[WorkerBackend] = None,
-                 resume_from: Optional[str] = None, print_fn: Optional[Callable[[str], None]] = print) -> None:
+                 resume_from: Optional[str] = None, print_fn: Optional[Callable[[str], None]] = print,
+                 write_checkpoints: bool = True) -> None:
         # --- validate everything before creating anything (env id, policy type, checkpoint)
         algo = get_algorithm(cfg.policy_type)
         try:
@@ -163,9 +168,12 @@ class Driver:
         self._last_eval_payload: Optional[dict[str, Any]] = None
         if ckpt is not None:
             self._restore(ckpt)
+            beside = os.path.join(os.path.dirname(os.path.abspath(resume_from)), BUFFER_FILE)
+            if cfg.buffer.save_in_checkpoint and os.path.isfile(beside):
+                self.load_buffer(beside)
 
         self.exp_dir = exp_dir
-        self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir else None
+        self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None
         if exp_dir:
             os.makedirs(exp_dir, exist_ok=True)
             with open(os.path.join(exp_dir, "config.json"), "w") as f:
@@ -397,6 +405,8 @@ class Driver:
                 save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
                 if is_best:
                     save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
+                if self.cfg.buffer.save_in_checkpoint:
+                    self.save_buffer(os.path.join(self.ckpt_dir, BUFFER_FILE))
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -424,6 +434,7 @@ class Driver:
         m: dict[str, Any] = {
             "env_steps": self.counters.env_steps,
             "train_iter": self.train_iter,
+            "learning_rate": self.learner.learning_rate,  # what the next update uses (schedule, PBT)
             "collects": self.counters.collects,
             "episodes": self.counters.episodes,
             "evaluations": self.counters.evaluations,
@@ -495,6 +506,19 @@ class Driver:
         self._final_eval_launched = self._final_eval_wanted = False
         self.stop = StopReason()
 
+    def save_buffer(self, path: str) -> None:
+        """Write the replay buffer (all owned segments, priorities, clocks) atomically to ``path``."""
+        save_buffer_state(path, self.buffer.state_dict())
+
+    def load_buffer(self, path: str) -> None:
+        """Replace the replay buffer with the one saved at ``path`` (CheckpointError if it does
+        not fit this config: other unroll/td steps, frame stack or action space)."""
+        state = load_buffer_state(path)
+        try:
+            self.buffer.load_state_dict(state)
+        except (KeyError, ValueError) as e:
+            raise CheckpointError(f"{path}: replay buffer does not fit this config: {e}") from e
+
     def _restore(self, ckpt: dict[str, Any]) -> None:
         try:
             self.learner.load_state_dict(ckpt["learner"])
@@ -516,8 +540,10 @@ class Driver:
             self.rng.bit_generator.state = rng["numpy"]
         self._last_eval_launch_iter = self.train_iter
 
-    def close(self) -> None:
-        if hasattr(self, "backend"):
+    def close(self, *, keep_backend: bool = False) -> None:
+        """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and
+        flush the TensorBoard files."""
+        if hasattr(self, "backend") and not keep_backend:
             self.backend.close()
         if hasattr(self, "logger"):
             self.logger.flush()

@@ -19,6 +19,7 @@ evaluated weights with the learner state behind them.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import Any
@@ -27,10 +28,13 @@ from ray import tune
 
 from lz_tune.checkpoint import load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError, load_config_module
+from lz_tune.pipeline.driver import BUFFER_FILE
+from lz_tune.tune.resources import check_cluster_resources, trial_bundles
 
 DEFAULT_CONFIG = "zoo.classic_control.cartpole_muzero"
 TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus")
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
+logger = logging.getLogger(__name__)
 
 
 def config_from_tune(tune_config: dict[str, Any]) -> Config:
@@ -42,21 +46,7 @@ def config_from_tune(tune_config: dict[str, Any]) -> Config:
 
 def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupFactory:
     """Bundle 0: driver/learner; then one bundle per collector actor and per evaluator actor."""
-    cfg = config_from_tune(tune_config)
-    driver = {"CPU": float(tune_config.get("driver_num_cpus", 1.0))}
-    gpus = float(tune_config.get("driver_num_gpus", 0.0))
-    if gpus > 0:
-        driver["GPU"] = gpus
-    bundles = [driver]
-    ap = cfg.async_pipeline
-    if ap.enabled and not ap.ray_local_mode:
-        for kind, count, cpus, gpus in (("collector", ap.num_collector_actors, ap.collector_num_cpus,
-                                         ap.collector_num_gpus),
-                                        ("evaluator", ap.num_evaluator_actors, ap.evaluator_num_cpus,
-                                         ap.evaluator_num_gpus)):
-            bundle = {"CPU": cpus} | ({"GPU": gpus} if gpus > 0 else {})
-            bundles.extend(dict(bundle) for _ in range(count))
-    return tune.PlacementGroupFactory(bundles)
+    return tune.PlacementGroupFactory(trial_bundles(config_from_tune(tune_config), tune_config))
 
 
 #: config keys a running driver can take without rebuilding networks, buffer or workers
@@ -79,22 +69,53 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _resources(tune_config: dict[str, Any]) -> tuple[float, float]:
+    return float(tune_config.get("driver_num_cpus", 1.0)), float(tune_config.get("driver_num_gpus", 0.0))
+
+
 class MuZeroTrainable(tune.Trainable):
     """One trial = one Driver (learner + buffer) with its own collector / evaluator actors."""
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
+        check_cluster_resources(config)  # fail fast instead of PENDING forever
         return placement_group_factory(config)
 
     def setup(self, config: dict[str, Any]) -> None:
+        self.driver = None
+        self._build(config, backend_from=None)
+
+    def _build(self, config: dict[str, Any], *, backend_from) -> None:
+        """A fresh Driver for ``config``; ``backend_from``: a driver whose workers it takes over."""
         from lz_tune.pipeline import Driver
 
         self.cfg = config_from_tune(config)
         self.step_seconds = float(config.get("step_seconds", 10.0))
         if self.step_seconds <= 0:
             raise ConfigError(f"step_seconds: must be > 0 (got {self.step_seconds})")
-        self.driver = Driver(self.cfg, exp_dir=os.path.join(self.logdir, "lz_tune"), print_fn=None)
+        # Tune's checkpoints replace the driver's own ckpt/ files; TensorBoard goes to storage
+        self.driver = Driver(self.cfg, exp_dir=os.path.join(self._output_dir(), "lz_tune"), print_fn=None,
+                             write_checkpoints=False,
+                             backend=backend_from.backend if backend_from is not None else None)
+        if backend_from is not None:  # versions never collide with what the workers hold
+            self.driver.publisher.generation = backend_from.publisher.generation + 1
         self._evaluations_reported = self.driver.counters.evaluations
+        self._setup_trial_id = self.trial_id
+        self._resources = _resources(config)
+
+    def _output_dir(self) -> str:
+        """The trial's folder in Tune's storage when that is a local (or mounted) file system, so
+        the TensorBoard files land beside progress.csv; else the trial's working dir (synced to
+        cloud storage only with ``SyncConfig(sync_artifacts=True)``)."""
+        storage = getattr(self, "_storage", None)
+        try:
+            import pyarrow.fs
+
+            if storage is not None and isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+                return str(storage.trial_fs_path)
+        except (ImportError, AttributeError):
+            pass
+        return self.logdir
 
     def step(self) -> dict[str, Any]:
         metrics = self.driver.step(max_seconds=self.step_seconds)
@@ -117,29 +138,50 @@ class MuZeroTrainable(tune.Trainable):
         return result
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
-        """Reuse this trial (and its actors) for ``new_config`` when only keys the driver can apply
-        live changed (PBT perturbations of learner.* and evaluator.eval_freq); anything else
-        (network, search, buffer, envs, resources, optimizer type) returns False so Tune restarts
-        the trial. Tune then loads the donor checkpoint; the replay buffer and the collectors'
-        in-progress segments are kept (they hold experience, not weights)."""
+        """Take ``new_config`` in this process (Tune's ``reuse_actors=True``; always True).
+
+        * Same trial, only keys the driver applies live changed (learner.* except optimizer
+          type/device/threads/momentum/weight decay, evaluator.eval_freq): a PBT exploit or a
+          pause/resume. Driver, replay buffer and actors stay; Tune loads a checkpoint next.
+        * Another trial (Tune hands cached actors to any trial with the same resources; PBT
+          swaps them), same worker config: a new Driver (fresh learner, buffer, counters) takes
+          over the running collector / evaluator actors; a checkpoint, if the trial has one,
+          is loaded next.
+        * Anything else (network, search, buffer, envs, resources): everything is rebuilt, the
+          actors too.
+        """
         new_cfg = config_from_tune(new_config)
         old, new = _flat(self.cfg.to_dict()), _flat(new_cfg.to_dict())
-        changed = {k for k in new if new[k] != old.get(k)}
-        if any(not _live(k) for k in changed):
-            return False
-        if float(new_config.get("driver_num_cpus", 1.0)) != float(self.config.get("driver_num_cpus", 1.0)):
-            return False
-        self.cfg = new_cfg
-        self.driver.reconfigure(new_cfg)
-        self.step_seconds = float(new_config.get("step_seconds", self.step_seconds))
+        changed = sorted(k for k in new if new[k] != old.get(k))
+        live = all(_live(k) for k in changed) and _resources(new_config) == self._resources
+        same_trial = self.trial_id == self._setup_trial_id
+        if live and same_trial:
+            self.cfg = new_cfg
+            self.driver.reconfigure(new_cfg)
+            self.step_seconds = float(new_config.get("step_seconds", self.step_seconds))
+            return True
+        logger.info("MuZeroTrainable.reset_config: new driver for trial %s (%s)", self.trial_id,
+                    "actors kept" if live else f"actors rebuilt: {[k for k in changed if not _live(k)]}")
+        old_driver = self.driver
+        old_driver.close(keep_backend=live)
+        self.driver = None
+        self._build(new_config, backend_from=old_driver if live else None)
         return True
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
+        """The latest evaluated snapshot + learner state; the replay buffer too when
+        ``buffer.save_in_checkpoint`` is on."""
         save_checkpoint(os.path.join(checkpoint_dir, CHECKPOINT_FILE), self.driver.last_checkpoint_payload())
+        if self.cfg.buffer.save_in_checkpoint:
+            self.driver.save_buffer(os.path.join(checkpoint_dir, BUFFER_FILE))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
         self.driver.restore_from(load_checkpoint(path, policy_type=self.cfg.policy_type), path)
+        buffer_path = os.path.join(checkpoint_dir, BUFFER_FILE)
+        if self.cfg.buffer.save_in_checkpoint and os.path.isfile(buffer_path):
+            self.driver.load_buffer(buffer_path)
 
     def cleanup(self) -> None:
-        self.driver.close()
+        if self.driver is not None:
+            self.driver.close()

@@ -1,0 +1,153 @@
+"""MuZeroTrainable under failures and PBT: a step that raises is retried from the last
+checkpoint (FailureConfig), a search killed with SIGKILL resumes with its counters, PBT
+exploits reuse the trial processes through reset_config, and reset_config keeps or rebuilds
+the workers as documented."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray import tune  # noqa: E402
+
+from lz_tune.tune import MuZeroTrainable  # noqa: E402
+from test_tune import BASE, TINY  # noqa: E402
+
+
+def _rows(trial_dir: str) -> list[dict]:
+    """Every result row Tune wrote for a trial (result.json keeps rows of every attempt)."""
+    with open(os.path.join(trial_dir, "result.json")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_exception_in_a_step_is_retried_from_the_last_checkpoint(ray_cluster, tmp_path):
+    marker = tmp_path / "failed_once"
+
+    class FailsOnce(MuZeroTrainable):  # defined here: pickled by value into the trial process
+        def step(self):
+            result = super().step()
+            if self.iteration >= 3 and not marker.exists():
+                marker.write_text(str(result["train_iter"]))
+                raise RuntimeError("injected failure in step()")
+            return result
+
+    analysis = tune.run(FailsOnce, config={**BASE, "step_seconds": 1.0}, stop={"training_iteration": 6},
+                        storage_path=str(tmp_path), name="fail", verbose=0, max_failures=2,
+                        raise_on_failed_trial=True)
+    trial = analysis.trials[0]
+    assert marker.exists() and trial.status == "TERMINATED" and trial.last_result["training_iteration"] == 6
+    assert trial.run_metadata.num_failures == 1
+    rows = _rows(trial.path)
+    restarts = [r for r in rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
+    assert restarts, "the trial did not restart from a checkpoint"
+    first = restarts[0]
+    before = [r for r in rows if r["training_iteration"] == first["training_iteration"] - 1]
+    # counters continue from the checkpoint (an evaluated state at or before the failure)
+    assert first["train_iter"] > 0 and first["env_steps"] > 0
+    assert first["train_iter"] >= min(r["eval/train_iter"] for r in before)
+    assert trial.last_result["train_iter"] > first["train_iter"] - 1
+
+
+def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
+    """PBT on the learning rate (metric = the reported learning rate, so the ranking is fixed and
+    exploits happen on every perturbation): with reuse_actors=True every exploit goes through
+    reset_config; no trial process is ever started beyond the first two."""
+    pbt = tune.schedulers.PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, resample_probability=0.0,
+        hyperparam_mutations={"learner.learning_rate": tune.loguniform(1e-4, 1e-2)})
+    analysis = tune.run(MuZeroTrainable, config={**BASE, "step_seconds": 0.8,
+                                                 "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
+                        scheduler=pbt, metric="learning_rate", mode="max", reuse_actors=True,
+                        stop={"training_iteration": 8}, storage_path=str(tmp_path), name="pbt", verbose=0,
+                        raise_on_failed_trial=True)
+    rows = [r for t in analysis.trials for r in _rows(t.path)]
+    assert all(t.status == "TERMINATED" for t in analysis.trials)
+    # exploits happened: some trial continued from a checkpoint with a perturbed learning rate
+    restored = [r for r in rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
+    assert restored
+    assert {round(r["learning_rate"], 8) for r in rows} - {1e-3, 3e-3}
+    # the reported learning rate is the one the learner uses, and it follows the trial's config
+    assert all(abs(r["learning_rate"] - r["config"]["learner.learning_rate"]) < 1e-12 for r in rows)
+    # ... and no new trial process was started for them
+    assert len({r["pid"] for r in rows}) <= 2
+
+
+def _cli(tmp_path, *extra):
+    fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()]
+    return ([sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py", *fixed,
+             "step_seconds=1.0", "--storage-path", str(tmp_path), "--name", "killed", "--num-cpus", "2"]
+            + list(extra))
+
+
+def test_search_killed_with_sigkill_resumes_and_continues_counters(tmp_path):
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    exp = tmp_path / "killed"
+    proc = subprocess.Popen(_cli(tmp_path, "--num-samples", "1", "--stop-iters", "9", "--scheduler", "fifo"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    trial_dir = None
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:  # kill once a checkpoint (after an evaluation) is on disk
+            dirs = [d for d in exp.glob("MuZeroTrainable_*") if d.is_dir()] if exp.exists() else []
+            # (Tune syncs result.json and the experiment state to storage every few seconds)
+            if dirs and list(dirs[0].glob("checkpoint_*/lz_tune_checkpoint.pt")) and \
+                    (dirs[0] / "result.json").exists() and len(_rows(str(dirs[0]))) >= 3:
+                trial_dir = dirs[0]
+                break
+            assert proc.poll() is None, "the search ended before it could be killed"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, Ray and every trial process with it
+        proc.wait(timeout=30)
+    assert trial_dir is not None, "no checkpoint within 180 s"
+    killed_rows = _rows(str(trial_dir))
+    killed_at = max(r["training_iteration"] for r in killed_rows)
+    assert killed_at < 9
+
+    resumed = subprocess.run(_cli(tmp_path, "--resume"), capture_output=True, text=True, timeout=300, env=env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert "errors: 0" in resumed.stdout
+    rows = _rows(str(trial_dir))
+    assert max(r["training_iteration"] for r in rows) == 9
+    after = rows[len(killed_rows):]
+    first = after[0]
+    assert first["iterations_since_restore"] == 1 and first["training_iteration"] > 1
+    # counters continue from the restored checkpoint instead of restarting at zero
+    ckpt_row = max((r for r in killed_rows if r.get("should_checkpoint")), key=lambda r: r["training_iteration"])
+    assert first["train_iter"] >= ckpt_row["eval/train_iter"] > 0
+    assert first["env_steps"] > 0 and after[-1]["env_steps"] > first["env_steps"]
+    assert after[-1]["train_iter"] > ckpt_row["eval/train_iter"]
+
+
+def test_reset_config_keeps_or_rebuilds_workers_as_documented(tmp_path):
+    """In-process (no Tune controller): same trial + live key -> same driver; another trial ->
+    new driver on the SAME workers with fresh counters; a non-live key -> new workers."""
+    trainable = MuZeroTrainable(config={**BASE, "step_seconds": 0.5})
+    try:
+        trainable.train()
+        driver, backend = trainable.driver, trainable.driver.backend
+        assert trainable.reset_config({**BASE, "step_seconds": 0.5, "learner.learning_rate": 5e-3})
+        assert trainable.driver is driver and driver.learner.learning_rate == 5e-3
+
+        trainable._setup_trial_id = "some-other-trial"  # as if Tune handed us a cached actor
+        generation = driver.publisher.generation
+        assert trainable.reset_config({**BASE, "step_seconds": 0.5, "learner.learning_rate": 2e-3})
+        assert trainable.driver is not driver and trainable.driver.backend is backend
+        assert trainable.driver.train_iter == 0 and trainable.driver.counters.env_steps == 0
+        assert trainable.driver.publisher.generation == generation + 1
+        trainable.train()  # the taken-over workers still collect
+        assert trainable.driver.counters.collects > 0
+
+        second = trainable.driver
+        assert trainable.reset_config({**BASE, "step_seconds": 0.5, "mcts.num_simulations": 3})
+        assert trainable.driver is not second and trainable.driver.backend is not backend
+        assert trainable.driver.cfg.mcts.num_simulations == 3
+    finally:
+        trainable.stop()
