@@ -27,32 +27,52 @@ def _rows(trial_dir: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def test_exception_in_a_step_is_retried_from_the_last_checkpoint(ray_cluster, tmp_path):
-    marker = tmp_path / "failed_once"
+def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_checkpoint(ray_cluster, tmp_path):
+    """Two trials under FailureConfig(max_failures=2): one raises in step(), the other's process
+    is SIGKILLed (as by the OOM killer), once each. Both finish, and each continues its counters
+    from its last checkpoint."""
 
-    class FailsOnce(MuZeroTrainable):  # defined here: pickled by value into the trial process
+    class FailsOnce(MuZeroTrainable):  # defined here: pickled by value into the trial processes
         def step(self):
             result = super().step()
+            kill = self.config["learner.learning_rate"] > 2e-3
+            marker = tmp_path / ("killed" if kill else "raised")
             if self.iteration >= 3 and not marker.exists():
                 marker.write_text(str(result["train_iter"]))
+                if kill:
+                    os.kill(os.getpid(), signal.SIGKILL)
                 raise RuntimeError("injected failure in step()")
             return result
 
-    analysis = tune.run(FailsOnce, config={**BASE, "step_seconds": 1.0}, stop={"training_iteration": 6},
-                        storage_path=str(tmp_path), name="fail", verbose=0, max_failures=2,
-                        raise_on_failed_trial=True)
-    trial = analysis.trials[0]
-    assert marker.exists() and trial.status == "TERMINATED" and trial.last_result["training_iteration"] == 6
-    assert trial.run_metadata.num_failures == 1
-    rows = _rows(trial.path)
-    restarts = [r for r in rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
-    assert restarts, "the trial did not restart from a checkpoint"
-    first = restarts[0]
-    before = [r for r in rows if r["training_iteration"] == first["training_iteration"] - 1]
-    # counters continue from the checkpoint (an evaluated state at or before the failure)
-    assert first["train_iter"] > 0 and first["env_steps"] > 0
-    assert first["train_iter"] >= min(r["eval/train_iter"] for r in before)
-    assert trial.last_result["train_iter"] > first["train_iter"] - 1
+    analysis = tune.Tuner(
+        FailsOnce, param_space={**BASE, "step_seconds": 1.0, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
+        tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max"),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="fail", verbose=0,
+                                  stop={"training_iteration": 6},
+                                  failure_config=tune.FailureConfig(max_failures=2))).fit()
+    assert not analysis.errors
+    assert (tmp_path / "raised").exists() and (tmp_path / "killed").exists()
+    for result in analysis:
+        assert result.metrics["training_iteration"] == 6
+        rows = _rows(result.path)
+        restarts = [r for r in rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
+        assert len(restarts) == 1, "the trial did not restart from a checkpoint exactly once"
+        first = restarts[0]
+        before = [r for r in rows[:rows.index(first)] if r.get("should_checkpoint")]
+        # counters continue from the checkpoint (the evaluated state at or before the failure)
+        assert before and first["train_iter"] >= before[-1]["eval/train_iter"] > 0
+        assert first["env_steps"] > 0 and rows[-1]["train_iter"] > first["train_iter"] - 1
+
+
+def test_resource_request_larger_than_the_cluster_fails_fast(ray_cluster, tmp_path):
+    from lz_tune.config import ConfigError
+
+    start = time.time()
+    with pytest.raises(ConfigError, match="async_pipeline.num_collector_actors"):
+        tune.run(MuZeroTrainable, config={**BASE, "async_pipeline.enabled": True,
+                                          "async_pipeline.num_collector_actors": 4},
+                 stop={"training_iteration": 1}, storage_path=str(tmp_path), name="big", verbose=0)
+    assert time.time() - start < 60
 
 
 def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
