@@ -295,13 +295,12 @@ class BufferConfig(_Section):
         self._non_negative("num_unroll_steps", "buffer_reanalyze_freq")
         self._fraction("priority_prob_alpha", "priority_prob_beta", "reanalyze_ratio")
         self._require(0.0 < self.reanalyze_partition <= 1.0, "reanalyze_partition", "must be in (0, 1]")
-        self._require(
-            self.num_unroll_steps + self.td_steps <= self.game_segment_length,
-            "num_unroll_steps",
-            f"num_unroll_steps + td_steps ({self.num_unroll_steps} + {self.td_steps}) must be <= "
-            f"buffer.game_segment_length ({self.game_segment_length}): a segment is padded with that many "
-            "steps of the next one",
-        )
+        if self.num_unroll_steps + self.td_steps > self.game_segment_length:
+            # names both keys: either one may be the one that is too long
+            raise ConfigError(
+                f"buffer.num_unroll_steps / buffer.td_steps: num_unroll_steps + td_steps ({self.num_unroll_steps} "
+                f"+ {self.td_steps}) must be <= buffer.game_segment_length ({self.game_segment_length}): a segment "
+                "is padded with that many steps of the next one")
 
 
 @dataclass(frozen=True)

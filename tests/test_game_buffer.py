@@ -222,6 +222,26 @@ def test_batch_larger_than_buffer_samples_with_replacement():
     assert len(index) == 10 and set(index.positions.tolist()) <= {0, 1, 2}
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.6])
+def test_huge_priorities_neither_overflow_sampling_nor_zero_the_weights(alpha):
+    """Regression (found by the state machine): priorities near the float64 maximum made the
+    sampling CDF overflow to inf, so every draw hit the last item and all IS weights were NaN;
+    priorities 1e100 apart rounded the IS weight of the likely items to exactly 0."""
+    buffer = make_buffer(alpha=alpha, seed=4)
+    buffer.push([tiny_segment(4)], [np.array([1e308, 1e308, 1.0, 1e-3])])
+    counts = np.zeros(4)
+    for _ in range(200):
+        index = buffer.sample(1)
+        counts[index.positions[0]] += 1
+        assert np.all(np.isfinite(index.weights)) and np.all((index.weights > 0) & (index.weights <= 1))
+    assert counts[2] == counts[3] == 0 and counts[0] > 50 and counts[1] > 50
+    index = buffer.sample(3)
+    assert sorted(index.positions.tolist())[:2] == [0, 1]  # the two huge ones come first
+    assert np.all(np.isfinite(index.weights)) and np.all(index.weights > 0) and index.weights.max() == 1.0
+    rows, log_probs = sample_proportional(np.array([1e308, 1e308, 1.0]), 2, np.random.default_rng(0))
+    np.testing.assert_allclose(np.exp(log_probs), [0.5, 0.5])
+
+
 # -- priority write-back ---------------------------------------------------------------------------
 def test_make_time_clear_time_rule():
     buffer = make_buffer(capacity_transitions=6)
@@ -518,3 +538,242 @@ def test_stale_index_in_make_batch_raises():
     with pytest.raises(KeyError):
         buffer.make_batch(index, value_fn=newest_frame_mean)
     assert isinstance(index, SampledIndex)
+
+
+# -- stateful property test ---------------------------------------------------------------------------
+# A rule-based state machine drives one GameBuffer (drawn shape: capacity, U, T, S, PER settings)
+# through random push / sample / update_priorities / evict / make_batch / reanalyze / checkpoint
+# round-trip sequences and checks it against a plain-Python model after every step.
+
+from hypothesis import HealthCheck  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule  # noqa: E402
+
+EPS = 1e-6
+SLACK = 0.25  # ColumnStore's default: physical rows <= ceil((1 + slack) * peak live rows) + 1
+
+segment_spec = st.tuples(st.integers(1, 6), st.booleans(), st.integers(0, 2))  # (owned, terminal, extra padding)
+priority_value = st.one_of(st.just(0.0), st.floats(1e-9, 10.0), st.floats(10.0, 1e300))
+
+
+class GameBufferMachine(RuleBasedStateMachine):
+    @initialize(capacity=st.integers(1, 30), U=st.integers(0, 2), T=st.integers(1, 2), S=st.integers(1, 2),
+                use_priority=st.booleans(), alpha=st.sampled_from([0.0, 0.6, 1.0]), use_max=st.booleans(),
+                seed=st.integers(0, 2**16))
+    def setup(self, capacity, U, T, S, use_priority, alpha, use_max, seed):
+        self.kwargs = dict(num_unroll_steps=U, td_steps=T, discount=0.9, frame_stack=S, action_space_size=A,
+                           use_priority=use_priority, alpha=alpha, beta=0.4, priority_eps=EPS,
+                           use_max_priority_for_new_data=use_max, mini_infer_size=4)
+        self.capacity = capacity
+        self.buffer = GameBuffer(capacity_transitions=capacity, seed=seed, **self.kwargs)
+        self.U, self.T, self.S = U, T, S
+        self.rng = np.random.default_rng(seed)
+        self.segments: dict[int, GameSegment] = {}  # live segment id -> what it must hold
+        self.prio: dict[int, np.ndarray] = {}  # live segment id -> priorities of its owned positions
+        self.next_id = 0
+        self.time = 0
+        self.clear_time = 0
+        self.outstanding: list[SampledIndex] = []
+        self.peak = {"steps": 0, "frames": 0, "positions": 0, "segments": 0}
+        self.counter = 0.0
+
+    # ---------------------------------------------------------------------------- model helpers
+    def _rows(self, segs) -> dict[str, int]:
+        segs = list(segs)
+        return {"steps": sum(s.num_steps for s in segs), "frames": sum(s.num_obs + self.S - 1 for s in segs),
+                "positions": sum(s.num_owned for s in segs), "segments": len(segs)}
+
+    def _make_segment(self, owned, terminal, extra) -> GameSegment:
+        m = owned + extra + (0 if terminal else self.U + self.T)
+        n_obs = m if terminal else m + 1
+        base = self.counter
+        self.counter += 1000.0
+        visits = self.rng.dirichlet(np.ones(A), size=m).astype(np.float32)
+        return GameSegment(
+            frames=(base + np.arange(self.S - 1 + n_obs, dtype=np.float32))[:, None].repeat(2, 1),
+            actions=self.rng.integers(0, A, m), rewards=base + np.arange(m, dtype=np.float32),
+            root_values=self.rng.normal(size=m), pred_values=self.rng.normal(size=m), child_visits=visits,
+            action_mask=np.ones((m, A), bool), to_play=np.full(m, -1), timesteps=np.arange(m),
+            num_owned=owned, terminal=terminal)
+
+    def _evict_model_to(self, capacity: int) -> None:
+        evicted = False
+        while sum(s.num_owned for s in self.segments.values()) > capacity:
+            oldest = min(self.segments)
+            del self.segments[oldest], self.prio[oldest]
+            evicted = True
+        if evicted:
+            self.clear_time = self.time
+
+    def _max_priority(self) -> float:
+        return max((float(p.max()) for p in self.prio.values()), default=1.0)
+
+    # ---------------------------------------------------------------------------- rules
+    @rule(specs=st.lists(segment_spec, max_size=4), give=st.booleans(), data=st.data())
+    def push(self, specs, give, data):
+        segments = [self._make_segment(*spec) for spec in specs]
+        prios = ([np.array(data.draw(st.lists(priority_value, min_size=s.num_owned, max_size=s.num_owned)))
+                  for s in segments] if give else None)
+        new_priority = self._max_priority()
+        live_before = self._rows(self.segments.values())
+        self.buffer.push(segments, prios)
+        self.time += 1
+        for k, v in self._rows(segments).items():
+            self.peak[k] = max(self.peak[k], live_before[k] + v)
+        for i, seg in enumerate(segments):
+            if give:
+                p = np.maximum(prios[i], EPS)
+            elif self.kwargs["use_max_priority_for_new_data"]:
+                p = np.full(seg.num_owned, new_priority)
+            else:
+                p = seg.initial_priorities(EPS).astype(np.float64)
+            self.segments[self.next_id], self.prio[self.next_id] = seg, p
+            self.next_id += 1
+        self._evict_model_to(self.capacity)
+
+    @rule(batch_size=st.integers(1, 12), beta=st.sampled_from([None, 0.0, 1.0]))
+    def sample(self, batch_size, beta):
+        if not self.segments:
+            with pytest.raises(ValueError, match="empty"):
+                self.buffer.sample(batch_size)
+            return  # nothing happened: time unchanged (checked by the invariant)
+        index = self.buffer.sample(batch_size, beta=beta)
+        self.time += 1
+        assert index.make_time == self.time and len(index) == batch_size
+        for s, p in zip(index.segment_ids.tolist(), index.positions.tolist()):
+            assert s in self.segments and 0 <= p < self.segments[s].num_owned  # owned positions only
+        n = sum(s.num_owned for s in self.segments.values())
+        if batch_size <= n:
+            assert len(set(zip(index.segment_ids.tolist(), index.positions.tolist()))) == batch_size
+        assert np.all(np.isfinite(index.weights)) and np.all((index.weights > 0) & (index.weights <= 1))
+        self.outstanding = (self.outstanding + [index])[-8:]
+
+    @precondition(lambda self: self.outstanding)
+    @rule(which=st.integers(0, 7), data=st.data())
+    def update_priorities(self, which, data):
+        index = self.outstanding[which % len(self.outstanding)]
+        new = np.array(data.draw(st.lists(priority_value, min_size=len(index), max_size=len(index))))
+        written = self.buffer.update_priorities(index, new)
+        if index.make_time <= self.clear_time:  # an eviction happened since the sample: nothing lands
+            assert written == 0
+            return
+        assert written == len(index)
+        for s, p, v in zip(index.segment_ids.tolist(), index.positions.tolist(), new):
+            self.prio[s][p] = max(v, EPS)  # duplicates (B > N): the last write wins, as in numpy
+
+    @precondition(lambda self: self.outstanding)
+    @rule(which=st.integers(0, 7), bad=st.sampled_from([np.nan, np.inf, -np.inf, -1.0]), row=st.integers(0, 11))
+    def update_priorities_rejects_bad_values(self, which, bad, row):
+        index = self.outstanding[which % len(self.outstanding)]
+        new = np.ones(len(index))
+        new[row % len(index)] = bad
+        with pytest.raises(ValueError):
+            self.buffer.update_priorities(index, new)  # and nothing at all was written (invariant)
+
+    @rule(count=st.integers(0, 3))
+    def evict_oldest(self, count):
+        victims = sorted(self.segments)[:count]
+        removed = self.buffer.evict_oldest(count)
+        self.time += 1
+        assert removed == sum(self.segments[v].num_owned for v in victims)
+        for v in victims:
+            del self.segments[v], self.prio[v]
+        if victims:
+            self.clear_time = self.time
+
+    @precondition(lambda self: self.outstanding)
+    @rule(which=st.integers(0, 7), use_root_value=st.booleans())
+    def make_batch(self, which, use_root_value):
+        index = self.outstanding[which % len(self.outstanding)]
+        value_fn = None if use_root_value else (lambda obs: obs.reshape(obs.shape[0], -1).mean(1))
+        if not all(s in self.segments for s in index.segment_ids.tolist()):
+            with pytest.raises(KeyError):
+                self.buffer.make_batch(index, value_fn=value_fn, use_root_value=use_root_value)
+            return
+        batch = self.buffer.make_batch(index, value_fn=value_fn, use_root_value=use_root_value)
+        U = self.U
+        assert batch.obs.shape == (len(index), U + 1, 2 * self.S)
+        assert np.all(np.isfinite(batch.target_value)) and np.all(np.isfinite(batch.target_reward))
+        for b, (s, p) in enumerate(zip(index.segment_ids.tolist(), index.positions.tolist())):
+            seg = self.segments[s]
+            np.testing.assert_array_equal(batch.obs[b, 0], seg.obs(p))  # the exact position sampled
+            if U:
+                assert batch.target_reward[b, 0] == seg.rewards[p]
+
+    @precondition(lambda self: self.segments)
+    @rule(count=st.integers(1, 3), fraction=st.sampled_from([0.5, 1.0]))
+    def reanalyze_oldest(self, count, fraction):
+        def fn(obs, action_mask, to_play):
+            visits = np.zeros((obs.shape[0], A), np.float32)
+            visits[:, 1] = 1.0
+            return visits, obs.reshape(obs.shape[0], -1)[:, -1].astype(np.float32)  # newest frame's value
+
+        chosen = self.buffer.reanalyze_oldest(num_segments=count, fn=fn, fraction_oldest=fraction,
+                                              rng=np.random.default_rng(0))
+        assert len(set(chosen.tolist())) == len(chosen) <= count
+        for s in chosen.tolist():
+            seg = self.segments[s]
+            m = seg.num_steps
+            visits = np.zeros((m, A), np.float32)
+            visits[:, 1] = 1.0
+            newest = seg.frames[self.S - 1:self.S - 1 + m, -1].astype(np.float32)
+            self.segments[s] = GameSegment(**{**seg.__dict__, "child_visits": visits, "root_values": newest})
+
+    @rule(new_capacity=st.integers(1, 30))
+    def checkpoint_round_trip(self, new_capacity):
+        state = pickle.loads(pickle.dumps(self.buffer.state_dict()))
+        clone = GameBuffer(capacity_transitions=new_capacity, seed=None, **self.kwargs)
+        clone.load_state_dict(state)
+        self.buffer, self.capacity = clone, new_capacity
+        self.peak = {k: 0 for k in self.peak}  # a new set of arrays
+        live = self._rows(self.segments.values())
+        for k in self.peak:
+            self.peak[k] = live[k]
+        if sum(s.num_owned for s in self.segments.values()) > new_capacity:
+            self.time += 1  # load_state_dict evicts as one timed call
+            self._evict_model_to(new_capacity)
+
+    # ---------------------------------------------------------------------------- invariants
+    @invariant()
+    def aligned_and_consistent(self):
+        if not hasattr(self, "buffer"):
+            return
+        buf = self.buffer
+        buf.check_invariants()
+        ids = sorted(self.segments)
+        live = self._rows(self.segments[s] for s in ids)
+        # every table holds exactly the rows of the live segments
+        for name, store in (("steps", buf._steps), ("frames", buf._frames), ("positions", buf._positions),
+                            ("segments", buf._segments)):
+            assert len(store) == live[name], name
+        assert buf.num_transitions == live["positions"] <= self.capacity
+        assert (buf.time, buf.clear_time) == (self.time, self.clear_time)
+        np.testing.assert_array_equal(buf.segment_ids, ids)
+        # no segment lost or gained a position; priorities are the model's, positive and finite
+        seg_ids, positions, prio = buf.priorities()
+        counts = [self.segments[s].num_owned for s in ids]
+        np.testing.assert_array_equal(seg_ids, np.repeat(np.array(ids, dtype=np.int64), counts))
+        np.testing.assert_array_equal(positions, np.concatenate([np.arange(c) for c in counts]) if ids else [])
+        np.testing.assert_array_equal(prio, np.concatenate([self.prio[s] for s in ids]) if ids else [])
+        assert np.all(np.isfinite(prio)) and np.all(prio > 0)
+        # every live segment still holds exactly what was pushed (or last reanalysed)
+        for s in ids:
+            stored, seg = buf.get_segment(s), self.segments[s]
+            for name in ("frames", "actions", "rewards", "root_values", "child_visits", "action_mask", "timesteps"):
+                np.testing.assert_array_equal(getattr(stored, name), getattr(seg, name), err_msg=name)
+            assert (stored.num_owned, stored.terminal) == (seg.num_owned, seg.terminal)
+        # bytes: what the arrays allocate, at least the live rows, at most the peak plus slack
+        stores = {"steps": buf._steps, "frames": buf._frames, "positions": buf._positions, "segments": buf._segments}
+        assert buf.nbytes == sum(a.nbytes for st_ in stores.values() for a in st_._arrays.values())
+        for name, store in stores.items():
+            if not store.names:
+                continue
+            physical = store.array(store.names[0]).shape[0]
+            row_bytes = sum(store.array(n)[:1].nbytes if physical else 0 for n in store.names)
+            assert store.nbytes == physical * row_bytes
+            assert live[name] <= physical <= int(np.ceil((1 + SLACK) * self.peak[name])) + 1, (name, physical)
+
+
+GameBufferMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+test_game_buffer_state_machine = GameBufferMachine.TestCase

@@ -67,7 +67,10 @@ def sample_proportional(
     num_items = weights.shape[0]
     if batch_size < 1 or num_items < 1:
         raise ValueError(f"need batch_size >= 1 and a non-empty buffer, got {batch_size} and {num_items}")
-    cdf = np.cumsum(weights)
+    # scaled by the largest weight: a plain cumsum of weights near the float64 maximum overflows to
+    # inf, and then every draw lands on the last item and every log-probability is NaN
+    scale = float(weights.max())
+    cdf = np.cumsum(weights / scale)
     total = cdf[-1]
 
     def draw(count: int) -> np.ndarray:
@@ -89,7 +92,7 @@ def sample_proportional(
             rest = gumbel_top_k(np.log(weights), missing, rng, exclude=chosen)
             chosen = np.concatenate([chosen, rest])
     chosen = chosen.astype(np.int64)
-    return chosen, np.log(weights[chosen]) - np.log(total)
+    return chosen, np.log(weights[chosen]) - (np.log(scale) + np.log(total))
 
 
 def importance_weights(log_probs: np.ndarray, num_items: int, *, beta: float) -> np.ndarray:
@@ -102,4 +105,5 @@ def importance_weights(log_probs: np.ndarray, num_items: int, *, beta: float) ->
       `[B] float32` in (0, 1], 1 at the least likely sampled item.
     """
     log_w = -beta * (np.log(num_items) + np.asarray(log_probs, dtype=np.float64))
-    return np.exp(log_w - log_w.max()).astype(np.float32)
+    # floored at the smallest normal float32: priorities 1e100 apart would otherwise round a weight to 0
+    return np.maximum(np.exp(log_w - log_w.max()), np.finfo(np.float32).tiny).astype(np.float32)
