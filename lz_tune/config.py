@@ -607,7 +607,12 @@ def load_config_module(path: str) -> Config:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(path)
+        try:
+            module = importlib.import_module(path)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (path == e.name or path.startswith(e.name + ".")):
+                raise  # the module exists but imports something missing: keep that error
+            raise ConfigError(f"{path}: config module not found (no module named {e.name!r})") from e
     if not hasattr(module, "make_config"):
         raise ConfigError(f"{path}: a config module must define make_config() -> Config")
     cfg = module.make_config()
