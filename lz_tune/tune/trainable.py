@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from typing import Any
 
 from ray import tune
@@ -82,8 +83,10 @@ class MuZeroTrainable(tune.Trainable):
         return placement_group_factory(config)
 
     def setup(self, config: dict[str, Any]) -> None:
+        start = time.perf_counter()
         self.driver = None
         self._build(config, backend_from=None)
+        self._setup_s = time.perf_counter() - start  # reported once: envs, networks, actors
 
     def _build(self, config: dict[str, Any], *, backend_from) -> None:
         """A fresh Driver for ``config``; ``backend_from``: a driver whose workers it takes over."""
@@ -118,9 +121,11 @@ class MuZeroTrainable(tune.Trainable):
         return self.logdir
 
     def step(self) -> dict[str, Any]:
+        start = time.perf_counter()
         metrics = self.driver.step(max_seconds=self.step_seconds)
         result: dict[str, Any] = {k: v for k, v in metrics.items()
                                   if isinstance(v, (int, float, bool)) and not isinstance(v, str)}
+        result["driver_step_s"] = time.perf_counter() - start  # time inside the driver loop (Tune overhead = rest)
         last = self.driver.last_eval
         result["eval/reward_mean"] = last.reward_mean if last is not None else math.nan
         result["eval/train_iter"] = last.train_iter if last is not None else -1
@@ -129,6 +134,7 @@ class MuZeroTrainable(tune.Trainable):
             result["should_checkpoint"] = True
         result["done"] = self.driver.done
         if self.iteration == 0:  # where this trial's workers live (bundle pinning is checked by tests)
+            result["driver_setup_s"] = getattr(self, "_setup_s", 0.0)
             import ray
 
             pg = ray.util.get_current_placement_group()
