@@ -124,8 +124,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         results = tuner.fit()
     finally:
         ray.shutdown()
-    best = results.get_best_result(metric="eval/reward_mean", mode="max", filter_nan_and_inf=True) \
-        if len(results) else None
+    try:
+        best = results.get_best_result(metric="eval/reward_mean", mode="max", filter_nan_and_inf=True) \
+            if len(results) else None
+    except RuntimeError:  # no trial has evaluated yet (e.g. interrupted early)
+        best = None
     print(f"experiment: {path}")
     print(f"trials: {len(results)}, errors: {len(results.errors)}")
     if best is not None and best.metrics:

@@ -158,6 +158,11 @@ def test_driver_restore_from_a_running_state_moves_weights_and_counters(tmp_path
         driver.restore_from(load_checkpoint(path), str(path))
         assert driver.train_iter == saved_iter
         assert driver.publisher.generation == old_generation + 1
+        # the restored evaluation is carried forward (eval/reward_mean is not NaN after a restore)
+        assert driver.last_eval.train_iter == saved_iter
+        assert driver.last_eval.reward_mean == payload["eval"]["reward_mean"]
+        assert driver.last_eval_env_steps == payload["counters"]["env_steps"]
+        assert driver.last_checkpoint_payload()["counters"]["train_iter"] == saved_iter
         for k, v in driver.learner.policy.network.state_dict().items():
             assert torch.equal(v, payload["learner"]["network"][k]), k
         before = driver.train_iter

@@ -61,6 +61,8 @@ def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_che
         before = [r for r in rows[:rows.index(first)] if r.get("should_checkpoint")]
         # counters continue from the checkpoint (the evaluated state at or before the failure)
         assert before and first["train_iter"] >= before[-1]["eval/train_iter"] > 0
+        assert first["eval/train_iter"] >= before[-1]["eval/train_iter"]  # carried over, not reset to -1
+        assert all(k in first for k in ("placement_group_id", "driver_setup_s", "eval/env_steps"))
         assert first["env_steps"] > 0 and rows[-1]["train_iter"] > first["train_iter"] - 1
 
 

@@ -154,6 +154,7 @@ class Driver:
         self.best_eval: Optional[EvalResult] = None
         self.best_reward_mean: Optional[float] = None
         self.last_eval: Optional[EvalResult] = None
+        self.last_eval_env_steps: Optional[int] = None  # training env steps behind the last evaluated snapshot
         self.eval_history: list[dict[str, Any]] = []
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
         self._last_eval_launch_iter: Optional[int] = None
@@ -393,6 +394,7 @@ class Driver:
                   "episode_length_mean": result.episode_length_mean, "version": result.version,
                   "wall_time_s": time.perf_counter() - self._start_time}
         self.eval_history.append(record)
+        self.last_eval_env_steps = record["env_steps"]
         self.logger.log({"eval/reward_mean": result.reward_mean, "eval/reward_std": result.reward_std,
                          "eval/reward_max": result.reward_max, "eval/episode_length_mean": result.episode_length_mean},
                         self.train_iter)
@@ -476,7 +478,9 @@ class Driver:
             "counters": state["counters"],
             "eval": None if result is None else {
                 "reward_mean": result.reward_mean, "reward_std": result.reward_std, "version": result.version,
-                "train_iter": result.train_iter, "num_episodes": result.num_episodes},
+                "train_iter": result.train_iter, "num_episodes": result.num_episodes,
+                "reward_min": result.reward_min, "reward_max": result.reward_max,
+                "episode_length_mean": result.episode_length_mean, "env_steps": result.env_steps},
             "best_eval_reward_mean": self.best_reward_mean,
             "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
         }
@@ -539,6 +543,17 @@ class Driver:
         if "numpy" in rng:
             self.rng.bit_generator.state = rng["numpy"]
         self._last_eval_launch_iter = self.train_iter
+        ev = ckpt.get("eval")
+        if ev is not None:  # the evaluation this checkpoint holds is the latest one known
+            self.last_eval = EvalResult(
+                version=int(ev["version"]), train_iter=int(ev["train_iter"]), reward_mean=float(ev["reward_mean"]),
+                reward_std=float(ev["reward_std"]), reward_min=float(ev.get("reward_min", math.nan)),
+                reward_max=float(ev.get("reward_max", math.nan)),
+                episode_length_mean=float(ev.get("episode_length_mean", math.nan)),
+                num_episodes=int(ev["num_episodes"]), env_steps=int(ev.get("env_steps", 0)), eval_time_s=0.0,
+                stop=False)
+            self.last_eval_env_steps = int(ckpt["counters"]["env_steps"])
+            self._last_eval_payload = {k: v for k, v in ckpt.items() if k not in ("format", "format_version")}
 
     def close(self, *, keep_backend: bool = False) -> None:
         """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and

@@ -129,19 +129,28 @@ class MuZeroTrainable(tune.Trainable):
         last = self.driver.last_eval
         result["eval/reward_mean"] = last.reward_mean if last is not None else math.nan
         result["eval/train_iter"] = last.train_iter if last is not None else -1
+        result["eval/env_steps"] = self.driver.last_eval_env_steps if last is not None else -1
         if self.driver.counters.evaluations > self._evaluations_reported:
             self._evaluations_reported = self.driver.counters.evaluations
             result["should_checkpoint"] = True
         result["done"] = self.driver.done
-        if self.iteration == 0:  # where this trial's workers live (bundle pinning is checked by tests)
-            result["driver_setup_s"] = getattr(self, "_setup_s", 0.0)
+        # the same keys in every result (progress.csv keeps the header of the first row it wrote)
+        result["driver_setup_s"] = getattr(self, "_setup_s", 0.0)
+        result.update(self._placement())
+        return result
+
+    def _placement(self) -> dict[str, str]:
+        """Where this trial's workers live (bundle pinning is checked by tests); asked once per driver."""
+        cached = getattr(self, "_placement_cache", None)
+        if cached is None or cached[0] is not self.driver:
             import ray
 
             pg = ray.util.get_current_placement_group()
-            result["placement_group_id"] = pg.id.hex() if pg is not None else ""
             groups = getattr(self.driver.backend, "actor_placement_groups", lambda: [])()
-            result["actor_placement_group_ids"] = ",".join(g or "" for g in groups)
-        return result
+            cached = (self.driver, {"placement_group_id": pg.id.hex() if pg is not None else "",
+                                    "actor_placement_group_ids": ",".join(g or "" for g in groups)})
+            self._placement_cache = cached
+        return cached[1]
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         """Take ``new_config`` in this process (Tune's ``reuse_actors=True``; always True).
@@ -184,6 +193,7 @@ class MuZeroTrainable(tune.Trainable):
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
         self.driver.restore_from(load_checkpoint(path, policy_type=self.cfg.policy_type), path)
+        self._evaluations_reported = self.driver.counters.evaluations  # no checkpoint without a new eval
         buffer_path = os.path.join(checkpoint_dir, BUFFER_FILE)
         if self.cfg.buffer.save_in_checkpoint and os.path.isfile(buffer_path):
             self.driver.load_buffer(buffer_path)
