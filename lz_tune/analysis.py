@@ -251,7 +251,8 @@ class Experiment:
 
     def eval_curve(self) -> pd.DataFrame:
         """One row per evaluation: ``trial_id``, ``training_iteration``, ``time_total_s``,
-        ``env_steps`` and ``train_iter`` at the first result that reported it, ``eval/train_iter``
+        ``env_steps`` behind the evaluated snapshot (``eval/env_steps``; older results: at the
+        first result that reported it), ``train_iter`` at that result, ``eval/train_iter``
         (updates behind the evaluated weights) and ``eval/reward_mean``. Results carry the last
         evaluation forward; a new one is a change of ``eval/train_iter`` within a trial."""
         p = self.progress
@@ -260,7 +261,10 @@ class Experiment:
                                          "train_iter", "eval/train_iter", EVAL_METRIC])
         key = "eval/train_iter" if "eval/train_iter" in p.columns else EVAL_METRIC
         new = p[key].ne(p.groupby("trial_id")[key].shift())
-        df = p[new & p[EVAL_METRIC].notna()]
+        df = p[new & p[EVAL_METRIC].notna()].copy()
+        if "eval/env_steps" in df.columns:  # exact: env steps behind the evaluated snapshot
+            exact = df["eval/env_steps"].where(df["eval/env_steps"] >= 0)
+            df["env_steps"] = exact.fillna(df["env_steps"]).astype(df["env_steps"].dtype)
         cols = ["trial_id", "training_iteration", "time_total_s", "env_steps", "train_iter", "eval/train_iter",
                 EVAL_METRIC]
         return df[[c for c in cols if c in df.columns]].reset_index(drop=True)

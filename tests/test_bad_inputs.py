@@ -282,17 +282,18 @@ ROWS = [
     _row("replay-buffer-file-other-td-steps",
          lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_other_td_steps"]),
          CheckpointError, "buffer_other_td_steps/replay_buffer.pt", "td_steps"),
-    pytest.param(Row("checkpoint-other-optimizer-type",
-                     lambda c: _driver(_tiny_cfg("learner.optim_type=sgd"), c["exp"], c["good"]),
-                     CheckpointError, ("{good}", "optim_type")),
-                 id="checkpoint-other-optimizer-type",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "an Adam checkpoint loads silently into an SGD learner (torch copies Adam's param "
-                     "groups), the run folder is written and workers start, then the first update fails "
-                     "with KeyError 'momentum'; needs a check in Driver._restore"))),
+    _row("checkpoint-other-optimizer-type",
+         lambda c: _driver(_tiny_cfg("learner.optim_type=sgd"), c["exp"], c["good"]),
+         CheckpointError, "{good}", "optim_type"),
     _row("checkpoint-future-format-version", lambda c: load_checkpoint(c["future"]), CheckpointError,
          "{future}", "format version"),
     # --- Tune: search spaces and resource requests
+    _row("space-negative-step-seconds", lambda c: _config_from_tune({"step_seconds": -1}), ConfigError,
+         "step_seconds"),
+    _row("space-str-step-seconds", lambda c: _config_from_tune({"step_seconds": "ten"}), ConfigError,
+         "step_seconds"),
+    _row("space-str-driver-cpus", lambda c: _config_from_tune({"driver_num_cpus": "two"}), ConfigError,
+         "driver_num_cpus"),
     _row("space-unknown-key", lambda c: _config_from_tune({"learner.learning_rte": 1e-3}), ConfigError,
          "learner.learning_rte"),
     _row("space-missing-zoo", lambda c: _config_from_tune({"config": c["missing_zoo"]}), ConfigError,

@@ -155,7 +155,7 @@ class Driver:
         self.best_reward_mean: Optional[float] = None
         self.last_eval: Optional[EvalResult] = None
         self.last_eval_env_steps: Optional[int] = None  # training env steps behind the last evaluated snapshot
-        self.eval_history: list[dict[str, Any]] = []
+        self.eval_history: deque[dict[str, Any]] = deque(maxlen=10_000)  # bounded for runs of weeks
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
         self._last_eval_launch_iter: Optional[int] = None
         # recent policy lags (bounded: a run of days must not grow memory)
@@ -524,6 +524,10 @@ class Driver:
             raise CheckpointError(f"{path}: replay buffer does not fit this config: {e}") from e
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
+        saved = (ckpt.get("config") or {}).get("learner", {}).get("optim_type")
+        if saved is not None and saved != self.cfg.learner.optim_type:  # torch would load it silently
+            raise CheckpointError(f"{self.resume_from}: checkpoint was trained with learner.optim_type={saved!r}, "
+                                  f"the config asks for {self.cfg.learner.optim_type!r}")
         try:
             self.learner.load_state_dict(ckpt["learner"])
         except (RuntimeError, KeyError, ValueError) as e:

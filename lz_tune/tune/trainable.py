@@ -40,6 +40,15 @@ logger = logging.getLogger(__name__)
 
 def config_from_tune(tune_config: dict[str, Any]) -> Config:
     """Build the experiment Config from a Tune config dict (raises ConfigError naming a bad key)."""
+    for key, minimum, strict in (("step_seconds", 0.0, True), ("driver_num_cpus", 0.0, False),
+                                 ("driver_num_gpus", 0.0, False)):
+        value = tune_config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise ConfigError(f"{key}: must be a number (got {value!r})")
+        if value < minimum or (strict and value == minimum):
+            raise ConfigError(f"{key}: must be {'>' if strict else '>='} {minimum:g} (got {value!r})")
     base = load_config_module(str(tune_config.get("config", DEFAULT_CONFIG)))
     updates = {k: v for k, v in tune_config.items() if k not in TUNE_ONLY_KEYS}
     return base.with_updates(updates) if updates else base
