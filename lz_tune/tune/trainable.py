@@ -95,16 +95,14 @@ class MuZeroTrainable(tune.Trainable):
         start = time.perf_counter()
         self.driver = None
         self._build(config, backend_from=None)
-        self._setup_s = time.perf_counter() - start  # reported once: envs, networks, actors
+        self._setup_s = time.perf_counter() - start  # driver_setup_s: envs, networks, buffer, actors
 
     def _build(self, config: dict[str, Any], *, backend_from) -> None:
         """A fresh Driver for ``config``; ``backend_from``: a driver whose workers it takes over."""
         from lz_tune.pipeline import Driver
 
-        self.cfg = config_from_tune(config)
+        self.cfg = config_from_tune(config)  # validates step_seconds and the driver resources too
         self.step_seconds = float(config.get("step_seconds", 10.0))
-        if self.step_seconds <= 0:
-            raise ConfigError(f"step_seconds: must be > 0 (got {self.step_seconds})")
         # Tune's checkpoints replace the driver's own ckpt/ files; TensorBoard goes to storage
         self.driver = Driver(self.cfg, exp_dir=os.path.join(self._output_dir(), "lz_tune"), print_fn=None,
                              write_checkpoints=False,
