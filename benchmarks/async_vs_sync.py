@@ -8,6 +8,9 @@ Steps:
    the same budget (same replay ratio) and the same number of envs are used for both runs;
 4. sync: the driver with in-process workers; async: the same driver with ONE collector actor
    (Ray), both measured over the same wall-clock window after a warm-up, evaluations off.
+5. steps 1, 2 and 4 are repeated in ``--rounds`` interleaved rounds (default 3; this box's
+   timing noise is +-15%), each round gives its own bound and ratio, and the medians are
+   reported (the budget U is fixed from the first round).
 
 The ideal overlap bound is (E/C + U/T) / max(E/C, U/T): the speed-up if collecting and
 training overlapped perfectly. Prints a table and, as the LAST line, one JSON object.
@@ -47,99 +50,135 @@ def base_config(pong: bool) -> Config:
                                "async_pipeline.evaluator_num_cpus=0.5"])
 
 
-def measure_collect_and_train(cfg: Config, collects: int) -> dict[str, float]:
-    driver = Driver(cfg, exp_dir=None, print_fn=None)
-    backend = driver.backend
-    assert isinstance(backend, InProcessBackend)
-    collector = backend.collectors[0]
-    # warm-up: fill the buffer so training is possible
-    while driver.buffer.num_transitions < 2 * cfg.learner.batch_size:
-        backend.launch_collect(0, driver.publisher.for_collect(0), 0.25)
-        driver._consume(backend.poll(0))
-    steps, t0 = 0, time.perf_counter()
-    for _ in range(collects):
-        snap = driver.publisher.for_collect(driver.train_iter)
-        collector.load_snapshot(snap)
-        r = collector.collect(temperature=0.25)
-        steps += r.env_steps
-        driver.buffer.push(r.segments, r.priorities)
-    collect_s = time.perf_counter() - t0
-    n_updates = 30
-    driver._train_one()  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(n_updates):
-        driver._train_one()
-    train_s = time.perf_counter() - t0
-    driver.close()
-    return {"collect_only_env_steps_per_s": steps / collect_s, "env_steps_per_collect": steps / collects,
-            "train_only_updates_per_s": n_updates / train_s}
+class CollectTrainProbe:
+    """Collect-only and train-only speed, measurable again and again (one in-process driver)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.driver = Driver(cfg, exp_dir=None, print_fn=None)
+        backend = self.driver.backend
+        assert isinstance(backend, InProcessBackend)
+        self.collector = backend.collectors[0]
+        while self.driver.buffer.num_transitions < 2 * cfg.learner.batch_size:  # fill for training
+            backend.launch_collect(0, self.driver.publisher.for_collect(0), 0.25)
+            self.driver._consume(backend.poll(0))
+        self.driver._train_one()  # warm-up
+
+    def measure(self, collects: int, updates: int = 30) -> dict[str, float]:
+        d = self.driver
+        steps, t0 = 0, time.perf_counter()
+        for _ in range(collects):
+            self.collector.load_snapshot(d.publisher.for_collect(d.train_iter))
+            r = self.collector.collect(temperature=0.25)
+            steps += r.env_steps
+            d.buffer.push(r.segments, r.priorities)
+        collect_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(updates):
+            d._train_one()
+        train_s = time.perf_counter() - t0
+        return {"C": steps / collect_s, "E": steps / collects, "T": updates / train_s}
+
+    def close(self) -> None:
+        self.driver.close()
 
 
-def measure_pipeline(cfg: Config, warmup_s: float, window_s: float) -> dict[str, float]:
-    driver = Driver(cfg, exp_dir=None, print_fn=None)
-    try:
-        driver.step(max_seconds=warmup_s)
-        m0, t0 = driver.metrics(), time.perf_counter()
-        driver.step(max_seconds=window_s)
-        m1, t1 = driver.metrics(), time.perf_counter()
-    finally:
-        driver.close()
+def window(driver: Driver, seconds: float) -> dict[str, float]:
+    """Env steps/s and updates/s of ``driver`` over ``seconds``; then waits for its collects in
+    flight so that nothing runs in the background during the next measurement."""
+    m0, t0 = driver.metrics(), time.perf_counter()
+    driver.step(max_seconds=seconds)
+    m1, t1 = driver.metrics(), time.perf_counter()
+    while driver.backend.collects_in_flight:
+        driver._consume(driver.backend.poll(1.0))
     dt = t1 - t0
     return {"env_steps_per_s": (m1["env_steps"] - m0["env_steps"]) / dt,
             "updates_per_s": (m1["train_iter"] - m0["train_iter"]) / dt,
             "policy_lag_launch_mean": m1["policy_lag_launch_mean"]}
 
 
+def bound_of(e: float, c: float, t: float, updates: int) -> float:
+    """Ideal overlap speed-up (E/C + U/T) / max(E/C, U/T)."""
+    collect_time, train_time = e / c, updates / t
+    return (collect_time + train_time) / max(collect_time, train_time)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pong", action="store_true", help="Atari Pong instead of CartPole")
-    parser.add_argument("--window", type=float, default=None, help="measurement window per mode (s)")
-    parser.add_argument("--collects", type=int, default=None, help="collects in the collect-only phase")
+    parser.add_argument("--window", type=float, default=None, help="measurement window per mode and round (s)")
+    parser.add_argument("--collects", type=int, default=None, help="collects in each collect-only phase")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of (collect-only, train-only, sync, async), interleaved; medians reported")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for both runs")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)
-    window = args.window or (60.0 if args.pong else 40.0)
+    seconds = args.window or (60.0 if args.pong else 30.0)
+    collects = args.collects or (3 if args.pong else 4)
     cfg = base_config(args.pong)
     if args.overrides:
         cfg = cfg.with_overrides(args.overrides)
 
-    base = measure_collect_and_train(cfg, args.collects or (3 if args.pong else 6))
-    c, e, t = base["collect_only_env_steps_per_s"], base["env_steps_per_collect"], base["train_only_updates_per_s"]
-    updates = max(1, int(round(e / c * t)))
+    probe = CollectTrainProbe(cfg)
+    first = probe.measure(collects)
+    updates = max(1, int(round(first["E"] / first["C"] * first["T"])))  # collect and train times balanced
     cfg = cfg.with_updates({"learner.update_per_collect": updates})
-    collect_time, train_time = e / c, updates / t
-    bound = (collect_time + train_time) / max(collect_time, train_time)
-
-    sync = measure_pipeline(cfg, warmup_s=window / 4, window_s=window)
     import ray
 
     ray.init(num_cpus=3, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    sync = Driver(cfg, exp_dir=None, print_fn=None)
+    asyn = Driver(cfg.with_updates({"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1}),
+                  exp_dir=None, print_fn=None)
+    rows = []
     try:
-        acfg = cfg.with_updates({"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1})
-        asyn = measure_pipeline(acfg, warmup_s=window / 2, window_s=window)
+        window(sync, seconds / 3)  # warm-ups: buffer filled, numba compiled, actor started
+        window(asyn, seconds / 2)
+        for r in range(args.rounds):
+            probe_r = first if r == 0 else probe.measure(collects)
+            s, a = window(sync, seconds), window(asyn, seconds)
+            bound = bound_of(probe_r["E"], probe_r["C"], probe_r["T"], updates)
+            ratio = a["env_steps_per_s"] / s["env_steps_per_s"]
+            rows.append({"C": probe_r["C"], "E": probe_r["E"], "T": probe_r["T"], "sync": s["env_steps_per_s"],
+                         "async": a["env_steps_per_s"], "sync_upd": s["updates_per_s"],
+                         "async_upd": a["updates_per_s"], "ratio": ratio, "bound": bound,
+                         "share": ratio / bound, "lag": a["policy_lag_launch_mean"]})
     finally:
+        sync.close()
+        asyn.close()
+        probe.close()
         ray.shutdown()
-    ratio = asyn["env_steps_per_s"] / sync["env_steps_per_s"]
+
+    def med(key: str) -> float:
+        return float(np.median([row[key] for row in rows]))
+
+    print(f"{'round':<7}{'collect-only':>14}{'train-only':>12}{'sync':>9}{'async':>9}{'async/sync':>12}"
+          f"{'bound':>8}{'share':>8}")
+    print(f"{'':<7}{'env steps/s':>14}{'updates/s':>12}{'steps/s':>9}{'steps/s':>9}")
+    for i, row in enumerate(rows):
+        print(f"{i + 1:<7}{row['C']:>14.1f}{row['T']:>12.2f}{row['sync']:>9.1f}{row['async']:>9.1f}"
+              f"{row['ratio']:>12.3f}{row['bound']:>8.3f}{row['share']:>8.1%}")
     out = {
         "task": "pong" if args.pong else "cartpole",
-        "collect_only_env_steps_per_s": round(c, 1),
-        "train_only_updates_per_s": round(t, 2),
-        "env_steps_per_collect": round(e, 1),
+        "rounds": len(rows),
+        "collect_only_env_steps_per_s": round(med("C"), 1),
+        "train_only_updates_per_s": round(med("T"), 2),
+        "env_steps_per_collect": round(med("E"), 1),
         "update_per_collect": updates,
-        "sync_env_steps_per_s": round(sync["env_steps_per_s"], 1),
-        "async_env_steps_per_s": round(asyn["env_steps_per_s"], 1),
-        "sync_updates_per_s": round(sync["updates_per_s"], 2),
-        "async_updates_per_s": round(asyn["updates_per_s"], 2),
-        "async_over_sync": round(ratio, 3),
-        "overlap_bound": round(bound, 3),
-        "share_of_bound": round(ratio / bound, 3),
-        "async_policy_lag_launch_mean": round(asyn["policy_lag_launch_mean"], 2),
+        "sync_env_steps_per_s": round(med("sync"), 1),
+        "async_env_steps_per_s": round(med("async"), 1),
+        "sync_updates_per_s": round(med("sync_upd"), 2),
+        "async_updates_per_s": round(med("async_upd"), 2),
+        "async_over_sync": round(med("ratio"), 3),
+        "overlap_bound": round(med("bound"), 3),
+        "share_of_bound": round(med("share"), 3),
+        "share_of_bound_min": round(min(r["share"] for r in rows), 3),
+        "share_of_bound_max": round(max(r["share"] for r in rows), 3),
+        "async_policy_lag_launch_mean": round(med("lag"), 2),
         "cpus": os.cpu_count(),
     }
-    print(f"{'measure':<34}{'value':>12}")
+    print(f"medians over {len(rows)} rounds:")
     for k, v in out.items():
-        print(f"{k:<34}{v!s:>12}")
+        print(f"  {k:<32}{v!s:>12}")
     print(json.dumps(out))
 
 
