@@ -1,0 +1,58 @@
+"""Smoke runs of the benchmark scripts on tiny budgets: each runs as a user would run it and
+ends with ONE JSON line holding the keys the README and issues promise (figures themselves are
+machine-dependent and not asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+
+def _last_json(args: list[str], timeout: int) -> dict:
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=REPO_ROOT)
+    run = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                         timeout=timeout, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    assert len(lines) > 2, "a readable table comes before the JSON line"
+    return json.loads(lines[-1])
+
+
+def test_mcts_speed_prints_sims_per_second():
+    out = _last_json(["benchmarks/mcts_speed.py", "--repeats", "2"], timeout=300)
+    for key in ("a2_b8_sims_per_s", "a18_b64_sims_per_s"):
+        assert out[key] > 0
+
+
+def test_async_vs_sync_prints_the_promised_keys():
+    tiny = ["env.collector_env_num=2", "mcts.num_simulations=4", "learner.batch_size=16",
+            "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
+            "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
+            "model.reward_support_size=5", "model.projection_dim=16", "env.max_episode_steps=30"]
+    out = _last_json(["benchmarks/async_vs_sync.py", "--rounds", "2", "--window", "2", "--collects", "2", *tiny],
+                     timeout=400)
+    for key in ("collect_only_env_steps_per_s", "train_only_updates_per_s", "sync_env_steps_per_s",
+                "async_env_steps_per_s", "async_over_sync", "overlap_bound"):
+        assert out[key] > 0, key
+    assert out["rounds"] == 2 and out["share_of_bound_min"] <= out["share_of_bound"] <= out["share_of_bound_max"]
+    assert 1.0 <= out["overlap_bound"] <= 2.0
+
+
+@pytest.mark.slow
+def test_tune_overhead_prints_time_to_first_result(tmp_path):
+    out = _last_json(["benchmarks/tune_overhead.py", "--iters", "2", "--step-seconds", "1",
+                      "--storage-path", str(tmp_path)], timeout=400)
+    assert out["time_to_first_result_s"] > 0 and 0 <= out["tune_overhead_share"] < 1
+    assert len(out["trials"]) == 2
+
+
+@pytest.mark.slow
+def test_soak_prints_memory_figures():
+    out = _last_json(["benchmarks/soak.py", "--minutes", "0.5", "--interval", "5"], timeout=400)
+    assert out["rss_end_mb"] > 0 and out["env_steps"] > 0
