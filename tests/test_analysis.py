@@ -20,7 +20,7 @@ from ray import tune  # noqa: E402
 
 from lz_tune.analysis import CHECKPOINT_FILE, evaluate_checkpoint, load_experiment  # noqa: E402
 from lz_tune.config import parse_override  # noqa: E402
-from lz_tune.tune import MuZeroTrainable  # noqa: E402
+from lz_tune.tune import MuZeroTrainable as _MuZeroTrainable  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(parse_override(o) for o in [
@@ -37,21 +37,36 @@ SPACE = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 1.0, "
 STOP = {"training_iteration": 6}
 
 
+UNCHECKPOINTED_ITERATION = 3
+
+
+def _trainable_with_an_uncheckpointed_result() -> type:
+    """MuZeroTrainable whose result of iteration 3 never asks for a checkpoint (whether or not an
+    evaluation finished in it), so that interrupting there always leaves a reported iteration
+    newer than the trial's last checkpoint, however fast or slow this machine is. Defined in a
+    function so that Ray pickles it by value into the trial processes."""
+
+    class MuZeroTrainable(_MuZeroTrainable):
+        def step(self):
+            result = super().step()
+            if self.iteration + 1 == UNCHECKPOINTED_ITERATION:
+                result.pop("should_checkpoint", None)
+            return result
+
+    return MuZeroTrainable
+
+
 class _InterruptAfterUncheckpointedResult(tune.Callback):
     """Interrupts tune.run (SIGUSR1, Tune's own 'stop and save state' signal) at the first result
-    that is not checkpointed, of a trial that has a checkpoint (or on a slow machine, that reached
-    iteration 4): resuming then restores that trial from an older checkpoint (or restarts it) and
-    it reports that iteration again."""
+    of iteration 3, which is never checkpointed: resuming then restores that trial from an older
+    checkpoint (or restarts it) and it reports that iteration again."""
 
     def __init__(self) -> None:
-        self.checkpointed: set[str] = set()
         self.sent_at: tuple[str, int] | None = None
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if result.get("should_checkpoint"):
-            self.checkpointed.add(trial.trial_id)
-        elif (self.sent_at is None and result["training_iteration"] < STOP["training_iteration"]
-              and (trial.trial_id in self.checkpointed or result["training_iteration"] >= 4)):
+        if self.sent_at is None and result["training_iteration"] == UNCHECKPOINTED_ITERATION:
+            assert not result.get("should_checkpoint")
             self.sent_at = (trial.trial_id, result["training_iteration"])
             os.kill(os.getpid(), signal.SIGUSR1)
 
@@ -70,12 +85,13 @@ def experiment(tmp_path_factory) -> Path:
     previous = signal.getsignal(signal.SIGUSR1)
     try:
         interrupt = _InterruptAfterUncheckpointedResult()
+        trainable = _trainable_with_an_uncheckpointed_result()
         t0 = time.perf_counter()
-        tune.run(MuZeroTrainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp", verbose=0,
+        tune.run(trainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp", verbose=0,
                  callbacks=[interrupt])
         assert interrupt.sent_at is not None, "the first run finished without an uncheckpointed result"
         t1 = time.perf_counter()
-        analysis = tune.run(MuZeroTrainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp",
+        analysis = tune.run(trainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp",
                             verbose=0, resume=True, raise_on_failed_trial=True)
         assert all(t.status == "TERMINATED" for t in analysis.trials)
         print(f"experiment: interrupted at {interrupt.sent_at} after {t1 - t0:.1f}s, "
