@@ -19,19 +19,11 @@ pytest.importorskip("matplotlib")
 from ray import tune  # noqa: E402
 
 from lz_tune.analysis import CHECKPOINT_FILE, evaluate_checkpoint, load_experiment  # noqa: E402
-from lz_tune.config import parse_override  # noqa: E402
 from lz_tune.tune import MuZeroTrainable as _MuZeroTrainable  # noqa: E402
+from test_tune import TINY  # noqa: E402  (the tiny CartPole config of the Tune tests)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TINY = dict(parse_override(o) for o in [
-    "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
-    "env.max_episode_steps=40", "mcts.num_simulations=4", "learner.batch_size=16",
-    "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
-    "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
-    "model.reward_support_size=5", "model.projection_dim=16", "learner.num_threads=1",
-    "learner.update_per_collect=4",
-])
-# evaluations (hence checkpoints) every ~40 updates: some results come after the last checkpoint
+# evaluations (hence checkpoints) every ~40 updates; iteration 3 is never checkpointed (below)
 SPACE = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 1.0, "driver_num_cpus": 1, **TINY,
          "evaluator.eval_freq": 40, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])}
 STOP = {"training_iteration": 6}
