@@ -260,6 +260,8 @@ ROWS = [
     # --- the driver validates env, policy type and checkpoint before it creates anything
     _row("unknown-env-id", lambda c: _driver(_tiny_cfg("env.env_id=CartPol-v1"), c["exp"]), ConfigError,
          "env.env_id", "CartPol-v1"),
+    _row("mlp-model-on-pixel-env", lambda c: _driver(_tiny_cfg("env.env_id=ALE/Pong-v5", "model.kind=mlp"), c["exp"]),
+         ConfigError, "model.kind", "ALE/Pong-v5"),
     _row("planned-unimplemented-policy", lambda c: _driver(_tiny_cfg("policy_type=unizero"), c["exp"]),
          ConfigError, "policy_type", "unizero", "not implemented"),
     _row("checkpoint-other-policy-type", lambda c: _driver(_tiny_cfg(), c["exp"], c["other_policy"]),
@@ -375,3 +377,20 @@ def test_guards_catch_a_good_input(files, existing, guards, tmp_path):
     with pytest.raises(Started):
         Driver(_tiny_cfg(), exp_dir=str(fresh), resume_from=files["good"], print_fn=None)
     assert (fresh / "config.json").is_file()
+
+
+def test_env_whose_package_is_missing_is_a_config_error_naming_it(monkeypatch, tmp_path):
+    """Box2D / MuJoCo ids without their package: a clear error naming the env id, not a traceback."""
+    import gymnasium
+
+    from lz_tune.workers.common import _probe
+
+    def make(env_id, **kwargs):
+        raise gymnasium.error.DependencyNotInstalled("Box2D is not installed, run `pip install swig ...`")
+
+    _probe.cache_clear()
+    monkeypatch.setattr(gymnasium, "make", make)
+    with pytest.raises(ConfigError, match=r"env.env_id: LunarLander-v3: needs a package .*Box2D"):
+        _driver(_tiny_cfg("env.env_id=LunarLander-v3"), tmp_path / "exp")
+    assert not (tmp_path / "exp").exists()
+    _probe.cache_clear()

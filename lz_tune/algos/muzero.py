@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from lz_tune.algos.base import ActResult, Learner, Policy
 from lz_tune.buffer.batch import TrainBatch
-from lz_tune.config import Config
+from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import RootInput, puct_search, select_action
 from lz_tune.models.base import MuZeroNetwork
@@ -42,7 +42,7 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
         from lz_tune.models.mlp import MuZeroMLPNetwork
 
         if len(spec.observation_shape) != 1:
-            raise ValueError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
+            raise ConfigError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
                              f"{spec.observation_shape}; use model.kind=conv")
         return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
                                 latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,

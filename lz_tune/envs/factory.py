@@ -125,7 +125,10 @@ def probe_env_spec(
             observation_dtype=np.dtype(np.uint8),
         )
     stack = 1 if frame_stack is None else frame_stack
-    env = gymnasium.make(resolved.env_id)
+    try:
+        env = gymnasium.make(resolved.env_id)
+    except (gymnasium.error.DependencyNotInstalled, ImportError) as e:  # e.g. Box2D envs without box2d
+        raise ValueError(f"{env_id}: needs a package that is not installed: {e}") from e
     try:
         action_space, observation_space = check_gym_spaces(resolved.env_id, env)
     finally:
