@@ -42,14 +42,25 @@ def _tune_parser(sub) -> None:
     p.add_argument("space", help="search space: a .py file or dotted module defining `space` (and optionally "
                                  "`stop`, `scheduler()`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="fixed values added to the space")
-    p.add_argument("--num-samples", type=int, default=4, help="trials to sample (default 4)")
+    p.add_argument("--num-samples", type=_positive_int, default=4, help="trials to sample (default 4)")
     p.add_argument("--scheduler", choices=["fifo", "asha", "pbt"], default=None,
                    help="default: the space module's scheduler() if it has one, else fifo")
     p.add_argument("--storage-path", default=os.path.expanduser("~/lz_results"), help="where experiments live")
     p.add_argument("--name", default=None, help="experiment name (default: the space module's name)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted experiment NAME")
-    p.add_argument("--stop-iters", type=int, default=None, help="stop each trial after N Tune iterations")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs Ray may use (default: all)")
+    p.add_argument("--stop-iters", type=_positive_int, default=None, help="stop each trial after N Tune iterations")
+    p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs Ray may use (default: all)")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
+    return value
 
 
 def _load_space_module(path: str):
@@ -86,6 +97,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     config_from_tune({k: (v.sample() if isinstance(v, Domain) else v) for k, v in space.items()
                       if not isinstance(v, dict)})
+    if args.scheduler == "pbt" and not args.resume and not any(isinstance(v, Domain) for v in space.values()):
+        raise ConfigError("--scheduler pbt: the search space samples no key (all are fixed), so PBT has "
+                          "nothing to perturb; leave at least one tune.* domain in the space")
     # can_restore BEFORE building a new Tuner on the same path (RAY_NOTES), and before Ray starts
     restorable = os.path.exists(path) and tune.Tuner.can_restore(path)
     if args.resume and not restorable:

@@ -27,6 +27,7 @@ from lz_tune.checkpoint import FORMAT, FORMAT_VERSION, CheckpointError, load_che
 from lz_tune.config import Config, ConfigError, load_config_module
 
 ZOO = os.path.join(REPO_ROOT, CARTPOLE_ZOO)
+SPACE = os.path.join(REPO_ROOT, "search_spaces", "cartpole_muzero.py")
 TINY = list(TINY_OVERRIDES)
 
 
@@ -334,6 +335,12 @@ ROWS = [
     _row("cli-tune-space-unknown-key",
          lambda c: c["cli"](["tune", c["space_bad_key"], "--storage-path", str(c["exp"].parent / "results"),
                              "--name", "bad"]), ConfigError, "learner.learning_rte"),
+    _row("cli-tune-pbt-without-sampled-keys",
+         lambda c: c["cli"](["tune", SPACE, "learner.learning_rate=0.003",
+                             "learner.update_per_collect=50", "buffer.td_steps=5", "learner.target_update_freq=20",
+                             "mcts.num_simulations=16", "--scheduler", "pbt",
+                             "--storage-path", str(c["exp"].parent / "results"), "--name", "pbt"]),
+         ConfigError, "--scheduler pbt"),
 ]
 
 
@@ -394,3 +401,13 @@ def test_env_whose_package_is_missing_is_a_config_error_naming_it(monkeypatch, t
         _driver(_tiny_cfg("env.env_id=LunarLander-v3"), tmp_path / "exp")
     assert not (tmp_path / "exp").exists()
     _probe.cache_clear()
+
+
+@pytest.mark.parametrize("flag", ["--num-samples", "--stop-iters", "--num-cpus"])
+def test_cli_tune_counts_must_be_positive(flag, tmp_path, capsys):
+    from lz_tune.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", SPACE, flag, "0", "--storage-path", str(tmp_path), "--name", "x"])
+    assert exit_info.value.code == 2 and flag in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
