@@ -169,9 +169,7 @@ class Driver:
         self._last_eval_payload: Optional[dict[str, Any]] = None
         if ckpt is not None:
             self._restore(ckpt)
-            beside = os.path.join(os.path.dirname(os.path.abspath(resume_from)), BUFFER_FILE)
-            if cfg.buffer.save_in_checkpoint and os.path.isfile(beside):
-                self.load_buffer(beside)
+            self._load_buffer_beside(resume_from)
 
         self.exp_dir = exp_dir
         self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None
@@ -503,12 +501,19 @@ class Driver:
     def restore_from(self, ckpt: dict[str, Any], path: str) -> None:
         """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
         state, counters, RNG. Workers see a new weight version (new restore generation); the
-        replay buffer and the workers' in-progress segments are kept."""
+        replay buffer and the workers' in-progress segments are kept, unless the checkpoint has a
+        replay buffer file beside it and ``buffer.save_in_checkpoint`` is on."""
         self.resume_from = path
         self._restore(ckpt)
+        self._load_buffer_beside(path)
         self._pending_eval_states.clear()
         self._final_eval_launched = self._final_eval_wanted = False
         self.stop = StopReason()
+
+    def _load_buffer_beside(self, checkpoint_path: str) -> None:
+        beside = os.path.join(os.path.dirname(os.path.abspath(checkpoint_path)), BUFFER_FILE)
+        if self.cfg.buffer.save_in_checkpoint and os.path.isfile(beside):
+            self.load_buffer(beside)
 
     def save_buffer(self, path: str) -> None:
         """Write the replay buffer (all owned segments, priorities, clocks) atomically to ``path``."""

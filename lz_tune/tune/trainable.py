@@ -79,10 +79,6 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _resources(tune_config: dict[str, Any]) -> tuple[float, float]:
-    return float(tune_config.get("driver_num_cpus", 1.0)), float(tune_config.get("driver_num_gpus", 0.0))
-
-
 class MuZeroTrainable(tune.Trainable):
     """One trial = one Driver (learner + buffer) with its own collector / evaluator actors."""
 
@@ -111,7 +107,7 @@ class MuZeroTrainable(tune.Trainable):
             self.driver.publisher.generation = backend_from.publisher.generation + 1
         self._evaluations_reported = self.driver.counters.evaluations
         self._setup_trial_id = self.trial_id
-        self._resources = _resources(config)
+        self._bundles = trial_bundles(self.cfg, config)
 
     def _output_dir(self) -> str:
         """The trial's folder in Tune's storage when that is a local (or mounted) file system, so
@@ -130,8 +126,7 @@ class MuZeroTrainable(tune.Trainable):
     def step(self) -> dict[str, Any]:
         start = time.perf_counter()
         metrics = self.driver.step(max_seconds=self.step_seconds)
-        result: dict[str, Any] = {k: v for k, v in metrics.items()
-                                  if isinstance(v, (int, float, bool)) and not isinstance(v, str)}
+        result: dict[str, Any] = {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))}
         result["driver_step_s"] = time.perf_counter() - start  # time inside the driver loop (Tune overhead = rest)
         last = self.driver.last_eval
         result["eval/reward_mean"] = last.reward_mean if last is not None else math.nan
@@ -175,7 +170,7 @@ class MuZeroTrainable(tune.Trainable):
         new_cfg = config_from_tune(new_config)
         old, new = _flat(self.cfg.to_dict()), _flat(new_cfg.to_dict())
         changed = sorted(k for k in new if new[k] != old.get(k))
-        live = all(_live(k) for k in changed) and _resources(new_config) == self._resources
+        live = all(_live(k) for k in changed) and trial_bundles(new_cfg, new_config) == self._bundles
         same_trial = self.trial_id == self._setup_trial_id
         if live and same_trial:
             self.cfg = new_cfg
@@ -198,12 +193,10 @@ class MuZeroTrainable(tune.Trainable):
             self.driver.save_buffer(os.path.join(checkpoint_dir, BUFFER_FILE))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
+        """Weights, counters and RNG of the checkpoint (and its replay buffer when saved)."""
         path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
         self.driver.restore_from(load_checkpoint(path, policy_type=self.cfg.policy_type), path)
         self._evaluations_reported = self.driver.counters.evaluations  # no checkpoint without a new eval
-        buffer_path = os.path.join(checkpoint_dir, BUFFER_FILE)
-        if self.cfg.buffer.save_in_checkpoint and os.path.isfile(buffer_path):
-            self.driver.load_buffer(buffer_path)
 
     def cleanup(self) -> None:
         if self.driver is not None:
