@@ -2,6 +2,9 @@
 
 Model: one 64-wide hidden layer per network, latent 64, 601-bin value and reward heads
 (support 300), torch on 1 thread. Cases: (actions=2, batch=8) and (actions=18, batch=64).
+Each case is timed with the default search inference (``mcts.inference=auto``: this MLP runs
+through :class:`lz_tune.models.mlp_inference.MLPSearchInference`, numpy's BLAS limited to
+torch's 1 thread) and with ``mcts.inference=torch`` (the reference path), same weights.
 
 Prints sims/s (batch x simulations / MEDIAN seconds of one search over the repeats, root
 inference included; ``best``: the fastest repeat, i.e. the code's speed without interference) and
@@ -27,8 +30,8 @@ from lz_tune.envs.types import EnvSpecInfo
 NUM_SIMULATIONS = 50
 
 
-def bench_case(num_actions: int, batch: int, repeats: int, obs_dim: int = 4) -> dict[str, float]:
-    cfg = Config().with_updates({"model.kind": "mlp", "model.latent_dim": 64, "model.hidden_sizes": (64,),
+def bench_case(num_actions: int, batch: int, repeats: int, inference: str, obs_dim: int = 4) -> dict[str, float]:
+    cfg = Config().with_updates({"mcts.inference": inference, "model.kind": "mlp", "model.latent_dim": 64, "model.hidden_sizes": (64,),
                                  "model.value_support_size": 300, "model.reward_support_size": 300,
                                  "mcts.num_simulations": NUM_SIMULATIONS})
     spec = EnvSpecInfo(observation_shape=(obs_dim,), frame_shape=(obs_dim,), frame_stack=1,
@@ -41,15 +44,20 @@ def bench_case(num_actions: int, batch: int, repeats: int, obs_dim: int = 4) -> 
     to_play = -np.ones(batch, np.int64)
 
     model_time = [0.0]
-    inner = policy._recurrent
+    backend = policy._search_backend
 
-    def timed_recurrent(latent, action):
-        t = time.perf_counter()
-        out = inner(latent, action)
-        model_time[0] += time.perf_counter() - t
-        return out
+    def timed_backend(root_latent):
+        latent, inner = backend(root_latent)
 
-    policy._recurrent = timed_recurrent  # type: ignore[method-assign]
+        def timed_recurrent(latent, action):
+            t = time.perf_counter()
+            out = inner(latent, action)
+            model_time[0] += time.perf_counter() - t
+            return out
+
+        return latent, timed_recurrent
+
+    policy._search_backend = timed_backend  # type: ignore[method-assign]
     for _ in range(3):  # warm-up (numba compile / cache load, allocator)
         policy.search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
     times = []
@@ -70,19 +78,25 @@ def bench_case(num_actions: int, batch: int, repeats: int, obs_dim: int = 4) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--inference", choices=["auto", "torch", "both"], default="both",
+                        help="mcts.inference to time: auto (the default engine: numpy for this MLP), torch, "
+                             "or both (default; the headline keys are auto's, torch's get a _torch suffix)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    engines = ["auto", "torch"] if args.inference == "both" else [args.inference]
     results = {}
-    print(f"{'case':<14}{'sims/s':>12}{'best sims/s':>13}{'ms/search':>12}{'outside model':>16}")
+    print(f"{'case':<14}{'inference':<11}{'sims/s':>10}{'best sims/s':>13}{'ms/search':>12}{'outside model':>16}")
     for a, b in [(2, 8), (18, 64)]:
-        r = bench_case(a, b, args.repeats)
-        key = f"a{a}_b{b}"
-        results[f"{key}_sims_per_s"] = round(r["sims_per_s"], 1)
-        results[f"{key}_sims_per_s_best"] = round(r["sims_per_s_best"], 1)
-        results[f"{key}_search_ms"] = round(r["search_ms"], 3)
-        results[f"{key}_share_outside_model"] = round(r["share_outside_model"], 3)
-        print(f"A={a:<3} B={b:<6}{r['sims_per_s']:>12.0f}{r['sims_per_s_best']:>13.0f}{r['search_ms']:>12.2f}"
-              f"{r['share_outside_model']:>15.1%}")
+        for inference in engines:
+            r = bench_case(a, b, args.repeats, inference)
+            key = f"a{a}_b{b}"
+            suffix = "_torch" if inference == "torch" and args.inference == "both" else ""
+            results[f"{key}_sims_per_s{suffix}"] = round(r["sims_per_s"], 1)
+            results[f"{key}_sims_per_s_best{suffix}"] = round(r["sims_per_s_best"], 1)
+            results[f"{key}_search_ms{suffix}"] = round(r["search_ms"], 3)
+            results[f"{key}_share_outside_model{suffix}"] = round(r["share_outside_model"], 3)
+            print(f"A={a:<3} B={b:<6}{inference:<11}{r['sims_per_s']:>10.0f}{r['sims_per_s_best']:>13.0f}"
+                  f"{r['search_ms']:>12.2f}{r['share_outside_model']:>15.1%}")
     print(json.dumps(results))
 
 

@@ -18,9 +18,9 @@ def toy_recurrent(latent, action):
     return latent + 1, reward, np.zeros(b, np.float32), np.tile(PRIOR, (b, 1))
 
 
-def toy_root(batch=1, mask=None, to_play=-1):
+def toy_root(batch=1, mask=None, to_play=-1, numpy_latent=False):
     return RootInput(
-        latent=torch.zeros(batch, 3),
+        latent=np.zeros((batch, 3), np.float32) if numpy_latent else torch.zeros(batch, 3),
         value=np.zeros(batch, np.float32),
         policy_logits=np.tile(PRIOR, (batch, 1)),
         action_mask=np.ones((batch, 2), bool) if mask is None else mask,
@@ -28,7 +28,8 @@ def toy_root(batch=1, mask=None, to_play=-1):
     )
 
 
-def test_golden_three_simulations():
+@pytest.mark.parametrize("numpy_latent", [False, True])
+def test_golden_three_simulations(numpy_latent):
     """Hand computation (discount 0.9, c1 1.25, c2 19652, no noise):
 
     sim 1: root N=1, U = c*sqrt(1)*(0.6, 0.4) -> action 0; node1 r=1 v=0, Q=1, root sum 1.
@@ -40,8 +41,17 @@ def test_golden_three_simulations():
            priors decide -> action 0; node3 r=1 v=0; node1 sum 0 + 1 -> V=0.5, Q = 1 + 0.9*0.5;
            root sum 1 + (1 + 0.9*1) = 2.9 over 4 visits.
     """
-    out = puct_search(root=toy_root(), recurrent_fn=toy_recurrent, num_simulations=3, discount=0.9,
-                      rng=np.random.default_rng(0))
+    seen = []
+
+    def recurrent(latent, action):
+        seen.append(latent.copy() if numpy_latent else latent.clone())
+        return toy_recurrent(latent, action)
+
+    out = puct_search(root=toy_root(numpy_latent=numpy_latent), recurrent_fn=recurrent, num_simulations=3,
+                      discount=0.9, rng=np.random.default_rng(0))
+    # the latent store hands each simulation its parent's latent (root 0, node1 = root + 1), same kind as the root
+    assert all(isinstance(x, np.ndarray if numpy_latent else torch.Tensor) for x in seen)
+    assert [float(x[0, 0]) for x in seen] == [0.0, 0.0, 1.0]
     np.testing.assert_array_equal(out.visit_counts, [[2, 1]])
     assert out.root_value[0] == pytest.approx(2.9 / 4, abs=1e-6)
     np.testing.assert_allclose(out.root_q[0], [1.45, 0.0], atol=1e-6)

@@ -29,6 +29,7 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import RootInput, puct_search, select_action
 from lz_tune.models.base import MuZeroNetwork
+from lz_tune.models.mlp_inference import MLPSearchInference
 from lz_tune.models.support import scalar_to_support, support_to_scalar, support_to_scalar_np
 
 
@@ -70,6 +71,7 @@ class MuZeroPolicy(Policy):
         self.network = (network or build_network(cfg, spec)).to(self.device)
         self.network.eval()
         self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
+        self._engine = MLPSearchInference()  # numpy search engine for MLP networks on the CPU (mcts.inference)
 
     # ------------------------------------------------------------------ search plumbing
 
@@ -86,6 +88,14 @@ class MuZeroPolicy(Policy):
         value = support_to_scalar_np(self._numpy(out.value_logits))
         return out.latent, reward, value, self._numpy(out.policy_logits)
 
+    def _search_backend(self, root_latent: torch.Tensor):
+        """(root latent, recurrent_fn) for :func:`puct_search`: the numpy engine on numpy latents
+        for MLP networks on the CPU (``mcts.inference=auto``), else torch."""
+        if self.cfg.mcts.inference == "auto" and MLPSearchInference.supports(self.network):
+            self._engine.bind(self.network)  # fresh views: the learner may have stepped since the last search
+            return root_latent.numpy(), self._engine
+        return root_latent, self._recurrent
+
     def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
                noise: bool, rng: np.random.Generator):
         """Batched search from stacked observations [K, *obs_shape]; returns (SearchOutput, pred_value [K])."""
@@ -93,10 +103,11 @@ class MuZeroPolicy(Policy):
         with torch.inference_mode():
             init = self.network.initial_inference(self._obs_tensor(obs))
             pred_value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
-            root = RootInput(latent=init.latent, value=pred_value,
+            latent, recurrent_fn = self._search_backend(init.latent)
+            root = RootInput(latent=latent, value=pred_value,
                              policy_logits=init.policy_logits.float().cpu().numpy(),
                              action_mask=action_mask, to_play=to_play)
-            out = puct_search(root=root, recurrent_fn=self._recurrent, num_simulations=num_simulations,
+            out = puct_search(root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
                               discount=m.discount_factor, rng=rng, pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init,
                               root_dirichlet_alpha=m.root_dirichlet_alpha,
                               root_noise_weight=m.root_noise_weight if noise else 0.0,

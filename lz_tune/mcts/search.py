@@ -11,15 +11,17 @@ The loop (this file) is short on purpose::
 
 The model is anything that implements :class:`RecurrentFn`; it returns scalar rewards and
 values (the caller turns categorical logits into scalars), so the search works unchanged
-for scalar- or support-valued networks. Latent states stay torch tensors on the model's
-device in a preallocated ``[N * B, *latent_shape]`` store; the tree statistics are numpy
+for scalar- or support-valued networks. Latent states live in a preallocated
+``[N * B, *latent_shape]`` store of the root latent's kind: torch tensors on the model's
+device, or numpy arrays for a numpy engine such as
+:class:`lz_tune.models.mlp_inference.MLPSearchInference`. The tree statistics are numpy
 arrays updated by the kernels of :mod:`lz_tune.mcts.puct`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Optional, Protocol, Union
 
 import numpy as np
 import torch
@@ -32,8 +34,9 @@ from lz_tune.mcts.tree import Tree, allocate_tree
 class RootInput:
     """Everything the search needs about B roots."""
 
-    latent: torch.Tensor
-    """[B, *latent_shape] root latent states (output of the representation network)."""
+    latent: Union[torch.Tensor, np.ndarray]
+    """[B, *latent_shape] root latent states (output of the representation network); a numpy
+    array makes the search keep numpy latents and hand them to ``recurrent_fn``."""
     value: np.ndarray
     """[B] float32 predicted root values."""
     policy_logits: np.ndarray
@@ -45,10 +48,10 @@ class RootInput:
 
 
 class RecurrentFn(Protocol):
-    def __call__(self, latent: torch.Tensor, action: np.ndarray) -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
+    def __call__(self, latent, action: np.ndarray) -> tuple:
         """One batched dynamics + prediction step.
 
-        latent: [B, *latent_shape]; action: [B] int64.
+        latent: [B, *latent_shape], torch or numpy like the root latent; action: [B] int64.
         Returns (next_latent [B, *latent_shape], reward [B] float32, value [B] float32,
         policy_logits [B, A] float32).
         """
@@ -118,28 +121,51 @@ def puct_search(
                     tree.root_legal, tree.min_max, np.ascontiguousarray(root.policy_logits, np.float32),
                     np.ascontiguousarray(root.value, np.float32), noise, float(root_noise_weight))
 
-    latents = root.latent.new_empty((tree.num_nodes * batch, *root.latent.shape[1:]))
-    latents[:batch] = root.latent
+    store = _LatentStore(root.latent, tree.num_nodes)
     parents = np.empty(batch, np.int32)
     actions = np.empty(batch, np.int64)
     flat = np.empty(batch, np.int64)
-    flat_t = torch.from_numpy(flat)  # shares memory with `flat`: the kernel writes, torch reads
-    if latents.device.type != "cpu":
-        flat_t = None
     noise_seed = int(rng.integers(0, 2 ** 63))
     for sim in range(num_simulations):
         puct.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
                            tree.node_reward, tree.root_legal, tree.discount, tree.min_max, float(pb_c_base),
                            float(pb_c_init), float(value_delta_max), noise_seed, sim, parents, actions, flat)
-        index = flat_t if flat_t is not None else torch.from_numpy(flat).to(latents.device)
-        next_latent, reward, value, logits = recurrent_fn(latents.index_select(0, index), actions)
+        next_latent, reward, value, logits = recurrent_fn(store.gather(flat), actions)
         new_node = sim + 1
-        latents[new_node * batch:(new_node + 1) * batch] = next_latent
+        store.put(new_node, next_latent)
         puct.expand_and_backup(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
                                tree.node_reward, tree.node_raw_value, tree.node_parent, tree.node_action,
                                tree.discount, tree.min_max, new_node, parents, actions, reward, value, logits)
     return SearchOutput(visit_counts=tree.root_visit_counts(), root_value=tree.root_values(),
                         root_q=tree.root_q_values(), tree=tree)
+
+
+class _LatentStore:
+    """``[N * B, *latent_shape]`` latents of every node, node-major (node n of tree b at row
+    ``n * B + b``), torch on the model's device or numpy like the root latent."""
+
+    def __init__(self, root_latent: Union[torch.Tensor, np.ndarray], num_nodes: int) -> None:
+        self.batch = batch = root_latent.shape[0]
+        self.is_numpy = isinstance(root_latent, np.ndarray)
+        shape = (num_nodes * batch, *root_latent.shape[1:])
+        if self.is_numpy:
+            self.rows = np.empty(shape, root_latent.dtype)
+            self._gathered = np.empty_like(root_latent)
+        else:
+            self.rows = root_latent.new_empty(shape)
+        self.rows[:batch] = root_latent
+        self._on_cpu = self.is_numpy or self.rows.device.type == "cpu"
+
+    def gather(self, flat: np.ndarray):
+        """[B, *latent_shape] rows ``flat [B]`` (a buffer reused by the next call when numpy)."""
+        if self.is_numpy:
+            return np.take(self.rows, flat, axis=0, out=self._gathered)
+        index = torch.from_numpy(flat)
+        return self.rows.index_select(0, index if self._on_cpu else index.to(self.rows.device))
+
+    def put(self, node: int, latent) -> None:
+        """Store ``latent [B, *latent_shape]`` as node ``node`` of every tree."""
+        self.rows[node * self.batch:(node + 1) * self.batch] = latent
 
 
 def select_action(visit_counts: np.ndarray, *, temperature: float, rng: Optional[np.random.Generator],
