@@ -46,8 +46,8 @@ def bench_case(num_actions: int, batch: int, repeats: int, inference: str, obs_d
     model_time = [0.0]
     backend = policy._search_backend
 
-    def timed_backend(root_latent):
-        latent, inner = backend(root_latent)
+    def timed_backend(obs):
+        *root, inner = backend(obs)
 
         def timed_recurrent(latent, action):
             t = time.perf_counter()
@@ -55,7 +55,7 @@ def bench_case(num_actions: int, batch: int, repeats: int, inference: str, obs_d
             model_time[0] += time.perf_counter() - t
             return out
 
-        return latent, timed_recurrent
+        return (*root, timed_recurrent)
 
     policy._search_backend = timed_backend  # type: ignore[method-assign]
     for _ in range(3):  # warm-up (numba compile / cache load, allocator)

@@ -109,12 +109,16 @@ def _policy(inference, network):
 def test_search_with_engine_equals_search_with_torch():
     net = _network(actions=3)
     auto, reference = _policy("auto", net), _policy("torch", net)
-    latent, fn = auto._search_backend(torch.zeros(2, 16))
-    assert isinstance(latent, np.ndarray) and isinstance(fn, MLPSearchInference)
-    latent, fn = reference._search_backend(torch.zeros(2, 16))
-    assert isinstance(latent, torch.Tensor) and not isinstance(fn, MLPSearchInference)
     rng = np.random.default_rng(4)
     obs = rng.normal(size=(6, 4)).astype(np.float32)
+    with torch.inference_mode():
+        latent, value, logits, fn = auto._search_backend(obs)
+        latent_t, value_t, logits_t, fn_t = reference._search_backend(obs)
+    assert isinstance(latent, np.ndarray) and isinstance(fn, MLPSearchInference)
+    assert isinstance(latent_t, torch.Tensor) and not isinstance(fn_t, MLPSearchInference)
+    np.testing.assert_allclose(latent, latent_t.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, value_t, rtol=1e-4, atol=1e-4)  # root prediction through the engine
+    np.testing.assert_allclose(logits, logits_t, rtol=1e-4, atol=1e-4)
     mask = np.ones((6, 3), bool)
     mask[0, 1] = False
     to_play = -np.ones(6, np.int64)

@@ -88,24 +88,29 @@ class MuZeroPolicy(Policy):
         value = support_to_scalar_np(self._numpy(out.value_logits))
         return out.latent, reward, value, self._numpy(out.policy_logits)
 
-    def _search_backend(self, root_latent: torch.Tensor):
-        """(root latent, recurrent_fn) for :func:`puct_search`: the numpy engine on numpy latents
-        for MLP networks on the CPU (``mcts.inference=auto``), else torch."""
+    def _search_backend(self, obs: np.ndarray):
+        """``(RootInput fields, recurrent_fn)`` for :func:`puct_search` from observations ``[K, *obs_shape]``.
+
+        ``mcts.inference=auto`` and an MLP network on the CPU: representation in torch, then the
+        numpy engine (root prediction included) on numpy latents. Otherwise torch throughout.
+        Returns ``(latent, value [K], policy_logits [K, A], recurrent_fn)``; call under inference mode.
+        """
         if self.cfg.mcts.inference == "auto" and MLPSearchInference.supports(self.network):
             self._engine.bind(self.network)  # fresh views: the learner may have stepped since the last search
-            return root_latent.numpy(), self._engine
-        return root_latent, self._recurrent
+            latent = self.network.representation(self._obs_tensor(obs)).numpy()
+            value, policy_logits = self._engine.prediction(latent)
+            return latent, value, policy_logits, self._engine
+        init = self.network.initial_inference(self._obs_tensor(obs))
+        value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
+        return init.latent, value, init.policy_logits.float().cpu().numpy(), self._recurrent
 
     def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
                noise: bool, rng: np.random.Generator):
         """Batched search from stacked observations [K, *obs_shape]; returns (SearchOutput, pred_value [K])."""
         m = self.cfg.mcts
         with torch.inference_mode():
-            init = self.network.initial_inference(self._obs_tensor(obs))
-            pred_value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
-            latent, recurrent_fn = self._search_backend(init.latent)
-            root = RootInput(latent=latent, value=pred_value,
-                             policy_logits=init.policy_logits.float().cpu().numpy(),
+            latent, pred_value, policy_logits, recurrent_fn = self._search_backend(obs)
+            root = RootInput(latent=latent, value=pred_value, policy_logits=policy_logits,
                              action_mask=action_mask, to_play=to_play)
             out = puct_search(root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
                               discount=m.discount_factor, rng=rng, pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init,
