@@ -84,11 +84,19 @@ def test_engine_rebinds_to_another_shape():
 
 def test_engine_limits_numpy_blas_threads_to_torch_threads():
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    engine = MLPSearchInference()
-    engine.bind(_network(actions=2))
-    blas = threadpoolctl.threadpool_info()
-    blas = [lib for lib in blas if lib["user_api"] == "blas"]
-    assert blas and all(lib["num_threads"] == torch.get_num_threads() for lib in blas)
+    previous = torch.get_num_threads()
+    try:
+        for threads in (2, 1):
+            torch.set_num_threads(threads)
+            MLPSearchInference().bind(_network(actions=2))
+            info = threadpoolctl.threadpool_info()
+            blas = [lib for lib in info if lib["user_api"] == "blas"]
+            # numpy's own wheel BLAS when it is one (other libraries may load their own copy later)
+            numpy_blas = [lib for lib in blas if "numpy" in lib["filepath"]] or blas
+            assert numpy_blas, info
+            assert all(lib["num_threads"] == threads for lib in numpy_blas), numpy_blas
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_engine_refuses_unsupported_networks():

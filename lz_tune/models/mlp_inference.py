@@ -9,7 +9,8 @@ of the network's parameters, per step:
   LayerNorm if any, ReLU) -> hidden layers (GEMM + kernel) -> GEMM into the fused
   ``[next_latent | reward_logits]`` head -> kernel (bias, min-max normalised latent, reward decode);
 * prediction: GEMM -> kernel -> hidden layers -> GEMM into ``[policy | value]`` -> kernel (bias,
-  policy logits copy, value decode).
+  policy logits copy, value decode); also used alone for the roots (:meth:`prediction`), after
+  the representation network ran in torch.
 
 GEMMs go to numpy's BLAS (``np.dot(..., out=)``, ~1-2 us of overhead each); the kernels are
 numba. Threads: numpy's BLAS would use every core for the batch-64 heads; the engine limits it
@@ -127,27 +128,23 @@ def _finish_prediction(head, bias, policy_logits, value_logits):
 # ---------------------------------------------------------------------------------------- threads
 
 _blas_lock = threading.Lock()
-_blas_controller = None
 _blas_limit: Optional[int] = None
 
 
 def limit_blas_threads(num_threads: int) -> None:
-    """Limit numpy's BLAS to ``num_threads`` threads for this process (no-op when it already is).
+    """Limit numpy's BLAS (and any other BLAS loaded now) to ``num_threads`` threads for this
+    process; a no-op when the last call set the same limit.
 
     Uses ``threadpoolctl`` (the scikit-learn project's library that finds the BLAS loaded into the
     process, OpenBLAS, MKL or BLIS, and calls its own set-threads function).
     """
-    global _blas_controller, _blas_limit
+    global _blas_limit
     if _blas_limit == num_threads:
         return
     with _blas_lock:
-        if _blas_limit == num_threads:
-            return
         from threadpoolctl import ThreadpoolController
 
-        if _blas_controller is None:
-            _blas_controller = ThreadpoolController()
-        _blas_controller.limit(limits=num_threads, user_api="blas")
+        ThreadpoolController().limit(limits=num_threads, user_api="blas")  # fresh scan: libraries loaded since
         _blas_limit = num_threads
 
 
