@@ -13,7 +13,13 @@ Steps:
    reported (the budget U is fixed from the first round).
 
 The ideal overlap bound is (E/C + U/T) / max(E/C, U/T): the speed-up if collecting and
-training overlapped perfectly. Prints a table and, as the LAST line, one JSON object.
+training overlapped perfectly. Each round computes it twice: from the sync window's own phases
+(the collector's seconds per collect and the learner's seconds per update while each runs
+alone, in the same minute as the async window; the headline ``overlap_bound``), and from the
+separate collect-only / train-only phases of steps 1-2 (``probe_overlap_bound``), which are
+measured a minute earlier and so carry the box's drift. Diagnostics show how much slower the
+collector and the learner get when they run side by side, and how busy the async learner was.
+Prints a table and, as the LAST line, one JSON object.
 
     python benchmarks/async_vs_sync.py            # CartPole MuZero
     python benchmarks/async_vs_sync.py --pong     # Atari Pong MuZero
@@ -44,7 +50,9 @@ def base_config(pong: bool) -> Config:
         cfg = load_config_module("zoo/classic_control/cartpole_muzero.py")
     # learning rate ~0: updates cost the same, but the policy (so episode lengths and env steps
     # per collect) stays fixed, so the two modes are measured on the same workload.
-    return cfg.with_overrides(["evaluator.eval_freq=1000000000", "evaluator.stop_value=None",
+    # no env-step / update limit: the windows of several rounds must not run into the zoo's max_env_step
+    return cfg.with_overrides(["max_env_step=1000000000000", "max_train_iter=1000000000000",
+                               "evaluator.eval_freq=1000000000", "evaluator.stop_value=None",
                                "learner.learning_rate=1e-12", "learner.piecewise_decay_lr_scheduler=False",
                                "learner.num_threads=1", "async_pipeline.collector_num_cpus=1",
                                "async_pipeline.evaluator_num_cpus=0.5"])
@@ -87,13 +95,25 @@ def window(driver: Driver, seconds: float) -> dict[str, float]:
     flight so that nothing runs in the background during the next measurement."""
     m0, t0 = driver.metrics(), time.perf_counter()
     driver.step(max_seconds=seconds)
+    if driver.stop:
+        raise RuntimeError(f"the driver stopped during a measurement window: {driver.stop}")
     m1, t1 = driver.metrics(), time.perf_counter()
     while driver.backend.collects_in_flight:
         driver._consume(driver.backend.poll(1.0))
     dt = t1 - t0
+    collects = max(m1["collects"] - m0["collects"], 1)
+    updates = max(m1["train_iter"] - m0["train_iter"], 1)
     return {"env_steps_per_s": (m1["env_steps"] - m0["env_steps"]) / dt,
             "updates_per_s": (m1["train_iter"] - m0["train_iter"]) / dt,
-            "policy_lag_launch_mean": m1["policy_lag_launch_mean"]}
+            "policy_lag_launch_mean": m1["policy_lag_launch_mean"],
+            "policy_lag_return_mean": m1["policy_lag_return_mean"],
+            # the collectors' own time per collect and the learner's time per update in this window
+            "collect_s": (m1["time_share_collect"] * m1["wall_time_s"] - m0["time_share_collect"] * m0["wall_time_s"])
+            / collects,
+            "update_s": (m1["time_share_train"] * m1["wall_time_s"] - m0["time_share_train"] * m0["wall_time_s"])
+            / updates,
+            "train_busy": (m1["time_share_train"] * m1["wall_time_s"] - m0["time_share_train"] * m0["wall_time_s"])
+            / dt}
 
 
 def bound_of(e: float, c: float, t: float, updates: int) -> float:
@@ -127,24 +147,43 @@ def main() -> None:
 
     ray.init(num_cpus=3, include_dashboard=False, configure_logging=False, log_to_driver=False)
     sync = Driver(cfg, exp_dir=None, print_fn=None)
-    asyn = Driver(cfg.with_updates({"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1}),
-                  exp_dir=None, print_fn=None)
+    async_cfg = cfg.with_updates({"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1})
+    asyn = Driver(async_cfg, exp_dir=None, print_fn=None)
+    # the same, with a second collect queued in the actor's mailbox (max_collect_inflight=2): the actor
+    # starts its next collect without waiting for the driver to finish the update it is in
+    piped = Driver(async_cfg.with_updates({"async_pipeline.max_collect_inflight": 2,
+                                           "async_pipeline.max_train_budget_queue_size": 4}),
+                   exp_dir=None, print_fn=None)
     rows = []
     try:
         window(sync, seconds / 3)  # warm-ups: buffer filled, numba compiled, actor started
         window(asyn, seconds / 2)
+        window(piped, seconds / 2)
         for r in range(args.rounds):
             probe_r = first if r == 0 else probe.measure(collects)
-            s, a = window(sync, seconds), window(asyn, seconds)
-            bound = bound_of(probe_r["E"], probe_r["C"], probe_r["T"], updates)
+            s, a, p = window(sync, seconds), window(asyn, seconds), window(piped, seconds)
+            probe_bound = bound_of(probe_r["E"], probe_r["C"], probe_r["T"], updates)
+            # the same bound from the sync window's own phases (collect alone, then train alone),
+            # measured in the same minute as the async window: the box's drift cancels
+            collect_time, train_time = s["collect_s"], updates * s["update_s"]
+            bound = (collect_time + train_time) / max(collect_time, train_time)
             ratio = a["env_steps_per_s"] / s["env_steps_per_s"]
             rows.append({"C": probe_r["C"], "E": probe_r["E"], "T": probe_r["T"], "sync": s["env_steps_per_s"],
                          "async": a["env_steps_per_s"], "sync_upd": s["updates_per_s"],
-                         "async_upd": a["updates_per_s"], "ratio": ratio, "bound": bound,
-                         "share": ratio / bound, "lag": a["policy_lag_launch_mean"]})
+                         "async_upd": a["updates_per_s"], "ratio": ratio, "bound": bound, "probe_bound": probe_bound,
+                         "probe_share": ratio / probe_bound,
+                         "share": ratio / bound, "lag": a["policy_lag_launch_mean"],
+                         "piped": p["env_steps_per_s"], "piped_ratio": p["env_steps_per_s"] / s["env_steps_per_s"],
+                         "piped_share": p["env_steps_per_s"] / s["env_steps_per_s"] / bound,
+                         "lag_return": a["policy_lag_return_mean"], "piped_lag_return": p["policy_lag_return_mean"],
+                         "collect_s_piped": p["collect_s"], "train_busy_piped": p["train_busy"],
+                         "collect_s_sync": s["collect_s"], "collect_s_async": a["collect_s"],
+                         "update_s_sync": s["update_s"], "update_s_async": a["update_s"],
+                         "train_busy_async": a["train_busy"]})
     finally:
         sync.close()
         asyn.close()
+        piped.close()
         probe.close()
         ray.shutdown()
 
@@ -152,11 +191,19 @@ def main() -> None:
         return float(np.median([row[key] for row in rows]))
 
     print(f"{'round':<7}{'collect-only':>14}{'train-only':>12}{'sync':>9}{'async':>9}{'async/sync':>12}"
-          f"{'bound':>8}{'share':>8}")
+          f"{'bound':>8}{'share':>8}{'probe bound':>13}{'share':>8}")
     print(f"{'':<7}{'env steps/s':>14}{'updates/s':>12}{'steps/s':>9}{'steps/s':>9}")
     for i, row in enumerate(rows):
         print(f"{i + 1:<7}{row['C']:>14.1f}{row['T']:>12.2f}{row['sync']:>9.1f}{row['async']:>9.1f}"
-              f"{row['ratio']:>12.3f}{row['bound']:>8.3f}{row['share']:>8.1%}")
+              f"{row['ratio']:>12.3f}{row['bound']:>8.3f}{row['share']:>8.1%}{row['probe_bound']:>13.3f}"
+              f"{row['probe_share']:>8.1%}")
+    print("async, 2 collects in flight on the one actor (max_collect_inflight=2, max_train_budget_queue_size=4):")
+    for i, row in enumerate(rows):
+        print(f"  round {i + 1}: {row['piped']:.1f} env steps/s, async/sync {row['piped_ratio']:.3f}, "
+              f"share of bound {row['piped_share']:.1%}, policy lag at return {row['piped_lag_return']:.2f} "
+              f"(1 in flight: {row['lag_return']:.2f}), learner busy {row['train_busy_piped']:.0%}")
+    print("bound: from the sync window's own collect and train phases (same minute as the async window);")
+    print("probe bound: from the separate collect-only / train-only phases (columns 2-3) of the round")
     out = {
         "task": "pong" if args.pong else "cartpole",
         "rounds": len(rows),
@@ -173,9 +220,28 @@ def main() -> None:
         "share_of_bound": round(med("share"), 3),
         "share_of_bound_min": round(min(r["share"] for r in rows), 3),
         "share_of_bound_max": round(max(r["share"] for r in rows), 3),
+        "probe_overlap_bound": round(med("probe_bound"), 3),
+        "share_of_probe_bound": round(med("probe_share"), 3),
         "async_policy_lag_launch_mean": round(med("lag"), 2),
+        "collect_s_sync": round(med("collect_s_sync"), 4),
+        "collect_s_async": round(med("collect_s_async"), 4),
+        "update_s_sync": round(med("update_s_sync"), 4),
+        "update_s_async": round(med("update_s_async"), 4),
+        "async_learner_busy": round(med("train_busy_async"), 3),
+        "async_policy_lag_return_mean": round(med("lag_return"), 2),
+        "async_pipelined_env_steps_per_s": round(med("piped"), 1),
+        "async_pipelined_over_sync": round(med("piped_ratio"), 3),
+        "share_of_bound_pipelined": round(med("piped_share"), 3),
+        "share_of_bound_pipelined_min": round(min(r["piped_share"] for r in rows), 3),
+        "async_pipelined_policy_lag_return_mean": round(med("piped_lag_return"), 2),
         "cpus": os.cpu_count(),
     }
+    print("diagnostics (per round): the collector's seconds per collect and the learner's seconds per update,")
+    print("sync (each alone) vs async (side by side), and the share of async wall time the learner trained")
+    for i, row in enumerate(rows):
+        print(f"  round {i + 1}: collect {row['collect_s_sync']:.3f} -> {row['collect_s_async']:.3f} s, "
+              f"update {row['update_s_sync'] * 1e3:.1f} -> {row['update_s_async'] * 1e3:.1f} ms, "
+              f"learner busy {row['train_busy_async']:.0%}")
     print(f"medians over {len(rows)} rounds:")
     for k, v in out.items():
         print(f"  {k:<32}{v!s:>12}")

@@ -408,7 +408,12 @@ class AsyncPipelineConfig(_Section):
     num_evaluator_actors: int = 1
     """Evaluator actors."""
     max_collect_inflight: Optional[int] = None
-    """Concurrent collect tasks (None: num_collector_actors)."""
+    """Collect tasks in flight (None: num_collector_actors). Above num_collector_actors, each
+    actor holds up to ceil(max_collect_inflight / num_collector_actors) collects: the extra
+    ones wait in its mailbox and start the moment the previous one ends, without waiting for
+    the driver (whose reaction time is up to one learner update); each uses the newest snapshot
+    at its launch. Takes effect only when max_train_budget_queue_size > max_collect_inflight
+    (collects in flight count against the budget queue cap)."""
     max_eval_inflight: int = 1
     """Concurrent eval tasks."""
     max_train_chunk_steps: int = 4

@@ -39,9 +39,13 @@ class Recorder:
         orig_launch, orig_eval = backend.launch_collect, backend.launch_eval
         orig_on_collect, orig_train_one = driver._on_collect, driver._train_one
 
+        self.max_collects_in_flight = 0
+
         def launch_collect(worker_id, snapshot, temperature):
             self.launch_versions.append(snapshot.version)
-            return orig_launch(worker_id, snapshot, temperature)
+            out = orig_launch(worker_id, snapshot, temperature)
+            self.max_collects_in_flight = max(self.max_collects_in_flight, backend.collects_in_flight)
+            return out
 
         def launch_eval(snapshot):
             self.eval_weights[snapshot.version] = {k: v.clone() for k, v in snapshot.weights.items()}
@@ -106,6 +110,30 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
         last_in_progress[r.worker_id] = r.steps_in_progress
     assert steps == pushed + sum(last_in_progress.values())
     assert driver.buffer.num_transitions == pushed  # capacity not reached: nothing evicted
+    driver.buffer.check_invariants()
+
+
+def test_second_collect_queued_on_one_actor(ray_cluster, tmp_path):
+    """max_collect_inflight=2 with one actor: the second collect waits in the actor's mailbox and
+    runs right after the first, in launch order; every invariant of the one-in-flight case holds."""
+    driver, rec, m = run_async(tmp_path, [
+        "async_pipeline.num_collector_actors=1", "async_pipeline.max_collect_inflight=2",
+        "async_pipeline.max_train_budget_queue_size=4", "learner.update_per_collect=4",
+        "learner.train_start_after_envsteps=60", "evaluator.eval_freq=1000", "max_env_step=500",
+    ])
+    assert driver.backend.collect_queue_depth == 2
+    assert rec.max_collects_in_flight == 2  # the queue was used, never more
+    assert m["env_steps"] >= 500 and m["train_iter"] > 0 and rec.overlapped_updates > 0
+    # one actor runs its calls in order: results come back in launch order
+    assert [r.policy_train_iter for r in rec.collects] == rec.launch_versions[:len(rec.collects)]
+    assert driver.max_launch_lag <= 0
+    assert driver.train_iter == driver.budgets.total_consumed
+    assert driver.budgets.total_enqueued - driver.budgets.remaining == driver.train_iter
+    assert rec.max_queue_when_trainable <= 4
+    steps = sum(r.env_steps for r in rec.collects)
+    pushed = sum(r.num_transitions for r in rec.collects)
+    assert steps == pushed + rec.collects[-1].steps_in_progress
+    assert driver.buffer.num_transitions == pushed
     driver.buffer.check_invariants()
 
 

@@ -55,6 +55,12 @@ class WorkerBackend(abc.ABC):
     def poll(self, timeout_s: float) -> PollResult:
         """Finished work, waiting at most ``timeout_s`` for the first result."""
 
+    def collect_ready(self) -> bool:
+        """True when a collect in flight has finished (cheap, never waits). The driver checks it
+        between updates so that an idle collector is relaunched without waiting for the rest of
+        a train chunk. Backends that run work at launch have nothing in flight: False."""
+        return False
+
     @property
     def actor_restarts(self) -> int:
         return 0

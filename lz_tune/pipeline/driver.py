@@ -230,7 +230,7 @@ class Driver:
     def _iteration(self) -> None:
         self._maybe_launch_eval()
         has_work = self.budgets.take(1) > 0 and self.trainable
-        can_launch = bool(self.backend.idle_collectors()) and not self.stop
+        can_launch = bool(self.backend.idle_collectors()) and not self.stop and not self._launch_blocked()
         wait = 0.0 if has_work or can_launch or not self.backend.concurrent else self.cfg.async_pipeline.poll_interval_s
         self._consume(self.backend.poll(wait))
         if not self.stop:
@@ -253,13 +253,18 @@ class Driver:
 
     # ------------------------------------------------------------------------------ collect
 
+    def _launch_blocked(self) -> bool:
+        """No collect may start now: the in-flight cap is reached, or backpressure (only once the
+        buffer is trainable, so cold start never starves; collects in flight count too, so the
+        budget queue itself never exceeds its cap)."""
+        in_flight = self.backend.collects_in_flight
+        if in_flight >= self.collect_inflight_cap:
+            return True
+        return self.trainable and len(self.budgets) + in_flight >= self.budget_queue_cap
+
     def _launch_collects(self) -> None:
         for worker_id in self.backend.idle_collectors():
-            if self.backend.collects_in_flight >= self.collect_inflight_cap:
-                return
-            if self.trainable and len(self.budgets) + self.backend.collects_in_flight >= self.budget_queue_cap:
-                # backpressure, only once the buffer is trainable (no starvation at cold start); collects in
-                # flight count too, so the queue itself never exceeds the cap
+            if self._launch_blocked():
                 return
             snapshot = self.publisher.for_collect(self.train_iter)
             lag = self.train_iter - snapshot.train_iter
@@ -293,12 +298,14 @@ class Driver:
             return
         n = self.budgets.take(self.cfg.async_pipeline.max_train_chunk_steps)
         start = time.perf_counter()
-        for _ in range(n):
+        for i in range(n):
             self._train_one()
             if self.budgets.consumed():
                 self._on_budget_complete()
             if self.train_iter >= self.cfg.max_train_iter:
                 break
+            if i + 1 < n and self.backend.concurrent and self.backend.collect_ready():
+                break  # yield early: a finished collector restarts now, not after the rest of the chunk
         self.times.train += time.perf_counter() - start
 
     def _train_one(self) -> None:

@@ -135,7 +135,7 @@ class RayBackend(WorkerBackend):
         self._spawn_count = 0
         self.collectors: list[Any] = [self._make_collector(k) for k in range(ap.num_collector_actors)]
         self.evaluators: list[Any] = [self._make_evaluator(k) for k in range(ap.num_evaluator_actors)]
-        self._collect_refs: dict[Any, int] = {}      # ObjectRef -> collector id
+        self._collect_refs: dict[Any, tuple] = {}    # ObjectRef -> (collector id, actor handle it went to)
         self._eval_refs: dict[Any, int] = {}         # ObjectRef -> evaluator id
         self._snapshot_refs: dict[int, Any] = {}     # version -> ObjectRef (one per version)
         self.snapshot_puts = 0
@@ -201,13 +201,27 @@ class RayBackend(WorkerBackend):
             self._snapshot_refs = {snapshot.version: ref, **{v: r for v, r in list(self._snapshot_refs.items())[-3:]}}
         return ref
 
+    @property
+    def collect_queue_depth(self) -> int:
+        """Collects one actor may hold at once: ceil(max_collect_inflight / num_collector_actors).
+
+        1 by default. Above 1 the extra collect waits in the actor's mailbox (Ray runs an actor's
+        calls one at a time, in order), so the actor starts it the moment the previous one ends
+        instead of waiting for the driver to notice; its snapshot is the newest at launch time.
+        """
+        return -(-self.cfg.async_pipeline.collect_inflight // len(self.collectors))
+
     def idle_collectors(self) -> list[int]:
-        busy = set(self._collect_refs.values())
-        return [k for k in range(len(self.collectors)) if k not in busy]
+        """Collectors that can take one more collect now (fewer than collect_queue_depth in flight)."""
+        in_flight = [0] * len(self.collectors)
+        for k, _ in self._collect_refs.values():
+            in_flight[k] += 1
+        return [k for k, n in enumerate(in_flight) if n < self.collect_queue_depth]
 
     def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
-        ref = self.collectors[worker_id].collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature)
-        self._collect_refs[ref] = worker_id
+        actor = self.collectors[worker_id]
+        ref = actor.collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature)
+        self._collect_refs[ref] = (worker_id, actor)
 
     @property
     def collects_in_flight(self) -> int:
@@ -226,6 +240,12 @@ class RayBackend(WorkerBackend):
         self._eval_refs[ref] = idle[0]
         return True
 
+    def collect_ready(self) -> bool:
+        if not self._collect_refs:
+            return False
+        ready, _ = self.ray.wait(list(self._collect_refs), num_returns=1, timeout=0)
+        return bool(ready)
+
     def poll(self, timeout_s: float) -> PollResult:
         out = PollResult()
         pending = [*self._collect_refs, *self._eval_refs]
@@ -237,13 +257,17 @@ class RayBackend(WorkerBackend):
         if ready:
             ready, _ = self.ray.wait(pending, num_returns=len(pending), timeout=0)
         for ref in ready:
-            kind, k = ("collector", self._collect_refs.pop(ref)) if ref in self._collect_refs else \
-                ("evaluator", self._eval_refs.pop(ref))
+            if ref in self._collect_refs:
+                kind, (k, actor) = "collector", self._collect_refs.pop(ref)
+            else:
+                kind, k = "evaluator", self._eval_refs.pop(ref)
+                actor = self.evaluators[k]
             try:
                 value = self.ray.get(ref)
             except Exception as e:  # actor died (RayActorError) or raised inside (RayTaskError)
                 out.failures.append((kind, k, f"{type(e).__name__}: {e}"))
-                self._restart(kind, k)
+                if kind == "evaluator" or self.collectors[k] is actor:  # queued collects of a dead actor
+                    self._restart(kind, k)                              # fail too: restart it only once
                 continue
             (out.collects if kind == "collector" else out.evals).append(value)
         return out
