@@ -333,8 +333,10 @@ class Experiment:
         if ck.empty:
             raise FileNotFoundError(f"{trial.path}: no checkpoint with an evaluation "
                                     f"(checkpoint_*/{CHECKPOINT_FILE})")
-        ck = ck.sort_values([EVAL_METRIC, "train_iter"], ascending=[mode == "min", True], kind="stable")
-        return Path(ck["path"].iloc[-1] if mode == "max" else ck["path"].iloc[0])
+        # best last: the metric (negated for "min") ascending, then train_iter ascending (ties: later one)
+        key = ck[EVAL_METRIC] if mode == "max" else -ck[EVAL_METRIC]
+        ck = ck.assign(_key=key).sort_values(["_key", "train_iter"], kind="stable")
+        return Path(ck["path"].iloc[-1])
 
 
 # ---------------------------------------------------------------------------------- evaluation

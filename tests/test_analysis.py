@@ -183,6 +183,23 @@ def test_best_checkpoint_is_evaluated_again(experiment):
     assert run.frames is None  # CartPole: no frames
 
 
+@pytest.mark.parametrize("mode,expected", [("max", "c_late_best"), ("min", "c_late_worst")])
+def test_best_checkpoint_picks_the_best_evaluation_and_the_later_on_ties(experiment, monkeypatch, mode, expected):
+    """Golden table: unordered rows, a tie at both ends, one checkpoint without an evaluation."""
+    import pandas as pd
+
+    exp = load_experiment(experiment)
+    trial_id = exp.trials[0].trial_id
+    rows = [("c_mid", 12.0, 30), ("c_late_best", 18.0, 50), ("c_none", float("nan"), 60),
+            ("c_early_best", 18.0, 20), ("c_early_worst", 9.5, 10), ("c_late_worst", 9.5, 40)]
+    table = pd.DataFrame({"trial_id": trial_id, "checkpoint": [r[0] for r in rows],
+                          "path": [Path(r[0]) / CHECKPOINT_FILE for r in rows],
+                          "eval/reward_mean": [r[1] for r in rows], "eval/train_iter": [r[2] for r in rows],
+                          "train_iter": [r[2] for r in rows], "env_steps": 0})
+    monkeypatch.setattr(exp, "checkpoints", lambda trial=None: table)
+    assert exp.best_checkpoint(trial_id, mode=mode) == Path(expected) / CHECKPOINT_FILE
+
+
 def test_checkpoint_file_name_matches_the_trainable():
     from lz_tune.tune.trainable import CHECKPOINT_FILE as TRAINABLE_FILE
 
