@@ -90,6 +90,72 @@ class CollectTrainProbe:
         self.driver.close()
 
 
+def _side_by_side_worker(cfg_dict: dict, kind: str, conn) -> None:
+    """Child process: a collect-only (``kind='collect'``) or train-only loop, run on command."""
+    torch.set_num_threads(1)
+    probe = CollectTrainProbe(Config.from_dict(cfg_dict))
+    conn.send("ready")
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        start_at, seconds = msg
+        while time.time() < start_at:  # both children start within ~1 ms of each other
+            time.sleep(0.001)
+        d, units, busy = probe.driver, 0, 0.0
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            t = time.perf_counter()
+            if kind == "collect":
+                probe.collector.load_snapshot(d.publisher.for_collect(d.train_iter))
+                result = probe.collector.collect(temperature=0.25)
+                d.buffer.push(result.segments, result.priorities)
+            else:
+                d._train_one()
+            busy += time.perf_counter() - t
+            units += 1
+        conn.send(busy / max(units, 1))
+    probe.close()
+
+
+class SideBySide:
+    """The collect-only and train-only loops as two plain processes (no Ray, no driver loop) that
+    run at the same time: how much slower each gets on this machine when both cores compute.
+    That sets the overlap this HARDWARE allows, whatever the pipeline does."""
+
+    def __init__(self, cfg: Config) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conns, self.procs = [], []
+        for kind in ("collect", "train"):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_side_by_side_worker, args=(cfg.to_dict(), kind, child), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        for conn in self.conns:
+            assert conn.recv() == "ready"
+
+    def measure(self, seconds: float) -> tuple[float, float]:
+        """(seconds per collect, seconds per update) while both loops run together."""
+        start_at = time.time() + 0.5
+        for conn in self.conns:
+            conn.send((start_at, seconds))
+        return self.conns[0].recv(), self.conns[1].recv()
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for proc in self.procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+
+
 def window(driver: Driver, seconds: float) -> dict[str, float]:
     """Env steps/s and updates/s of ``driver`` over ``seconds``; then waits for its collects in
     flight so that nothing runs in the background during the next measurement."""
@@ -140,6 +206,7 @@ def main() -> None:
         cfg = cfg.with_overrides(args.overrides)
 
     probe = CollectTrainProbe(cfg)
+    side_by_side = SideBySide(cfg)
     first = probe.measure(collects)
     updates = max(1, int(round(first["E"] / first["C"] * first["T"])))  # collect and train times balanced
     cfg = cfg.with_updates({"learner.update_per_collect": updates})
@@ -161,6 +228,7 @@ def main() -> None:
         window(piped, seconds / 2)
         for r in range(args.rounds):
             probe_r = first if r == 0 else probe.measure(collects)
+            collect_par, update_par = side_by_side.measure(seconds / 2)
             s, a, p = window(sync, seconds), window(asyn, seconds), window(piped, seconds)
             probe_bound = bound_of(probe_r["E"], probe_r["C"], probe_r["T"], updates)
             # the same bound from the sync window's own phases (collect alone, then train alone),
@@ -168,10 +236,15 @@ def main() -> None:
             collect_time, train_time = s["collect_s"], updates * s["update_s"]
             bound = (collect_time + train_time) / max(collect_time, train_time)
             ratio = a["env_steps_per_s"] / s["env_steps_per_s"]
+            # what this hardware allows: alone times (probe) over the overlapped cycle at side-by-side speeds
+            hw_bound = (probe_r["E"] / probe_r["C"] + updates / probe_r["T"]) / max(collect_par, updates * update_par)
             rows.append({"C": probe_r["C"], "E": probe_r["E"], "T": probe_r["T"], "sync": s["env_steps_per_s"],
                          "async": a["env_steps_per_s"], "sync_upd": s["updates_per_s"],
                          "async_upd": a["updates_per_s"], "ratio": ratio, "bound": bound, "probe_bound": probe_bound,
-                         "probe_share": ratio / probe_bound,
+                         "probe_share": ratio / probe_bound, "hw_bound": hw_bound, "hw_share": ratio / hw_bound,
+                         "piped_hw_share": p["env_steps_per_s"] / s["env_steps_per_s"] / hw_bound,
+                         "collect_par": collect_par, "update_par": update_par, "collect_alone": probe_r["E"] / probe_r["C"],
+                         "update_alone": 1.0 / probe_r["T"],
                          "share": ratio / bound, "lag": a["policy_lag_launch_mean"],
                          "piped": p["env_steps_per_s"], "piped_ratio": p["env_steps_per_s"] / s["env_steps_per_s"],
                          "piped_share": p["env_steps_per_s"] / s["env_steps_per_s"] / bound,
@@ -184,6 +257,7 @@ def main() -> None:
         sync.close()
         asyn.close()
         piped.close()
+        side_by_side.close()
         probe.close()
         ray.shutdown()
 
@@ -229,6 +303,9 @@ def main() -> None:
         "update_s_async": round(med("update_s_async"), 4),
         "async_learner_busy": round(med("train_busy_async"), 3),
         "async_policy_lag_return_mean": round(med("lag_return"), 2),
+        "hardware_overlap_bound": round(med("hw_bound"), 3),
+        "share_of_hardware_bound": round(med("hw_share"), 3),
+        "share_of_hardware_bound_pipelined": round(med("piped_hw_share"), 3),
         "async_pipelined_env_steps_per_s": round(med("piped"), 1),
         "async_pipelined_over_sync": round(med("piped_ratio"), 3),
         "share_of_bound_pipelined": round(med("piped_share"), 3),
@@ -242,6 +319,11 @@ def main() -> None:
         print(f"  round {i + 1}: collect {row['collect_s_sync']:.3f} -> {row['collect_s_async']:.3f} s, "
               f"update {row['update_s_sync'] * 1e3:.1f} -> {row['update_s_async'] * 1e3:.1f} ms, "
               f"learner busy {row['train_busy_async']:.0%}")
+    print("hardware: the collect-only and train-only loops as two plain processes running at once (no Ray):")
+    for i, row in enumerate(rows):
+        print(f"  round {i + 1}: collect {row['collect_alone']:.3f} -> {row['collect_par']:.3f} s, "
+              f"update {row['update_alone'] * 1e3:.1f} -> {row['update_par'] * 1e3:.1f} ms; hardware bound "
+              f"{row['hw_bound']:.3f}: async reaches {row['hw_share']:.1%}, pipelined {row['piped_hw_share']:.1%}")
     print(f"medians over {len(rows)} rounds:")
     for k, v in out.items():
         print(f"  {k:<32}{v!s:>12}")

@@ -42,6 +42,9 @@ def test_async_vs_sync_prints_the_promised_keys():
         assert out[key] > 0, key
     assert out["rounds"] == 2 and out["share_of_bound_min"] <= out["share_of_bound"] <= out["share_of_bound_max"]
     assert 1.0 <= out["overlap_bound"] <= 2.0
+    for key in ("async_pipelined_env_steps_per_s", "share_of_bound_pipelined", "hardware_overlap_bound",
+                "share_of_hardware_bound", "collect_s_sync", "update_s_async"):
+        assert out[key] > 0, key
 
 
 @pytest.mark.slow
