@@ -176,3 +176,19 @@ def test_ray_local_mode_runs_the_actor_code_in_process(tmp_path):
     # both collectors were used, with distinct seeds
     assert all(c.total_env_steps > 0 for c in driver.backend.collectors)
     assert driver.backend.collectors[0].seed != driver.backend.collectors[1].seed
+
+
+def test_snapshot_travels_as_numpy_and_comes_back_exact(ray_cluster):
+    from lz_tune.pipeline.ray_backend import _snapshot_from_store, _snapshot_to_store
+    from lz_tune.workers import WeightSnapshot
+
+    weights = {"a": torch.randn(3, 4), "b": torch.arange(5), "c": torch.randn(2).to(torch.bfloat16)}
+    stored = ray.get(ray.put(_snapshot_to_store(WeightSnapshot(version=7, train_iter=3, weights=weights))))
+    assert not isinstance(stored.weights["a"], torch.Tensor)  # numpy on the wire
+    back = _snapshot_from_store(stored)
+    assert (back.version, back.train_iter) == (7, 3)
+    for k, v in weights.items():
+        assert back.weights[k].dtype == v.dtype and torch.equal(back.weights[k], v), k
+    net = torch.nn.Linear(4, 3)
+    net.load_state_dict({"weight": back.weights["a"], "bias": torch.zeros(3)})  # read-only buffers are only read
+    assert torch.equal(net.weight.detach(), weights["a"])

@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+import numpy as np
+
 from lz_tune.config import Config
 from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
 from lz_tune.workers import WeightSnapshot
@@ -49,6 +51,31 @@ def _normal_priority() -> None:
         pass
 
 
+def _snapshot_to_store(snapshot: WeightSnapshot) -> WeightSnapshot:
+    """The form a snapshot travels in: weights as numpy arrays. Ray stores numpy buffers
+    out-of-band (one memcpy), while torch tensors go through torch's pickling: for CartPole's
+    1.1 MB of weights ``ray.put`` took ~20 ms instead of ~2 ms and ``ray.get`` ~10 ms instead of
+    ~0.5 ms, the put on the learner's critical path once per published version."""
+    import torch
+
+    weights = {k: v if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()  # numpy has no bfloat16
+               for k, v in snapshot.weights.items()}
+    return WeightSnapshot(version=snapshot.version, train_iter=snapshot.train_iter, weights=weights)
+
+
+def _snapshot_from_store(snapshot: WeightSnapshot) -> WeightSnapshot:
+    """Inverse of :func:`_snapshot_to_store` inside an actor: tensors viewing the object store's
+    read-only buffers (``load_state_dict`` copies them, nothing writes to them)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        weights = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in snapshot.weights.items()}
+    return WeightSnapshot(version=snapshot.version, train_iter=snapshot.train_iter, weights=weights)
+
+
 class CollectorWorker:
     """Body of a collector actor: a SegmentCollector plus snapshot caching."""
 
@@ -66,7 +93,7 @@ class CollectorWorker:
         if version != self.collector.policy_version:
             import ray
 
-            self.collector.load_snapshot(ray.get(snapshot_box[0]))
+            self.collector.load_snapshot(_snapshot_from_store(ray.get(snapshot_box[0])))
         return self.collector.collect(temperature=temperature)
 
     def ping(self) -> bool:
@@ -98,7 +125,7 @@ class EvaluatorWorker:
     def evaluate(self, snapshot_box: list):
         import ray
 
-        return self.evaluator.evaluate(ray.get(snapshot_box[0]))
+        return self.evaluator.evaluate(_snapshot_from_store(ray.get(snapshot_box[0])))
 
     def ping(self) -> bool:
         return True
@@ -196,7 +223,7 @@ class RayBackend(WorkerBackend):
     def _snapshot_ref(self, snapshot: WeightSnapshot):
         ref = self._snapshot_refs.get(snapshot.version)
         if ref is None:
-            ref = self.ray.put(snapshot)
+            ref = self.ray.put(_snapshot_to_store(snapshot))
             self.snapshot_puts += 1
             self._snapshot_refs = {snapshot.version: ref, **{v: r for v, r in list(self._snapshot_refs.items())[-3:]}}
         return ref
