@@ -61,10 +61,10 @@ class RecurrentOutput:
 
 
 @numba.njit(cache=True, nogil=True)
-def _minmax_rows(x: np.ndarray, eps: float) -> np.ndarray:
-    """[B, D] float32 -> new [B, D] float32, each row min-max scaled to [0, 1] (range >= eps)."""
+def minmax_rows_into(x: np.ndarray, eps: float, out: np.ndarray) -> None:
+    """``out [B, D]`` = each row of ``x [B, D]`` min-max scaled to [0, 1] (range >= eps); ``out``
+    may be ``x`` itself. Also called from other numba kernels (the search engine)."""
     batch, dim = x.shape
-    out = np.empty((batch, dim), np.float32)
     for b in range(batch):
         lo = x[b, 0]
         hi = x[b, 0]
@@ -75,6 +75,13 @@ def _minmax_rows(x: np.ndarray, eps: float) -> np.ndarray:
         span = np.float32(max(hi - lo, eps))
         for j in range(dim):
             out[b, j] = (x[b, j] - lo) / span  # same float32 arithmetic as the torch path
+
+
+@numba.njit(cache=True, nogil=True)
+def _minmax_rows(x: np.ndarray, eps: float) -> np.ndarray:
+    """[B, D] float32 -> new [B, D] float32, each row min-max scaled to [0, 1] (range >= eps)."""
+    out = np.empty(x.shape, np.float32)
+    minmax_rows_into(x, eps, out)
     return out
 
 
