@@ -71,18 +71,22 @@ class CollectTrainProbe:
             self.driver._consume(backend.poll(0))
         self.driver._train_one()  # warm-up
 
-    def measure(self, collects: int, updates: int = 30) -> dict[str, float]:
+    def collect_once(self) -> int:
+        """One collect with the current weights, pushed to the buffer; returns its env steps."""
         d = self.driver
+        self.collector.load_snapshot(d.publisher.for_collect(d.train_iter))
+        r = self.collector.collect(temperature=0.25)
+        d.buffer.push(r.segments, r.priorities)
+        return r.env_steps
+
+    def measure(self, collects: int, updates: int = 30) -> dict[str, float]:
         steps, t0 = 0, time.perf_counter()
         for _ in range(collects):
-            self.collector.load_snapshot(d.publisher.for_collect(d.train_iter))
-            r = self.collector.collect(temperature=0.25)
-            steps += r.env_steps
-            d.buffer.push(r.segments, r.priorities)
+            steps += self.collect_once()
         collect_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for _ in range(updates):
-            d._train_one()
+            self.driver._train_one()
         train_s = time.perf_counter() - t0
         return {"C": steps / collect_s, "E": steps / collects, "T": updates / train_s}
 
@@ -102,16 +106,12 @@ def _side_by_side_worker(cfg_dict: dict, kind: str, conn) -> None:
         start_at, seconds = msg
         while time.time() < start_at:  # both children start within ~1 ms of each other
             time.sleep(0.001)
-        d, units, busy = probe.driver, 0, 0.0
+        step = probe.collect_once if kind == "collect" else probe.driver._train_one
+        units, busy = 0, 0.0
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
             t = time.perf_counter()
-            if kind == "collect":
-                probe.collector.load_snapshot(d.publisher.for_collect(d.train_iter))
-                result = probe.collector.collect(temperature=0.25)
-                d.buffer.push(result.segments, result.priorities)
-            else:
-                d._train_one()
+            step()
             busy += time.perf_counter() - t
             units += 1
         conn.send(busy / max(units, 1))
@@ -167,25 +167,31 @@ def window(driver: Driver, seconds: float) -> dict[str, float]:
     while driver.backend.collects_in_flight:
         driver._consume(driver.backend.poll(1.0))
     dt = t1 - t0
-    collects = max(m1["collects"] - m0["collects"], 1)
-    updates = max(m1["train_iter"] - m0["train_iter"], 1)
+
+    def seconds_in(share: str) -> float:  # collect / train seconds spent inside the window
+        return m1[share] * m1["wall_time_s"] - m0[share] * m0["wall_time_s"]
+
+    train_s = seconds_in("time_share_train")
     return {"env_steps_per_s": (m1["env_steps"] - m0["env_steps"]) / dt,
             "updates_per_s": (m1["train_iter"] - m0["train_iter"]) / dt,
             "policy_lag_launch_mean": m1["policy_lag_launch_mean"],
             "policy_lag_return_mean": m1["policy_lag_return_mean"],
             # the collectors' own time per collect and the learner's time per update in this window
-            "collect_s": (m1["time_share_collect"] * m1["wall_time_s"] - m0["time_share_collect"] * m0["wall_time_s"])
-            / collects,
-            "update_s": (m1["time_share_train"] * m1["wall_time_s"] - m0["time_share_train"] * m0["wall_time_s"])
-            / updates,
-            "train_busy": (m1["time_share_train"] * m1["wall_time_s"] - m0["time_share_train"] * m0["wall_time_s"])
-            / dt}
+            "collect_s": seconds_in("time_share_collect") / max(m1["collects"] - m0["collects"], 1),
+            "update_s": train_s / max(m1["train_iter"] - m0["train_iter"], 1),
+            "train_busy": train_s / dt}
 
 
 def bound_of(e: float, c: float, t: float, updates: int) -> float:
     """Ideal overlap speed-up (E/C + U/T) / max(E/C, U/T)."""
     collect_time, train_time = e / c, updates / t
     return (collect_time + train_time) / max(collect_time, train_time)
+
+
+def _print_rounds(rows: list[dict], title: str, line) -> None:
+    print(title)
+    for i, row in enumerate(rows):
+        print(f"  round {i + 1}: {line(row)}")
 
 
 def main() -> None:
@@ -271,13 +277,13 @@ def main() -> None:
         print(f"{i + 1:<7}{row['C']:>14.1f}{row['T']:>12.2f}{row['sync']:>9.1f}{row['async']:>9.1f}"
               f"{row['ratio']:>12.3f}{row['bound']:>8.3f}{row['share']:>8.1%}{row['probe_bound']:>13.3f}"
               f"{row['probe_share']:>8.1%}")
-    print("async, 2 collects in flight on the one actor (max_collect_inflight=2, max_train_budget_queue_size=4):")
-    for i, row in enumerate(rows):
-        print(f"  round {i + 1}: {row['piped']:.1f} env steps/s, async/sync {row['piped_ratio']:.3f}, "
-              f"share of bound {row['piped_share']:.1%}, policy lag at return {row['piped_lag_return']:.2f} "
-              f"(1 in flight: {row['lag_return']:.2f}), learner busy {row['train_busy_piped']:.0%}")
     print("bound: from the sync window's own collect and train phases (same minute as the async window);")
     print("probe bound: from the separate collect-only / train-only phases (columns 2-3) of the round")
+    _print_rounds(rows, "async, 2 collects in flight on the one actor (max_collect_inflight=2, "
+                        "max_train_budget_queue_size=4):",
+                  lambda row: f"{row['piped']:.1f} env steps/s, async/sync {row['piped_ratio']:.3f}, share of bound "
+                              f"{row['piped_share']:.1%}, policy lag at return {row['piped_lag_return']:.2f} "
+                              f"(1 in flight: {row['lag_return']:.2f}), learner busy {row['train_busy_piped']:.0%}")
     out = {
         "task": "pong" if args.pong else "cartpole",
         "rounds": len(rows),
@@ -313,17 +319,17 @@ def main() -> None:
         "async_pipelined_policy_lag_return_mean": round(med("piped_lag_return"), 2),
         "cpus": os.cpu_count(),
     }
-    print("diagnostics (per round): the collector's seconds per collect and the learner's seconds per update,")
-    print("sync (each alone) vs async (side by side), and the share of async wall time the learner trained")
-    for i, row in enumerate(rows):
-        print(f"  round {i + 1}: collect {row['collect_s_sync']:.3f} -> {row['collect_s_async']:.3f} s, "
-              f"update {row['update_s_sync'] * 1e3:.1f} -> {row['update_s_async'] * 1e3:.1f} ms, "
-              f"learner busy {row['train_busy_async']:.0%}")
-    print("hardware: the collect-only and train-only loops as two plain processes running at once (no Ray):")
-    for i, row in enumerate(rows):
-        print(f"  round {i + 1}: collect {row['collect_alone']:.3f} -> {row['collect_par']:.3f} s, "
-              f"update {row['update_alone'] * 1e3:.1f} -> {row['update_par'] * 1e3:.1f} ms; hardware bound "
-              f"{row['hw_bound']:.3f}: async reaches {row['hw_share']:.1%}, pipelined {row['piped_hw_share']:.1%}")
+    _print_rounds(rows, "diagnostics: the collector's seconds per collect and the learner's seconds per update, sync "
+                        "(each alone) vs async (side by side), and the share of async wall time the learner trained:",
+                  lambda row: f"collect {row['collect_s_sync']:.3f} -> {row['collect_s_async']:.3f} s, update "
+                              f"{row['update_s_sync'] * 1e3:.1f} -> {row['update_s_async'] * 1e3:.1f} ms, learner busy "
+                              f"{row['train_busy_async']:.0%}")
+    _print_rounds(rows, "hardware: the collect-only and train-only loops as two plain processes running at once "
+                        "(no Ray):",
+                  lambda row: f"collect {row['collect_alone']:.3f} -> {row['collect_par']:.3f} s, update "
+                              f"{row['update_alone'] * 1e3:.1f} -> {row['update_par'] * 1e3:.1f} ms; hardware bound "
+                              f"{row['hw_bound']:.3f}: async reaches {row['hw_share']:.1%}, pipelined "
+                              f"{row['piped_hw_share']:.1%}")
     print(f"medians over {len(rows)} rounds:")
     for k, v in out.items():
         print(f"  {k:<32}{v!s:>12}")
