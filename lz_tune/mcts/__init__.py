@@ -1,14 +1,20 @@
 """Batched tree search over preallocated arrays (one tree per env, all envs at once).
 
-- :mod:`lz_tune.mcts.search`: the simulation loop (:func:`puct_search`) and action choice.
-- :mod:`lz_tune.mcts.puct`: the numba kernels (selection, expansion, backup) it calls.
+- :mod:`lz_tune.mcts.search`: THE simulation loop (:func:`run_search`), shared by every
+  strategy, the per-node state store and action choice from visit counts.
+- :mod:`lz_tune.mcts.strategies`: the strategies (:class:`PUCT`, :class:`Gumbel`): root set-up,
+  selection and read-out, each calling its numba kernels.
+- :mod:`lz_tune.mcts.puct`, :mod:`lz_tune.mcts.gumbel`: those kernels;
+  :mod:`lz_tune.mcts.backup`: expansion + backup, shared by all.
 - :mod:`lz_tune.mcts.tree`: the tree arrays.
 
-Sampled, Gumbel (sequential halving) and stochastic (chance node) searches are separate
-kernels over the same :class:`Tree` arrays and loop shape.
+Sampled (K children per node) and stochastic (chance nodes) searches come as further
+strategies over the same loop.
 """
 
-from lz_tune.mcts.search import RootInput, SearchOutput, dirichlet_noise, puct_search, select_action
+from lz_tune.mcts.search import RootInput, SearchOutput, StateStore, run_search, select_action
+from lz_tune.mcts.strategies import PUCT, dirichlet_noise, puct_search
 from lz_tune.mcts.tree import Tree, allocate_tree
 
-__all__ = ["RootInput", "SearchOutput", "Tree", "allocate_tree", "dirichlet_noise", "puct_search", "select_action"]
+__all__ = ["PUCT", "RootInput", "SearchOutput", "StateStore", "Tree", "allocate_tree", "dirichlet_noise",
+           "puct_search", "run_search", "select_action"]

@@ -1,6 +1,6 @@
 """pUCT tree search kernels (MuZero / EfficientZero), compiled with numba.
 
-Three kernels work in place on a :class:`~lz_tune.mcts.tree.Tree`, each over the whole batch
+Two kernels work in place on a :class:`~lz_tune.mcts.tree.Tree`, each over the whole batch
 in one call, so one simulation costs one kernel call for selection, one model call and one
 kernel call for expansion + backup:
 
@@ -8,8 +8,7 @@ kernel call for expansion + backup:
   value and visit count 1 (the root's own evaluation, as in mctx).
 - :func:`select_leaves`: from each root, follow the child of highest pUCT score until an
   unexpanded edge; returns ``(parent node, action)`` per tree.
-- :func:`expand_and_backup`: create the new node from the model output and back its value
-  up to the root, updating the tree's min-max statistics.
+- expansion + backup is the shared kernel :func:`lz_tune.mcts.backup.expand_and_backup`.
 
 Score of action ``a`` at node ``n`` (LightZero / MuZero appendix):
 
@@ -37,26 +36,9 @@ import math
 import numba
 import numpy as np
 
+from lz_tune.mcts.backup import softmax_into as _softmax_into
+
 _NEG_INF = -np.inf
-
-
-@numba.njit(cache=True, nogil=True)
-def _softmax_into(logits, legal, out):
-    """out[a] = softmax over legal actions of logits (0 where illegal). [A] arrays."""
-    m = -np.inf
-    for a in range(logits.shape[0]):
-        if legal[a] and logits[a] > m:
-            m = logits[a]
-    total = 0.0
-    for a in range(logits.shape[0]):
-        if legal[a]:
-            e = math.exp(logits[a] - m)
-            out[a] = e
-            total += e
-        else:
-            out[a] = 0.0
-    for a in range(logits.shape[0]):
-        out[a] /= total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -169,42 +151,3 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
                 break
             node = c
             is_root = False
-
-
-@numba.njit(cache=True, nogil=True)
-def expand_and_backup(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
-                      node_parent, node_action, discount, min_max, new_node, parents, actions, rewards, values,
-                      policy_logits):
-    """Attach node ``new_node`` below ``parents[b]`` via ``actions[b]`` in every tree and back up.
-
-    rewards, values: [B] float32 predicted reward of the edge and value of the new node.
-    policy_logits: [B, A] float32 priors of the new node (every action legal inside the tree).
-    """
-    B, N, A = children_index.shape
-    all_legal = np.ones(A, np.bool_)
-    for b in range(B):
-        p = parents[b]
-        a = actions[b]
-        n = new_node
-        children_index[b, p, a] = n
-        node_parent[b, n] = p
-        node_action[b, n] = a
-        node_reward[b, n] = rewards[b]
-        node_raw_value[b, n] = values[b]
-        _softmax_into(policy_logits[b], all_legal, children_prior[b, n])
-
-        disc = discount[b]
-        v = values[b]
-        node = n
-        while True:
-            node_visits[b, node] += 1
-            node_value_sum[b, node] += v
-            if node == 0:
-                break
-            q = node_reward[b, node] + disc * node_value_sum[b, node] / node_visits[b, node]
-            if q < min_max[b, 0]:
-                min_max[b, 0] = q
-            if q > min_max[b, 1]:
-                min_max[b, 1] = q
-            v = node_reward[b, node] + disc * v
-            node = node_parent[b, node]

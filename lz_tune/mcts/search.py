@@ -1,43 +1,52 @@
-"""Batched MuZero tree search: one tree per env, ONE model call per simulation for all trees.
+"""The batched search loop shared by every strategy: one tree per env, ONE model call per
+simulation for all trees.
 
-The loop (this file) is short on purpose::
+The loop (:func:`run_search`) is short on purpose::
 
-    init_roots                                   # numba, whole batch
+    ctx = strategy.init_roots(tree, root, rng)   # numba, whole batch; ctx = this search's noise etc.
     for s in range(num_simulations):
-        parents, actions = select_leaves(tree)  # numba, whole batch
-        latent = latents of parents             # one index_select
-        out = recurrent_fn(latent, actions)     # ONE batched model call
-        expand_and_backup(tree, node s+1, out)  # numba, whole batch
+        strategy.select(tree, ctx, s, ...)        # numba, whole batch: (parent, action) per tree
+        state = store.gather(parents)             # one index_select per state array
+        out = recurrent_fn(state, actions)        # ONE batched model call
+        expand_and_backup(tree, node s+1, out)    # numba, whole batch (shared by all strategies)
+    return strategy.finish(tree, ctx)
 
-The model is anything that implements :class:`RecurrentFn`; it returns scalar rewards and
-values (the caller turns categorical logits into scalars), so the search works unchanged
-for scalar- or support-valued networks. Latent states live in a preallocated
-``[N * B, *latent_shape]`` store of the root latent's kind: torch tensors on the model's
-device, or numpy arrays for a numpy engine such as
-:class:`lz_tune.models.mlp_inference.MLPSearchInference`. The tree statistics are numpy
-arrays updated by the kernels of :mod:`lz_tune.mcts.puct`.
+A strategy (:mod:`lz_tune.mcts.strategies`) supplies root set-up, selection (root and interior
+rules in one kernel) and the final read-out (policy target, action); the loop, the tree arrays
+and the backup are common, mctx style. The model is anything that implements
+:class:`RecurrentFn`; it returns scalar rewards and values (the caller decodes categorical
+logits), so the search works unchanged for scalar- or support-valued networks.
+
+Per-node model state lives in a preallocated store of ``[N * B, ...]`` arrays, one per element
+of the root state: a single latent, or a tuple such as EfficientZero's ``(latent, lstm_h,
+lstm_c, value_prefix, depth)``. Each element is a torch tensor on the model's device or a
+numpy array (e.g. for :class:`lz_tune.models.mlp_inference.MLPSearchInference`), and
+``recurrent_fn`` receives and returns the same structure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol, Union
+from typing import Any, Optional, Protocol, Union
 
 import numba
 import numpy as np
 import torch
 
-from lz_tune.mcts import puct
+from lz_tune.mcts.backup import expand_and_backup
 from lz_tune.mcts.tree import Tree, allocate_tree
+
+Array = Union[torch.Tensor, np.ndarray]
+State = Union[Array, tuple]
 
 
 @dataclass(frozen=True)
 class RootInput:
     """Everything the search needs about B roots."""
 
-    latent: Union[torch.Tensor, np.ndarray]
-    """[B, *latent_shape] root latent states (output of the representation network); a numpy
-    array makes the search keep numpy latents and hand them to ``recurrent_fn``."""
+    latent: State
+    """[B, ...] root model state: one array, or a tuple of arrays with leading dim B (torch or
+    numpy each; numpy state is kept as numpy and handed to ``recurrent_fn`` as such)."""
     value: np.ndarray
     """[B] float32 predicted root values."""
     policy_logits: np.ndarray
@@ -49,12 +58,11 @@ class RootInput:
 
 
 class RecurrentFn(Protocol):
-    def __call__(self, latent, action: np.ndarray) -> tuple:
+    def __call__(self, state, action: np.ndarray) -> tuple:
         """One batched dynamics + prediction step.
 
-        latent: [B, *latent_shape], torch or numpy like the root latent; action: [B] int64.
-        Returns (next_latent [B, *latent_shape], reward [B] float32, value [B] float32,
-        policy_logits [B, A] float32).
+        state: like the root state, [B, ...] per element; action: [B] int64.
+        Returns (next_state, reward [B] float32, value [B] float32, policy_logits [B, A] float32).
         """
 
 
@@ -70,40 +78,44 @@ class SearchOutput:
     """[B, A] float32 Q of each root child; NaN where never visited."""
     tree: Tree
     """The full trees, for inspection and tests."""
+    improved_policy: Optional[np.ndarray] = None
+    """[B, A] float32 the strategy's policy target when it is not the visit distribution
+    (Gumbel: softmax(logits + sigma(completed Q)) over the legal actions); None for pUCT."""
+    action: Optional[np.ndarray] = None
+    """[B] int64 the action the strategy chose itself (Gumbel: argmax over the considered
+    actions); None when the caller samples from visit counts (pUCT)."""
 
     @property
     def visit_distribution(self) -> np.ndarray:
-        """[B, A] float32 normalised root visit counts (the policy target)."""
+        """[B, A] float32 normalised root visit counts."""
         counts = self.visit_counts.astype(np.float32)
         return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)
 
-
-def dirichlet_noise(rng: np.random.Generator, action_mask: np.ndarray, alpha: float) -> np.ndarray:
-    """[B, A] float32 Dirichlet(alpha) samples over the legal actions of each row (0 elsewhere)."""
-    g = rng.gamma(alpha, 1.0, size=action_mask.shape).astype(np.float32)
-    g = np.where(action_mask, g, 0.0)
-    total = g.sum(axis=1, keepdims=True)
-    # all-zero gamma draws can happen for tiny alpha: fall back to uniform over legal actions
-    uniform = action_mask / np.maximum(action_mask.sum(axis=1, keepdims=True), 1)
-    return np.where(total > 0, g / np.where(total > 0, total, 1.0), uniform).astype(np.float32)
+    @property
+    def policy_target(self) -> np.ndarray:
+        """[B, A] float32 what the policy is trained towards: the improved policy if the
+        strategy has one, else the visit distribution."""
+        return self.visit_distribution if self.improved_policy is None else self.improved_policy
 
 
-def puct_search(
-    *,
-    root: RootInput,
-    recurrent_fn: RecurrentFn,
-    num_simulations: int,
-    discount: float,
-    rng: np.random.Generator,
-    pb_c_base: float = 19652.0,
-    pb_c_init: float = 1.25,
-    root_dirichlet_alpha: float = 0.3,
-    root_noise_weight: float = 0.0,
-    value_delta_max: float = 0.01,
-) -> SearchOutput:
-    """Run ``num_simulations`` pUCT simulations on B roots at once.
+class SearchStrategy(Protocol):
+    """Root set-up, selection and read-out of one search family (see ``strategies``)."""
 
-    root_noise_weight: Dirichlet mix at the root (0.25 for collection, 0 for evaluation).
+    def init_roots(self, tree: Tree, root: RootInput, rng: np.random.Generator) -> Any:
+        """Fill node 0 of every tree (priors, value, visit 1), draw this search's noise, and
+        return a context (noise, tables, scratch) that ``select`` and ``finish`` receive."""
+
+    def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
+        """Descend every tree to an unexpanded edge: ``parents [B] int32``, ``actions [B] int64``."""
+
+    def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
+        """Read the result off the trees."""
+
+
+def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: RecurrentFn, num_simulations: int,
+               discount: float, rng: np.random.Generator) -> SearchOutput:
+    """Run ``num_simulations`` simulations of ``strategy`` on B roots at once.
+
     discount: gamma; trees whose root has ``to_play >= 0`` (two-player) use -gamma so that
     values alternate sign between plies.
     """
@@ -116,29 +128,21 @@ def puct_search(
     tree = allocate_tree(batch, num_simulations + 1, num_actions)
     tree.root_legal[:] = mask
     tree.discount[:] = np.where(np.asarray(root.to_play) >= 0, -discount, discount)
-    noise = (dirichlet_noise(rng, mask, root_dirichlet_alpha) if root_noise_weight > 0
-             else np.zeros((batch, num_actions), np.float32))
-    puct.init_roots(tree.children_prior, tree.node_visits, tree.node_value_sum, tree.node_raw_value,
-                    tree.root_legal, tree.min_max, np.ascontiguousarray(root.policy_logits, np.float32),
-                    np.ascontiguousarray(root.value, np.float32), noise, float(root_noise_weight))
+    ctx = strategy.init_roots(tree, root, rng)
 
-    store = _LatentStore(root.latent, tree.num_nodes)
+    store = StateStore(root.latent, tree.num_nodes)
     parents = np.empty(batch, np.int32)
     actions = np.empty(batch, np.int64)
-    flat = np.empty(batch, np.int64)
-    noise_seed = int(rng.integers(0, 2 ** 63))
+    rows = np.arange(batch, dtype=np.int64)
     for sim in range(num_simulations):
-        puct.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                           tree.node_reward, tree.root_legal, tree.discount, tree.min_max, float(pb_c_base),
-                           float(pb_c_init), float(value_delta_max), noise_seed, sim, parents, actions, flat)
-        next_latent, reward, value, logits = recurrent_fn(store.gather(flat), actions)
+        strategy.select(tree, ctx, sim, parents, actions)
+        next_state, reward, value, logits = recurrent_fn(store.gather(parents * batch + rows), actions)
         new_node = sim + 1
-        store.put(new_node, next_latent)
-        puct.expand_and_backup(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                               tree.node_reward, tree.node_raw_value, tree.node_parent, tree.node_action,
-                               tree.discount, tree.min_max, new_node, parents, actions, reward, value, logits)
-    return SearchOutput(visit_counts=tree.root_visit_counts(), root_value=tree.root_values(),
-                        root_q=tree.root_q_values(), tree=tree)
+        store.put(new_node, next_state)
+        expand_and_backup(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
+                          tree.node_reward, tree.node_raw_value, tree.node_parent, tree.node_action,
+                          tree.discount, tree.min_max, new_node, parents, actions, reward, value, logits)
+    return strategy.finish(tree, ctx)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -151,35 +155,58 @@ def _gather_rows(rows, index, out):
             dst[j] = src[j]
 
 
-class _LatentStore:
-    """``[N * B, *latent_shape]`` latents of every node, node-major (node n of tree b at row
-    ``n * B + b``), torch on the model's device or numpy like the root latent."""
+class _ArrayStore:
+    """``[N * B, ...]`` rows of one state array, node-major (node n of tree b at row ``n * B + b``)."""
 
-    def __init__(self, root_latent: Union[torch.Tensor, np.ndarray], num_nodes: int) -> None:
-        self.batch = batch = root_latent.shape[0]
-        self.is_numpy = isinstance(root_latent, np.ndarray)
-        shape = (num_nodes * batch, *root_latent.shape[1:])
+    def __init__(self, root: Array, num_nodes: int) -> None:
+        self.batch = batch = root.shape[0]
+        self.is_numpy = isinstance(root, np.ndarray)
+        shape = (num_nodes * batch, *root.shape[1:])
         if self.is_numpy:
-            self.rows = np.empty(shape, root_latent.dtype)
-            self._gathered = np.empty_like(root_latent)
+            self.rows = np.empty(shape, root.dtype)
+            self._gathered = np.empty_like(root)
             self._rows_2d = self.rows.reshape(shape[0], -1)
             self._gathered_2d = self._gathered.reshape(batch, -1)
         else:
-            self.rows = root_latent.new_empty(shape)
-        self.rows[:batch] = root_latent
+            self.rows = root.new_empty(shape)
+        self.rows[:batch] = root
         self._on_cpu = self.is_numpy or self.rows.device.type == "cpu"
 
     def gather(self, flat: np.ndarray):
-        """[B, *latent_shape] rows ``flat [B]`` (a buffer reused by the next call when numpy)."""
         if self.is_numpy:
             _gather_rows(self._rows_2d, flat, self._gathered_2d)
             return self._gathered
         index = torch.from_numpy(flat)
         return self.rows.index_select(0, index if self._on_cpu else index.to(self.rows.device))
 
-    def put(self, node: int, latent) -> None:
-        """Store ``latent [B, *latent_shape]`` as node ``node`` of every tree."""
-        self.rows[node * self.batch:(node + 1) * self.batch] = latent
+    def put(self, node: int, value) -> None:
+        self.rows[node * self.batch:(node + 1) * self.batch] = value
+
+
+class StateStore:
+    """Model state of every node of B trees: one :class:`_ArrayStore` per element of the root
+    state (a single array or a tuple)."""
+
+    def __init__(self, root_state: State, num_nodes: int) -> None:
+        self.is_tuple = isinstance(root_state, tuple)
+        parts = root_state if self.is_tuple else (root_state,)
+        if not parts or len({p.shape[0] for p in parts}) != 1:
+            raise ValueError("every element of the root state needs the same leading batch dim")
+        self._stores = tuple(_ArrayStore(p, num_nodes) for p in parts)
+
+    def gather(self, flat: np.ndarray):
+        """State rows ``flat [B]`` (``node * B + tree``); numpy results are buffers reused by
+        the next call."""
+        out = tuple(s.gather(flat) for s in self._stores)
+        return out if self.is_tuple else out[0]
+
+    def put(self, node: int, state) -> None:
+        """Store ``state`` (same structure as the root state) as node ``node`` of every tree."""
+        parts = state if self.is_tuple else (state,)
+        if len(parts) != len(self._stores):
+            raise ValueError(f"recurrent_fn returned {len(parts)} state arrays, the root has {len(self._stores)}")
+        for store, part in zip(self._stores, parts):
+            store.put(node, part)
 
 
 def select_action(visit_counts: np.ndarray, *, temperature: float, rng: Optional[np.random.Generator],

@@ -1,0 +1,77 @@
+"""Search strategies for :func:`lz_tune.mcts.search.run_search`: frozen dataclasses of
+keyword-only hyperparameters whose methods call the strategy's numba kernels.
+
+- :class:`PUCT`: MuZero / EfficientZero pUCT with root Dirichlet noise and tree-wide min-max
+  normalisation (kernels in :mod:`lz_tune.mcts.puct`). Policy target: visit distribution;
+  the caller picks the action from the visit counts (temperature).
+- :class:`Gumbel`: Gumbel MuZero (Danihelka et al. 2022): Gumbel top-k + sequential halving at
+  the root, deterministic interior selection, completed Q (kernels in :mod:`lz_tune.mcts.gumbel`).
+  Policy target: the improved policy; the search chooses the action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lz_tune.mcts import puct
+from lz_tune.mcts.search import RootInput, SearchOutput, run_search
+from lz_tune.mcts.tree import Tree
+
+
+def dirichlet_noise(rng: np.random.Generator, action_mask: np.ndarray, alpha: float) -> np.ndarray:
+    """[B, A] float32 Dirichlet(alpha) samples over the legal actions of each row (0 elsewhere)."""
+    g = rng.gamma(alpha, 1.0, size=action_mask.shape).astype(np.float32)
+    g = np.where(action_mask, g, 0.0)
+    total = g.sum(axis=1, keepdims=True)
+    # all-zero gamma draws can happen for tiny alpha: fall back to uniform over legal actions
+    uniform = action_mask / np.maximum(action_mask.sum(axis=1, keepdims=True), 1)
+    return np.where(total > 0, g / np.where(total > 0, total, 1.0), uniform).astype(np.float32)
+
+
+def tree_output(tree: Tree, **extra) -> SearchOutput:
+    """The common part of every strategy's read-out."""
+    return SearchOutput(visit_counts=tree.root_visit_counts(), root_value=tree.root_values(),
+                        root_q=tree.root_q_values(), tree=tree, **extra)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PUCT:
+    """pUCT selection (see :mod:`lz_tune.mcts.puct` for the score)."""
+
+    pb_c_base: float = 19652.0
+    pb_c_init: float = 1.25
+    root_dirichlet_alpha: float = 0.3
+    root_noise_weight: float = 0.0
+    """Dirichlet mix at the root (0.25 for collection, 0 for evaluation)."""
+    value_delta_max: float = 0.01
+
+    def init_roots(self, tree: Tree, root: RootInput, rng: np.random.Generator) -> Any:
+        batch, num_actions = tree.root_legal.shape
+        noise = (dirichlet_noise(rng, tree.root_legal, self.root_dirichlet_alpha) if self.root_noise_weight > 0
+                 else np.zeros((batch, num_actions), np.float32))
+        puct.init_roots(tree.children_prior, tree.node_visits, tree.node_value_sum, tree.node_raw_value,
+                        tree.root_legal, tree.min_max, np.ascontiguousarray(root.policy_logits, np.float32),
+                        np.ascontiguousarray(root.value, np.float32), noise, float(self.root_noise_weight))
+        return int(rng.integers(0, 2 ** 63)), np.empty(batch, np.int64)  # tie-break seed, scratch rows
+
+    def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
+        seed, flat = ctx
+        puct.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
+                           tree.node_reward, tree.root_legal, tree.discount, tree.min_max, float(self.pb_c_base),
+                           float(self.pb_c_init), float(self.value_delta_max), seed, sim, parents, actions, flat)
+
+    def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
+        return tree_output(tree)
+
+
+def puct_search(*, root: RootInput, recurrent_fn, num_simulations: int, discount: float, rng: np.random.Generator,
+                pb_c_base: float = 19652.0, pb_c_init: float = 1.25, root_dirichlet_alpha: float = 0.3,
+                root_noise_weight: float = 0.0, value_delta_max: float = 0.01) -> SearchOutput:
+    """:func:`run_search` with :class:`PUCT` (MuZero's search)."""
+    strategy = PUCT(pb_c_base=pb_c_base, pb_c_init=pb_c_init, root_dirichlet_alpha=root_dirichlet_alpha,
+                    root_noise_weight=root_noise_weight, value_delta_max=value_delta_max)
+    return run_search(strategy=strategy, root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
+                      discount=discount, rng=rng)
