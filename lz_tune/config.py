@@ -1,7 +1,8 @@
 """Typed experiment configuration.
 
 One frozen dataclass per concern (env, model, mcts, buffer, learner, collector, evaluator,
-async_pipeline), gathered in :class:`Config`. Every field has a docstring-style comment and a
+async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel),
+gathered in :class:`Config`. Every field has a docstring-style comment and a
 default; values are checked when the object is built, so a wrong key or value fails with a
 :class:`ConfigError` naming the dotted key before any env or actor starts.
 
@@ -397,6 +398,45 @@ class EvaluatorConfig(_Section):
 
 
 @dataclass(frozen=True)
+class EfficientZeroConfig(_Section):
+    """EfficientZero (``policy_type=efficientzero``): the value-prefix LSTM. Ignored by other types."""
+
+    _prefix = "efficientzero"
+    lstm_horizon_len: int = 5
+    """The value prefix (sum of rewards since the last reset) and the LSTM state are reset every
+    this many model steps, counted from the root of each search and from each sampled position
+    of a training batch."""
+    lstm_hidden_size: int = 64
+    """Hidden size of the value-prefix LSTM (the original uses 512 on Atari)."""
+    value_prefix_loss_weight: float = 1.0
+    """Weight of the value-prefix cross-entropy (it replaces MuZero's reward loss)."""
+
+    def _check(self) -> None:
+        self._positive("lstm_horizon_len", "lstm_hidden_size")
+        self._non_negative("value_prefix_loss_weight")
+
+
+@dataclass(frozen=True)
+class GumbelConfig(_Section):
+    """Gumbel MuZero (``policy_type=gumbel_muzero``) search. Ignored by other types."""
+
+    _prefix = "gumbel"
+    max_num_considered_actions: int = 16
+    """m: actions sampled without replacement at the root (Gumbel top-k) and halved by
+    sequential halving; capped at the legal actions of each root."""
+    gumbel_scale: float = 1.0
+    """Scale of the root Gumbel noise during collection (evaluation uses none)."""
+    c_visit: float = 50.0
+    """sigma(q) = (c_visit + max visits) * c_scale * q (paper's constants)."""
+    c_scale: float = 0.1
+    """See c_visit."""
+
+    def _check(self) -> None:
+        self._positive("max_num_considered_actions", "c_visit", "c_scale")
+        self._non_negative("gumbel_scale")
+
+
+@dataclass(frozen=True)
 class AsyncPipelineConfig(_Section):
     """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
 
@@ -484,6 +524,8 @@ class Config(_Section):
     collector: CollectorConfig = field(default_factory=CollectorConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     async_pipeline: AsyncPipelineConfig = field(default_factory=AsyncPipelineConfig)
+    efficientzero: EfficientZeroConfig = field(default_factory=EfficientZeroConfig)
+    gumbel: GumbelConfig = field(default_factory=GumbelConfig)
 
     def _check(self) -> None:
         if self.policy_type not in POLICY_TYPES:

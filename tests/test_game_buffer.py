@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lz_tune.buffer import GameBuffer, GameSegment, SampledIndex, SegmentBuilder, segment_value_targets
+from lz_tune.algos.targets import make_train_batch
+from lz_tune.buffer import Reanalysis, GameBuffer, GameSegment, SampledIndex, SegmentBuilder, segment_value_targets
 from lz_tune.buffer.priority import gumbel_top_k, importance_weights, sample_proportional
 from lz_tune.buffer.storage import ColumnStore
 
@@ -33,7 +34,7 @@ def collect_segments(*, episode_lengths, L, U, T, S, frame_shape=(2,), seed=0):
             mask[rng.integers(A)] = True
             segments += builder.add_step(
                 action=int(rng.integers(A)), reward=float(rng.normal()), root_value=float(rng.normal()),
-                pred_value=float(rng.normal()), child_visit=visits, action_mask=mask, to_play=int(i % 2),
+                pred_value=float(rng.normal()), policy_target=visits, action_mask=mask, to_play=int(i % 2),
                 timestep=i, next_frame=frame(), done=i == length - 1,
             )
     return segments
@@ -46,7 +47,7 @@ def tiny_segment(num_owned, *, terminal=True, padding=0, value=0.0, pred=None):
     return GameSegment(
         frames=np.full((n_obs, 1), value, np.float32), actions=np.zeros(m, np.int64), rewards=np.ones(m),
         root_values=np.zeros(m), pred_values=np.zeros(m) if pred is None else np.asarray(pred),
-        child_visits=np.full((m, A), 1 / A), action_mask=np.ones((m, A), bool), to_play=np.full(m, -1),
+        policy_targets=np.full((m, A), 1 / A), action_mask=np.ones((m, A), bool), to_play=np.full(m, -1),
         timesteps=np.arange(m), num_owned=num_owned, terminal=terminal,
     )
 
@@ -75,7 +76,7 @@ def test_push_registers_exactly_owned_positions():
     np.testing.assert_array_equal(pos, np.concatenate([np.arange(s.num_owned) for s in segments]))
     for seg_id, seg in enumerate(segments):
         stored = buffer.get_segment(seg_id)
-        for name in ("frames", "actions", "rewards", "root_values", "child_visits", "action_mask", "timesteps"):
+        for name in ("frames", "actions", "rewards", "root_values", "policy_targets", "action_mask", "timesteps"):
             np.testing.assert_array_equal(getattr(stored, name), getattr(seg, name))
         assert (stored.num_owned, stored.terminal) == (seg.num_owned, seg.terminal)
     assert buffer.nbytes >= sum(s.nbytes for s in segments)
@@ -394,7 +395,7 @@ def test_make_batch_matches_segments(frame_shape, S, U, T):
     buffer = make_buffer(num_unroll_steps=U, td_steps=T, frame_stack=S, discount=0.95)
     buffer.push(segments)
     index = buffer.sample(48)
-    batch = buffer.make_batch(index, value_fn=newest_frame_mean)
+    batch = make_train_batch(buffer, index, value_fn=newest_frame_mean)
     obs_shape = (S * frame_shape[0],) + frame_shape[1:]
     assert batch.obs.shape == (48, U + 1) + obs_shape
     assert batch.actions.shape == (48, U) and batch.actions.dtype == np.int64
@@ -402,7 +403,7 @@ def test_make_batch_matches_segments(frame_shape, S, U, T):
     assert batch.target_reward.shape == (48, U) and batch.target_policy.shape == (48, U + 1, A)
     assert batch.target_value.dtype == batch.target_reward.dtype == batch.target_policy.dtype == np.float32
     np.testing.assert_array_equal(batch.weights, index.weights)
-    root_batch = buffer.make_batch(index, value_fn=None, use_root_value=True)
+    root_batch = make_train_batch(buffer, index, value_fn=None, use_root_value=True)
     saw_past_end = False
     for b, (seg_id, t) in enumerate(zip(index.segment_ids, index.positions)):
         seg = segments[seg_id]
@@ -414,7 +415,7 @@ def test_make_batch_matches_segments(frame_shape, S, U, T):
                 assert not batch.obs[b, k].any()
             if p < seg.num_steps:
                 assert batch.mask[b, k] == 1
-                np.testing.assert_array_equal(batch.target_policy[b, k], seg.child_visits[p])
+                np.testing.assert_array_equal(batch.target_policy[b, k], seg.policy_targets[p])
                 np.testing.assert_array_equal(batch.action_mask[b, k], seg.action_mask[p])
                 if k < U:
                     assert batch.actions[b, k] == seg.actions[p]
@@ -443,12 +444,12 @@ def test_value_fn_called_once_per_batch_or_in_chunks():
 
     buffer = make_buffer(num_unroll_steps=3, td_steps=3, frame_stack=2)
     buffer.push(segments)
-    buffer.make_batch(buffer.sample(16), value_fn=value_fn)
+    make_train_batch(buffer, buffer.sample(16), value_fn=value_fn)
     assert len(calls) == 1 and calls[0] <= 16 * 4  # distinct bootstrap observations only
     chunked = make_buffer(num_unroll_steps=3, td_steps=3, frame_stack=2, mini_infer_size=5)
     chunked.push(segments)
     calls.clear()
-    chunked.make_batch(chunked.sample(16), value_fn=value_fn)
+    make_train_batch(chunked, chunked.sample(16), value_fn=value_fn)
     assert max(calls) <= 5 and len(calls) == -(-sum(calls) // 5)
 
 
@@ -462,11 +463,11 @@ def test_reanalyze_ratio_replaces_exactly_the_first_rows():
         seen.append((obs.shape, action_mask.shape, to_play.shape))
         out = np.zeros((obs.shape[0], A), np.float32)
         out[:, -1] = 1.0
-        return out
+        return Reanalysis(out, np.zeros(obs.shape[0], np.float32))
 
     index = buffer.sample(20)
-    plain = buffer.make_batch(index, value_fn=newest_frame_mean)
-    batch = buffer.make_batch(index, value_fn=newest_frame_mean, reanalyze_fn=reanalyze_fn, reanalyze_ratio=0.3)
+    plain = make_train_batch(buffer, index, value_fn=newest_frame_mean)
+    batch = make_train_batch(buffer, index, value_fn=newest_frame_mean, reanalyze_fn=reanalyze_fn, reanalyze_ratio=0.3)
     assert batch.num_reanalyzed == 6
     valid = plain.mask[:6] > 0
     assert seen[0][0][0] == valid.sum() and seen[0][1] == (valid.sum(), A) and seen[0][2] == (valid.sum(),)
@@ -474,21 +475,21 @@ def test_reanalyze_ratio_replaces_exactly_the_first_rows():
     assert not batch.target_policy[:6][~valid].any()
     np.testing.assert_array_equal(batch.target_policy[6:], plain.target_policy[6:])
     for seg_id in buffer.segment_ids:  # stored data untouched
-        np.testing.assert_array_equal(buffer.get_segment(seg_id).child_visits, segments[seg_id].child_visits)
+        np.testing.assert_array_equal(buffer.get_segment(seg_id).policy_targets, segments[seg_id].policy_targets)
     with pytest.raises(ValueError):
-        buffer.make_batch(index, value_fn=newest_frame_mean, reanalyze_ratio=0.5)
+        make_train_batch(buffer, index, value_fn=newest_frame_mean, reanalyze_ratio=0.5)
 
 
 def test_reanalyze_oldest_replaces_chosen_segments_only():
     segments = collect_segments(episode_lengths=[30, 25, 44], L=5, U=2, T=2, S=2)
     buffer = make_buffer(frame_stack=2)
     buffer.push(segments)
-    originals = [s.child_visits.copy() for s in segments]
+    originals = [s.policy_targets.copy() for s in segments]
 
     def fn(obs, action_mask, to_play):
         visits = np.zeros((obs.shape[0], A), np.float32)
         visits[:, 0] = 1.0
-        return visits, np.full(obs.shape[0], 42.0, np.float32)
+        return Reanalysis(visits, np.full(obs.shape[0], 42.0, np.float32))
 
     chosen = buffer.reanalyze_oldest(num_segments=3, fn=fn, fraction_oldest=0.5, age_decay=0.0,
                                      rng=np.random.default_rng(0))
@@ -496,10 +497,10 @@ def test_reanalyze_oldest_replaces_chosen_segments_only():
     for seg_id in buffer.segment_ids:
         stored = buffer.get_segment(seg_id)
         if seg_id in chosen:
-            assert np.all(stored.root_values == 42.0) and np.all(stored.child_visits[:, 0] == 1.0)
+            assert np.all(stored.root_values == 42.0) and np.all(stored.policy_targets[:, 0] == 1.0)
         else:
             np.testing.assert_array_equal(stored.root_values, segments[seg_id].root_values)
-        np.testing.assert_array_equal(segments[seg_id].child_visits, originals[seg_id])  # caller's copies
+        np.testing.assert_array_equal(segments[seg_id].policy_targets, originals[seg_id])  # caller's copies
     oldest = buffer.reanalyze_oldest(num_segments=2, fn=fn, age_decay=1e4, rng=np.random.default_rng(1))
     np.testing.assert_array_equal(oldest, [0, 1])  # strong decay: the very oldest
 
@@ -520,8 +521,8 @@ def test_state_dict_round_trip():
     i1, i2 = buffer.sample(8), clone.sample(8)
     np.testing.assert_array_equal(i1.segment_ids, i2.segment_ids)
     np.testing.assert_array_equal(i1.positions, i2.positions)
-    b1 = buffer.make_batch(i1, value_fn=newest_frame_mean)
-    b2 = clone.make_batch(i2, value_fn=newest_frame_mean)
+    b1 = make_train_batch(buffer, i1, value_fn=newest_frame_mean)
+    b2 = make_train_batch(clone, i2, value_fn=newest_frame_mean)
     np.testing.assert_array_equal(b1.obs, b2.obs)
     np.testing.assert_array_equal(b1.target_value, b2.target_value)
     clone.push(collect_segments(episode_lengths=[9], L=6, U=2, T=2, S=2, frame_shape=(1, 3, 3), seed=1))
@@ -536,7 +537,7 @@ def test_stale_index_in_make_batch_raises():
     index = buffer.sample(2)
     buffer.push([tiny_segment(3)])
     with pytest.raises(KeyError):
-        buffer.make_batch(index, value_fn=newest_frame_mean)
+        make_train_batch(buffer, index, value_fn=newest_frame_mean)
     assert isinstance(index, SampledIndex)
 
 
@@ -591,7 +592,7 @@ class GameBufferMachine(RuleBasedStateMachine):
         return GameSegment(
             frames=(base + np.arange(self.S - 1 + n_obs, dtype=np.float32))[:, None].repeat(2, 1),
             actions=self.rng.integers(0, A, m), rewards=base + np.arange(m, dtype=np.float32),
-            root_values=self.rng.normal(size=m), pred_values=self.rng.normal(size=m), child_visits=visits,
+            root_values=self.rng.normal(size=m), pred_values=self.rng.normal(size=m), policy_targets=visits,
             action_mask=np.ones((m, A), bool), to_play=np.full(m, -1), timesteps=np.arange(m),
             num_owned=owned, terminal=terminal)
 
@@ -687,9 +688,9 @@ class GameBufferMachine(RuleBasedStateMachine):
         value_fn = None if use_root_value else (lambda obs: obs.reshape(obs.shape[0], -1).mean(1))
         if not all(s in self.segments for s in index.segment_ids.tolist()):
             with pytest.raises(KeyError):
-                self.buffer.make_batch(index, value_fn=value_fn, use_root_value=use_root_value)
+                make_train_batch(self.buffer, index, value_fn=value_fn, use_root_value=use_root_value)
             return
-        batch = self.buffer.make_batch(index, value_fn=value_fn, use_root_value=use_root_value)
+        batch = make_train_batch(self.buffer, index, value_fn=value_fn, use_root_value=use_root_value)
         U = self.U
         assert batch.obs.shape == (len(index), U + 1, 2 * self.S)
         assert np.all(np.isfinite(batch.target_value)) and np.all(np.isfinite(batch.target_reward))
@@ -705,7 +706,7 @@ class GameBufferMachine(RuleBasedStateMachine):
         def fn(obs, action_mask, to_play):
             visits = np.zeros((obs.shape[0], A), np.float32)
             visits[:, 1] = 1.0
-            return visits, obs.reshape(obs.shape[0], -1)[:, -1].astype(np.float32)  # newest frame's value
+            return Reanalysis(visits, obs.reshape(obs.shape[0], -1)[:, -1].astype(np.float32))  # newest frame's value
 
         chosen = self.buffer.reanalyze_oldest(num_segments=count, fn=fn, fraction_oldest=fraction,
                                               rng=np.random.default_rng(0))
@@ -716,7 +717,7 @@ class GameBufferMachine(RuleBasedStateMachine):
             visits = np.zeros((m, A), np.float32)
             visits[:, 1] = 1.0
             newest = seg.frames[self.S - 1:self.S - 1 + m, -1].astype(np.float32)
-            self.segments[s] = GameSegment(**{**seg.__dict__, "child_visits": visits, "root_values": newest})
+            self.segments[s] = GameSegment(**{**seg.__dict__, "policy_targets": visits, "root_values": newest})
 
     @rule(new_capacity=st.integers(1, 30))
     def checkpoint_round_trip(self, new_capacity):
@@ -758,7 +759,7 @@ class GameBufferMachine(RuleBasedStateMachine):
         # every live segment still holds exactly what was pushed (or last reanalysed)
         for s in ids:
             stored, seg = buf.get_segment(s), self.segments[s]
-            for name in ("frames", "actions", "rewards", "root_values", "child_visits", "action_mask", "timesteps"):
+            for name in ("frames", "actions", "rewards", "root_values", "policy_targets", "action_mask", "timesteps"):
                 np.testing.assert_array_equal(getattr(stored, name), getattr(seg, name), err_msg=name)
             assert (stored.num_owned, stored.terminal) == (seg.num_owned, seg.terminal)
         # bytes: what the arrays allocate, at least the live rows, at most the peak plus slack

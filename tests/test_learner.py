@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+
+from lz_tune.algos.targets import make_train_batch
 import pytest
 import torch
 
@@ -42,7 +44,7 @@ def setup(tiny_cfg):
     assert buffer.num_transitions >= cfg.learner.batch_size
     torch.manual_seed(0)
     learner = MuZeroLearner(cfg, spec)
-    batch = buffer.make_batch(buffer.sample(cfg.learner.batch_size), value_fn=learner.target_policy.value_targets)
+    batch = make_train_batch(buffer, buffer.sample(cfg.learner.batch_size), value_fn=learner.target_policy.value_targets)
     return cfg, spec, buffer, batch
 
 

@@ -53,7 +53,7 @@ def run_builder(episode_lengths, *, L, U, T, S, image=False, continue_stack=Fals
                 reward=float(step_id),  # unique id of the step
                 root_value=0.5 * step_id,
                 pred_value=0.25 * step_id,
-                child_visit=visit,
+                policy_target=visit,
                 action_mask=np.arange(A) != (step_id + 1) % A,
                 to_play=-1,
                 timestep=i,
@@ -127,7 +127,7 @@ def test_builder_invariants(episode_lengths, L, U, T, S, image, continue_stack):
             n = seg.num_owned
             np.testing.assert_array_equal(seg.actions[n:n + overlap], nxt.actions[:overlap])
             np.testing.assert_array_equal(seg.rewards[n:n + overlap], nxt.rewards[:overlap])
-            np.testing.assert_array_equal(seg.child_visits[n:n + overlap], nxt.child_visits[:overlap])
+            np.testing.assert_array_equal(seg.policy_targets[n:n + overlap], nxt.policy_targets[:overlap])
             np.testing.assert_array_equal(seg.frames[n:n + overlap + S - 1], nxt.frames[:overlap + S - 1])
 
 
@@ -163,7 +163,7 @@ def test_done_at_segment_boundary_and_short_tail():
 
 def test_builder_usage_errors_and_abandon():
     builder = SegmentBuilder(segment_length=4, num_unroll_steps=1, td_steps=1, frame_stack=2, action_space_size=2)
-    step = dict(action=0, reward=0.0, root_value=0.0, pred_value=0.0, child_visit=[1, 0], action_mask=[True, True],
+    step = dict(action=0, reward=0.0, root_value=0.0, pred_value=0.0, policy_target=[1, 0], action_mask=[True, True],
                 to_play=-1, timestep=0, next_frame=np.zeros(3), done=False)
     with pytest.raises(RuntimeError):
         builder.add_step(**step)
@@ -187,7 +187,7 @@ def test_image_obs_shape_and_segment_helpers():
     np.testing.assert_allclose(seg.initial_priorities(eps=1e-3), 0.25 * np.arange(3) + 1e-3, rtol=1e-6)
     assert seg.nbytes == sum(
         getattr(seg, name).nbytes
-        for name in ("frames", "actions", "rewards", "root_values", "pred_values", "child_visits", "action_mask",
+        for name in ("frames", "actions", "rewards", "root_values", "pred_values", "policy_targets", "action_mask",
                      "to_play", "timesteps")
     )
 
@@ -195,12 +195,12 @@ def test_image_obs_shape_and_segment_helpers():
 def test_segment_validation():
     good = dict(
         frames=np.zeros((4, 2), np.float32), actions=[0, 1, 0], rewards=[0, 0, 0], root_values=[0, 0, 0],
-        pred_values=[0, 0, 0], child_visits=np.full((3, 2), 0.5), action_mask=np.ones((3, 2), bool),
+        pred_values=[0, 0, 0], policy_targets=np.full((3, 2), 0.5), action_mask=np.ones((3, 2), bool),
         to_play=[-1] * 3, timesteps=[0, 1, 2], num_owned=2, terminal=False,
     )
     seg = GameSegment(**good)
     assert seg.frame_stack == 1 and seg.num_obs == 4 and seg.actions.dtype == np.int64
-    assert seg.child_visits.dtype == np.float32
+    assert seg.policy_targets.dtype == np.float32
     for change, match in [
         (dict(num_owned=4), "num_owned"),
         (dict(rewards=[0, 0]), "rewards"),

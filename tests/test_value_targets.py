@@ -18,7 +18,7 @@ def make_segment(rewards, *, num_owned, terminal, root_values=None, frame_stack=
         rewards=np.asarray(rewards, np.float32),
         root_values=np.zeros(m) if root_values is None else np.asarray(root_values),
         pred_values=np.zeros(m),
-        child_visits=np.full((m, 2), 0.5),
+        policy_targets=np.full((m, 2), 0.5),
         action_mask=np.ones((m, 2), bool),
         to_play=np.full(m, -1),
         timesteps=np.arange(m),

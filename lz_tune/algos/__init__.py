@@ -1,5 +1,6 @@
-"""Policy types. Each is a module with ``make_policy(cfg, spec, device=...)`` and
-``make_learner(cfg, spec)`` (see :mod:`lz_tune.algos.base` for the interface).
+"""Policy types. Each is a module with ``make_policy(cfg, spec, device=...)``,
+``make_learner(cfg, spec)`` and ``step_columns(cfg, spec)`` (its extra per-step data; see
+:mod:`lz_tune.algos.base` for the interface).
 
 Shared code (collectors, evaluators, the driver) never branches on the policy type: it asks
 :func:`get_algorithm` for the module and uses the interface.
@@ -15,6 +16,8 @@ from lz_tune.config import POLICY_TYPES, ConfigError
 #: policy type -> module implementing it
 IMPLEMENTED: dict[str, str] = {
     "muzero": "lz_tune.algos.muzero",
+    "efficientzero": "lz_tune.algos.efficientzero",
+    "gumbel_muzero": "lz_tune.algos.gumbel_muzero",
 }
 
 

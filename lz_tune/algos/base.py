@@ -2,27 +2,35 @@
 
 - :class:`Policy` (inference side, lives in collectors, evaluators AND the learner):
   the network plus the tree search; ``act`` turns an env batch into actions and search
-  statistics, ``value_targets`` / ``reanalyze`` serve the replay buffer's target building.
+  statistics, ``value_targets`` / ``reanalyze`` serve the training targets.
 - :class:`Learner` (driver only): a Policy in learn mode, the target network, optimizer,
-  LR schedule and ``train_iter``; ``learn(batch)`` does one update and returns priorities.
+  LR schedule and ``train_iter``; ``make_batch`` builds the type's training batch from the
+  buffer's primitives, ``learn(batch)`` does one update and returns priorities.
 
-A policy type is a module of :mod:`lz_tune.algos` that provides ``make_policy`` and
-``make_learner`` (see :func:`lz_tune.algos.get_algorithm`). Variants that need more state
-(UniZero KV caches, EfficientZero LSTM hidden states) keep it inside their Policy and clear
-it in :meth:`Policy.on_weights_loaded`.
+A policy type is a module of :mod:`lz_tune.algos` that provides ``make_policy``,
+``make_learner`` and ``step_columns`` (see :func:`lz_tune.algos.get_algorithm`).
+
+Stateful inference (history-conditioned types, UniZero KV caches) keeps its state inside the
+Policy: :meth:`Policy.reset` is called for the envs whose episode ended (collector) and for
+every env at the start of an evaluation; ``act`` receives the previous action of each env;
+:meth:`Policy.on_weights_loaded` runs after EVERY weight change (snapshot load in a worker,
+optimizer step and target sync in the learner).
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from lz_tune.buffer.batch import TrainBatch
+from lz_tune.buffer import GameBuffer, Reanalysis, SampledIndex, StepColumn, TrainBatch
 from lz_tune.envs.types import EnvBatch
+
+__all__ = ["ActResult", "Learner", "Policy", "Reanalysis", "StepColumn"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +43,11 @@ class ActResult:
     """[N] float32 search values of the roots."""
     pred_value: np.ndarray
     """[N] float32 the network's own value estimates of the roots."""
-    visit_distribution: np.ndarray
-    """[N, A] float32 normalised root visit counts (policy targets)."""
+    policy_target: np.ndarray
+    """[N, A] float32 what the policy is trained towards: normalised root visit counts
+    (MuZero), the improved policy (Gumbel MuZero)."""
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """The type's extra per-step columns (its ``step_columns``), ``{name: [N, *shape]}``."""
 
 
 class Policy(abc.ABC):
@@ -45,11 +56,14 @@ class Policy(abc.ABC):
     network: torch.nn.Module
 
     @abc.abstractmethod
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator) -> ActResult:
+    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+            previous_action: Optional[np.ndarray] = None) -> ActResult:
         """Search from every observation of ``batch`` and pick actions.
 
-        mode: ``"collect"`` (root noise, sampling with ``temperature``) or ``"eval"`` (no
-        noise, most-visited action).
+        mode: ``"collect"`` (root noise, exploration with ``temperature``) or ``"eval"`` (no
+        noise, greedy).
+        previous_action: [N] int64 the action each env took last (-1 right after a reset);
+        None when the caller does not track it (stateless types ignore it).
         """
 
     @abc.abstractmethod
@@ -58,19 +72,24 @@ class Policy(abc.ABC):
 
     @abc.abstractmethod
     def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Fresh search without noise: (visit distributions [K, A], root values [K])."""
+                  rng: np.random.Generator) -> Reanalysis:
+        """Fresh search without root noise over K stored observations."""
+
+    def reset(self, env_ids: np.ndarray) -> None:
+        """Forget per-env inference state of ``env_ids`` [k] int (their episodes ended or an
+        evaluation starts). Stateless types have none."""
 
     def weights(self) -> dict[str, torch.Tensor]:
         """CPU copy of the network weights (a snapshot safe to ship to other processes)."""
         return {k: v.detach().to("cpu", copy=True) for k, v in self.network.state_dict().items()}
 
-    def load_weights(self, state: dict[str, torch.Tensor]) -> None:
+    def load_weights(self, state: Mapping[str, torch.Tensor]) -> None:
         self.network.load_state_dict(state)
         self.on_weights_loaded()
 
     def on_weights_loaded(self) -> None:
-        """Hook for caches that depend on the weights (UniZero KV caches); none for MuZero."""
+        """Hook for caches that depend on the weights (KV caches, recurrent history); called
+        after every weight change. None for MuZero."""
 
 
 class Learner(abc.ABC):
@@ -79,6 +98,11 @@ class Learner(abc.ABC):
     policy: Policy
     target_policy: Policy
     train_iter: int
+
+    @abc.abstractmethod
+    def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
+        """The type's training batch for the sampled positions, built from the buffer's
+        primitives (``buffer.gather_window``, ``buffer.n_step_values``) and the target policy."""
 
     @abc.abstractmethod
     def learn(self, batch: TrainBatch) -> tuple[dict[str, float], np.ndarray]:

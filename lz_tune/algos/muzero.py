@@ -10,8 +10,15 @@ Loss of one batch (B samples, U unroll steps), per sample, summed over k = 0..U:
 
 Every step k counts equally; the summed loss is divided by U (the original's 1/U gradient
 hook on the total loss) and the latent's gradient is halved at the entry of every dynamics
-step (MuZero paper, appendix G), so the gradient through the dynamics does not grow with U. Samples are weighted by their PER importance
-weights; new priorities are |predicted value - target value| at k = 0.
+step (MuZero paper, appendix G), so the gradient through the dynamics does not grow with U.
+Samples are weighted by their PER importance weights; new priorities are |predicted value -
+target value| at k = 0.
+
+The variants of the family subclass these two classes and override only what differs (see
+``efficientzero.py``, ``gumbel_muzero.py``): the search strategy (:meth:`MuZeroPolicy.strategy`),
+the per-node model state and recurrent function (:meth:`MuZeroPolicy.search_backend`), the
+model state carried through the unroll (:meth:`MuZeroLearner.initial_state`,
+:meth:`MuZeroLearner.unroll_step`), the reward-like targets, the policy loss, and the batch.
 """
 
 from __future__ import annotations
@@ -23,55 +30,33 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.base import ActResult, Learner, Policy
-from lz_tune.buffer.batch import TrainBatch
-from lz_tune.config import Config, ConfigError
+from lz_tune.algos.base import ActResult, Learner, Policy, Reanalysis
+from lz_tune.algos.common import build_network, entropy, learning_rate_at, make_optimizer, scale_gradient, soft_ce
+from lz_tune.algos.targets import make_train_batch
+from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
+from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
-from lz_tune.mcts import RootInput, puct_search, select_action
-from lz_tune.models.base import MuZeroNetwork
+from lz_tune.mcts import PUCT, RootInput, SearchOutput, run_search, select_action
 from lz_tune.models.mlp_inference import MLPSearchInference
 from lz_tune.models.support import scalar_to_support, support_to_scalar, support_to_scalar_np
 
 
-def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
-    """The MLP network for vector observations, the conv network for images (model.kind)."""
-    m = cfg.model
-    kind = m.kind
-    if kind == "auto":
-        kind = "conv" if len(spec.observation_shape) == 3 else "mlp"
-    if kind == "mlp":
-        from lz_tune.models.mlp import MuZeroMLPNetwork
-
-        if len(spec.observation_shape) != 1:
-            raise ConfigError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
-                             f"{spec.observation_shape}; use model.kind=conv")
-        return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
-                                latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
-                                value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                                projection_dim=m.projection_dim, layer_norm=m.layer_norm)
-    from lz_tune.models.conv import MuZeroConvNetwork
-
-    if len(spec.observation_shape) != 3:
-        raise ValueError(f"model.kind: 'conv' needs image observations [C, H, W], {cfg.env.env_id} gives "
-                         f"{spec.observation_shape}; use model.kind=mlp")
-    return MuZeroConvNetwork(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
-                             num_channels=m.num_channels, num_res_blocks=m.num_res_blocks, downsample=m.downsample,
-                             value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                             projection_dim=m.projection_dim)
-
-
 class MuZeroPolicy(Policy):
-    """MuZero network + batched pUCT search. All inference runs under ``torch.inference_mode``."""
+    """MuZero network + batched search. All inference runs under ``torch.inference_mode``."""
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[MuZeroNetwork] = None) -> None:
+                 network: Optional[torch.nn.Module] = None) -> None:
         self.cfg = cfg
         self.spec = spec
         self.device = torch.device(device)
-        self.network = (network or build_network(cfg, spec)).to(self.device)
+        self.network = (network or self.build_network(cfg, spec)).to(self.device)
         self.network.eval()
         self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
         self._engine = MLPSearchInference()  # numpy search engine for MLP networks on the CPU (mcts.inference)
+
+    @staticmethod
+    def build_network(cfg: Config, spec: EnvSpecInfo) -> torch.nn.Module:
+        return build_network(cfg, spec)
 
     # ------------------------------------------------------------------ search plumbing
 
@@ -88,12 +73,13 @@ class MuZeroPolicy(Policy):
         value = support_to_scalar_np(self._numpy(out.value_logits))
         return out.latent, reward, value, self._numpy(out.policy_logits)
 
-    def _search_backend(self, obs: np.ndarray):
-        """``(RootInput fields, recurrent_fn)`` for :func:`puct_search` from observations ``[K, *obs_shape]``.
+    def search_backend(self, obs: np.ndarray):
+        """Root state and recurrent function for the search from observations ``[K, *obs_shape]``.
 
-        ``mcts.inference=auto`` and an MLP network on the CPU: representation in torch, then the
-        numpy engine (root prediction included) on numpy latents. Otherwise torch throughout.
-        Returns ``(latent, value [K], policy_logits [K, A], recurrent_fn)``; call under inference mode.
+        ``mcts.inference=auto`` and a MuZero MLP network on the CPU: representation in torch,
+        then the numpy engine (root prediction included) on numpy latents. Otherwise torch
+        throughout. Returns ``(root_state, value [K], policy_logits [K, A], recurrent_fn)``;
+        call under inference mode.
         """
         if self.cfg.mcts.inference == "auto" and MLPSearchInference.supports(self.network):
             self._engine.bind(self.network)  # fresh views: the learner may have stepped since the last search
@@ -104,32 +90,36 @@ class MuZeroPolicy(Policy):
         value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
         return init.latent, value, init.policy_logits.float().cpu().numpy(), self._recurrent
 
-    def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
-               noise: bool, rng: np.random.Generator):
-        """Batched search from stacked observations [K, *obs_shape]; returns (SearchOutput, pred_value [K])."""
+    def strategy(self, *, noise: bool):
+        """The search strategy: pUCT, with root Dirichlet noise when ``noise`` (collection)."""
         m = self.cfg.mcts
+        return PUCT(pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init, root_dirichlet_alpha=m.root_dirichlet_alpha,
+                    root_noise_weight=m.root_noise_weight if noise else 0.0, value_delta_max=m.value_delta_max)
+
+    def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
+               noise: bool, rng: np.random.Generator) -> tuple[SearchOutput, np.ndarray]:
+        """Batched search from stacked observations [K, *obs_shape]; returns (SearchOutput, pred_value [K])."""
         with torch.inference_mode():
-            latent, pred_value, policy_logits, recurrent_fn = self._search_backend(obs)
-            root = RootInput(latent=latent, value=pred_value, policy_logits=policy_logits,
+            state, pred_value, policy_logits, recurrent_fn = self.search_backend(obs)
+            root = RootInput(latent=state, value=pred_value, policy_logits=policy_logits,
                              action_mask=action_mask, to_play=to_play)
-            out = puct_search(root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
-                              discount=m.discount_factor, rng=rng, pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init,
-                              root_dirichlet_alpha=m.root_dirichlet_alpha,
-                              root_noise_weight=m.root_noise_weight if noise else 0.0,
-                              value_delta_max=m.value_delta_max)
+            out = run_search(strategy=self.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
+                             num_simulations=num_simulations, discount=self.cfg.mcts.discount_factor, rng=rng)
         return out, pred_value
 
     # ------------------------------------------------------------------ Policy interface
 
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator) -> ActResult:
+    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+            previous_action: Optional[np.ndarray] = None) -> ActResult:
         collect = mode == "collect"
         sims = self.cfg.mcts.num_simulations if collect else (self.cfg.mcts.eval_num_simulations
                                                               or self.cfg.mcts.num_simulations)
         out, pred_value = self.search(batch.observation, batch.action_mask, batch.to_play, num_simulations=sims,
                                       noise=collect, rng=rng)
-        action = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
+        action = out.action if out.action is not None else select_action(
+            out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,
-                         visit_distribution=out.visit_distribution)
+                         policy_target=out.policy_target)
 
     def value_targets(self, obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -137,48 +127,23 @@ class MuZeroPolicy(Policy):
             return support_to_scalar_np(logits.float().cpu().numpy())
 
     def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                  rng: np.random.Generator) -> Reanalysis:
         out, _ = self.search(obs, action_mask, to_play, num_simulations=self.cfg.mcts.num_simulations, noise=False,
                              rng=rng)
-        return out.visit_distribution, out.root_value
-
-
-def _scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """Identity forward; multiplies the gradient by ``scale``."""
-    return x * scale + x.detach() * (1.0 - scale)
-
-
-def _soft_ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """[B] cross-entropy of ``logits`` [B, K] against target probabilities [B, K]."""
-    return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
-
-
-def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
-    lc = cfg.learner
-    if lc.optim_type == "sgd":
-        return torch.optim.SGD(params, lr=lc.learning_rate, momentum=lc.momentum, weight_decay=lc.weight_decay)
-    if lc.optim_type == "adam":
-        return torch.optim.Adam(params, lr=lc.learning_rate, weight_decay=lc.weight_decay)
-    return torch.optim.AdamW(params, lr=lc.learning_rate, weight_decay=lc.weight_decay)
-
-
-def learning_rate_at(cfg: Config, train_iter: int) -> float:
-    """Piecewise schedule: x1 before 50%, x0.1 before 100%, x0.01 after threshold updates."""
-    lc = cfg.learner
-    if not lc.piecewise_decay_lr_scheduler:
-        return lc.learning_rate
-    frac = train_iter / lc.threshold_training_steps_for_final_lr
-    return lc.learning_rate * (1.0 if frac < 0.5 else 0.1 if frac < 1.0 else 0.01)
+        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value)
 
 
 class MuZeroLearner(Learner):
     """Learner network, hard-copied target network, optimizer and the unrolled MuZero loss."""
 
+    policy_class = MuZeroPolicy
+    reward_loss_name = "loss/reward"
+
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         self.cfg = cfg
         device = cfg.learner.device
-        self.policy = MuZeroPolicy(cfg, spec, device=device)
-        self.target_policy = MuZeroPolicy(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
+        self.policy = self.policy_class(cfg, spec, device=device)
+        self.target_policy = self.policy_class(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
         self.optimizer = make_optimizer(cfg, self.policy.network.parameters())
         self.train_iter = 0
         self.device = self.policy.device
@@ -186,6 +151,41 @@ class MuZeroLearner(Learner):
     @property
     def learning_rate(self) -> float:
         return learning_rate_at(self.cfg, self.train_iter)
+
+    # ------------------------------------------------------------------ what variants override
+
+    def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
+        """Window + n-step values bootstrapped by the target network (+ reanalysed policy rows)."""
+        b, target = self.cfg.buffer, self.target_policy
+        reanalyze_fn = None
+        if b.reanalyze_ratio > 0:
+            def reanalyze_fn(obs, mask, to_play):
+                return target.reanalyze(obs, mask, to_play, rng)
+        return make_train_batch(buffer, index, value_fn=target.value_targets, reanalyze_fn=reanalyze_fn,
+                                reanalyze_ratio=b.reanalyze_ratio, use_root_value=b.use_root_value)
+
+    def reward_targets(self, batch: TrainBatch) -> torch.Tensor:
+        """[B, U] scalar targets of the dynamics' reward head: the rewards."""
+        return torch.from_numpy(batch.target_reward).to(self.device)
+
+    @property
+    def reward_loss_weight(self) -> float:
+        return self.cfg.learner.reward_loss_weight
+
+    def initial_state(self, latent: torch.Tensor):
+        """Model state carried through the unroll, from the root latent (MuZero: the latent)."""
+        return latent
+
+    def unroll_step(self, net, state, action: torch.Tensor, k: int):
+        """Dynamics step k (1..U): returns (next state, next latent, reward-like logits [B, R])."""
+        latent, reward_logits = net.dynamics(scale_gradient(state, 0.5), action)
+        return latent, latent, reward_logits
+
+    def policy_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """[B] policy loss of ``logits [B, A]`` against target probabilities [B, A]: cross-entropy."""
+        return soft_ce(logits, target)
+
+    # ------------------------------------------------------------------ one update
 
     def learn(self, batch: TrainBatch) -> tuple[dict[str, float], np.ndarray]:
         cfg, lc = self.cfg, self.cfg.learner
@@ -195,7 +195,7 @@ class MuZeroLearner(Learner):
         obs = torch.from_numpy(batch.obs).to(dev)                       # [B, U+1, *obs]
         actions = torch.from_numpy(batch.actions).to(dev)               # [B, U]
         target_value = torch.from_numpy(batch.target_value).to(dev)     # [B, U+1]
-        target_reward = torch.from_numpy(batch.target_reward).to(dev)   # [B, U]
+        target_reward = self.reward_targets(batch)                      # [B, U]
         target_policy = torch.from_numpy(batch.target_policy).to(dev)   # [B, U+1, A]
         mask = torch.from_numpy(batch.mask).to(dev)                     # [B, U+1]
         weights = torch.from_numpy(batch.weights).to(dev)               # [B]
@@ -206,10 +206,10 @@ class MuZeroLearner(Learner):
         reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
 
         init = net.initial_inference(obs[:, 0])
-        latent = init.latent
-        value_loss = _soft_ce(init.value_logits, value_t[:, 0])
-        policy_loss = _soft_ce(init.policy_logits, target_policy[:, 0])
-        entropy = -(F.softmax(init.policy_logits, -1) * F.log_softmax(init.policy_logits, -1)).sum(-1)
+        state = self.initial_state(init.latent)
+        value_loss = soft_ce(init.value_logits, value_t[:, 0])
+        policy_loss = self.policy_loss(init.policy_logits, target_policy[:, 0])
+        policy_entropy = entropy(init.policy_logits)
         reward_loss = torch.zeros_like(value_loss)
         ssl_loss = torch.zeros_like(value_loss)
         with torch.no_grad():
@@ -222,21 +222,20 @@ class MuZeroLearner(Learner):
                     target_proj = net.project(net.representation(flat_next), with_grad=False)
                     target_proj = target_proj.reshape(obs.shape[0], num_unroll, -1)
             for k in range(1, num_unroll + 1):
-                latent, reward_logits = net.dynamics(_scale_gradient(latent, 0.5), actions[:, k - 1])
+                state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
                 policy_logits, value_logits = net.prediction(latent)
-                value_loss = value_loss + _soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + _soft_ce(policy_logits, target_policy[:, k])
-                reward_loss = reward_loss + _soft_ce(reward_logits, reward_t[:, k - 1])
-                probs = F.softmax(policy_logits, -1)
-                entropy = entropy + -(probs * F.log_softmax(policy_logits, -1)).sum(-1)
+                value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
+                policy_loss = policy_loss + self.policy_loss(policy_logits, target_policy[:, k])
+                reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
+                policy_entropy = policy_entropy + entropy(policy_logits)
                 if lc.ssl_loss_weight > 0:
                     pred_proj = net.project(latent, with_grad=True)
                     cos = F.cosine_similarity(pred_proj, target_proj[:, k - 1], dim=-1)
                     ssl_loss = ssl_loss + (-cos) * mask[:, k]
 
         per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
-                      + lc.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
-                      - lc.policy_entropy_weight * entropy)
+                      + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
+                      - lc.policy_entropy_weight * policy_entropy)
         loss = (weights * per_sample).mean() / max(num_unroll, 1)
 
         for group in self.optimizer.param_groups:
@@ -246,18 +245,19 @@ class MuZeroLearner(Learner):
         grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value)
         self.optimizer.step()
         self.train_iter += 1
-        if self.train_iter % lc.target_update_freq == 0:
-            self.target_policy.network.load_state_dict(net.state_dict())
         net.eval()
+        self.policy.on_weights_loaded()  # the learner's own weights changed
+        if self.train_iter % lc.target_update_freq == 0:
+            self.target_policy.load_weights(net.state_dict())  # through on_weights_loaded
 
         priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
         logs = {
             "loss/total": float(loss.detach()),
             "loss/policy": float(policy_loss.mean().detach()),
             "loss/value": float(value_loss.mean().detach()),
-            "loss/reward": float(reward_loss.mean().detach()),
+            self.reward_loss_name: float(reward_loss.mean().detach()),
             "loss/ssl": float(ssl_loss.mean().detach()),
-            "policy/entropy": float(entropy.mean().detach()),
+            "policy/entropy": float(policy_entropy.mean().detach()),
             "learner/grad_norm": float(grad_norm),
             "learner/lr": self.optimizer.param_groups[0]["lr"],
             "learner/target_value_mean": float(target_value[:, 0].mean()),
@@ -274,12 +274,15 @@ class MuZeroLearner(Learner):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.policy.network.load_state_dict(state["network"])
-        self.target_policy.network.load_state_dict(state["target_network"])
+        self.policy.load_weights(state["network"])
+        self.target_policy.load_weights(state["target_network"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.train_iter = int(state["train_iter"])
-        self.policy.on_weights_loaded()
-        self.target_policy.on_weights_loaded()
+
+
+def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
+    """MuZero stores nothing beyond the common per-step columns."""
+    return ()
 
 
 def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> MuZeroPolicy:

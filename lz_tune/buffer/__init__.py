@@ -2,26 +2,32 @@
 
 Modules:
   segment      GameSegment (frozen, frames stored once) and SegmentBuilder (one per env)
+  columns      StepColumn (a policy type's extra per-step data) and Reanalysis
   targets      pure n-step value target functions
   priority     prioritized-replay math (P(i), Gumbel-top-k, IS weights)
   storage      FIFO column tables with stable logical row indices
   batch        SampledIndex and TrainBatch
-  game_buffer  GameBuffer: push / evict / sample / update_priorities / make_batch / reanalyze
+  window       batch primitives: the unroll window of sampled positions, n-step values
+  game_buffer  GameBuffer: push / evict / sample / update_priorities / reanalyze / state
 """
 
 from .batch import SampledIndex, TrainBatch
-from .game_buffer import BufferReanalyzeFn, GameBuffer, ReanalyzeFn, ValueFn
+from .columns import Reanalysis, StepColumn
+from .game_buffer import GameBuffer, ReanalyzeFn
 from .segment import GameSegment, SegmentBuilder, stack_frames
 from .targets import n_step_value_targets, plan_value_targets, segment_value_targets
+from .window import UnrollWindow, ValueFn
 
 __all__ = [
-    "BufferReanalyzeFn",
     "GameBuffer",
     "GameSegment",
     "ReanalyzeFn",
+    "Reanalysis",
     "SampledIndex",
     "SegmentBuilder",
+    "StepColumn",
     "TrainBatch",
+    "UnrollWindow",
     "ValueFn",
     "n_step_value_targets",
     "plan_value_targets",

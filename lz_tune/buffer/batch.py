@@ -6,6 +6,7 @@ Notation: B = batch size, U = num_unroll_steps, A = action count.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -46,8 +47,8 @@ class TrainBatch:
       actions: `[B, U] int64` actions at t..t+U-1.
       target_value: `[B, U+1] float32` n-step value targets.
       target_reward: `[B, U] float32` r_{t+k}, the reward after action t+k.
-      target_policy: `[B, U+1, A] float32` visit distributions (reanalysed for the first
-        `num_reanalyzed` rows).
+      target_policy: `[B, U+1, A] float32` stored policy targets (visit distributions or the
+        type's improved policy; reanalysed for the first `num_reanalyzed` rows).
       mask: `[B, U+1] float32` 1 where a real step exists at t+k.
       weights: `[B] float32` IS weights (= index.weights).
       to_play: `[B, U+1] int64` player to move (-1 past the end).
@@ -55,6 +56,8 @@ class TrainBatch:
       timesteps: `[B, U+1] int64` episode step index (continues counting past the end).
       index: the `SampledIndex` the batch was built from (for priority write-back).
       num_reanalyzed: rows 0..num_reanalyzed-1 carry freshly searched policy targets.
+      extras: the type's extra columns over the window (`[B, U+1, *shape]`) and its own extra
+        targets (EfficientZero: `target_value_prefix [B, U]`), by name.
     """
 
     obs: np.ndarray
@@ -69,6 +72,7 @@ class TrainBatch:
     timesteps: np.ndarray
     index: SampledIndex
     num_reanalyzed: int = 0
+    extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.actions.shape[0]

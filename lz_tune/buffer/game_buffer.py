@@ -1,4 +1,7 @@
-"""GameBuffer: segment replay with prioritized sampling, n-step targets and reanalyze.
+"""GameBuffer: segment replay with prioritized sampling and reanalyze; the single owner of
+experience. It knows no policy type: the per-step columns a type adds are declared to it
+(`columns.StepColumn`), and training batches are assembled by the type from the primitives in
+`window` (`gather_window`, `n_step_values`), bound here as methods.
 
 Notation: B = batch size, U = num_unroll_steps, T = td_steps, S = frame_stack, A = action
 count, N = registered positions, m / n / n_obs = a segment's steps / owned steps / observations.
@@ -20,6 +23,10 @@ Exactness (what the original got wrong):
 
 The buffer knows nothing about models: value and search work arrive as callables over numpy
 arrays and are called in chunks of at most `mini_infer_size` rows.
+
+File format: version 2 stores the declared extra columns with the tables; version 1 files
+(before extra columns, with the policy target column named `child_visits`) still load into a
+buffer without extra columns.
 """
 
 from __future__ import annotations
@@ -28,22 +35,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .batch import SampledIndex, TrainBatch
+from . import window
+from .batch import SampledIndex
+from .columns import Reanalysis, StepColumn, check_extras
 from .priority import gumbel_top_k, importance_weights, sample_proportional, sampling_weights
 from .segment import GameSegment, stack_frames
 from .storage import ColumnStore
-from .targets import chunked_call, n_step_value_targets, plan_value_targets
 
-__all__ = ["GameBuffer", "ValueFn", "ReanalyzeFn", "BufferReanalyzeFn"]
+__all__ = ["GameBuffer", "ReanalyzeFn"]
 
-ValueFn = Callable[[np.ndarray], np.ndarray]
-"""`value_fn(obs [K, *obs_shape] frame dtype) -> [K] float32`: target-network value of stacked obs."""
-ReanalyzeFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-"""`fn(obs [K, *obs_shape], action_mask [K, A] bool, to_play [K] int64) -> child_visits [K, A]`."""
-BufferReanalyzeFn = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""`fn(obs, action_mask, to_play) -> (child_visits [K, A], root_values [K])`."""
+ReanalyzeFn = Callable[[np.ndarray, np.ndarray, np.ndarray], Reanalysis]
+"""`fn(obs [K, *obs_shape], action_mask [K, A] bool, to_play [K] int64) -> Reanalysis`."""
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2
+_EXTRA = "extra:"  # prefix of the step-table columns holding declared extra columns
 
 
 class GameBuffer:
@@ -64,6 +69,7 @@ class GameBuffer:
         priority_eps: float = 1e-6,
         use_max_priority_for_new_data: bool = True,
         mini_infer_size: int = 2048,
+        step_columns: Sequence[StepColumn] = (),
         seed: int | None = None,
     ):
         if capacity_transitions < 1:
@@ -86,6 +92,7 @@ class GameBuffer:
         self.priority_eps = float(priority_eps)
         self.use_max_priority_for_new_data = bool(use_max_priority_for_new_data)
         self.mini_infer_size = int(mini_infer_size)
+        self.step_columns = tuple(step_columns)
         self._rng = np.random.default_rng(seed)
         self._reset_storage()
 
@@ -178,12 +185,13 @@ class GameBuffer:
             rewards=col("reward"),
             root_values=col("root_value"),
             pred_values=col("pred_value"),
-            child_visits=col("child_visits"),
+            policy_targets=col("policy_target"),
             action_mask=col("action_mask"),
             to_play=col("to_play"),
             timesteps=col("timestep"),
             num_owned=int(seg["num_owned"]),
             terminal=bool(seg["terminal"]),
+            extras={c.name: col(_EXTRA + c.name) for c in self.step_columns},
         )
 
     # -- push / evict -------------------------------------------------------------------------
@@ -232,6 +240,7 @@ class GameBuffer:
             raise ValueError(
                 f"segment frames {segment.frame_shape} {segment.frames.dtype} differ from stored {self._frame_spec}"
             )
+        check_extras(self.step_columns, segment.extras, rows=segment.num_steps, where="GameBuffer.push")
         need = self.num_unroll_steps + self.td_steps
         if not segment.terminal and segment.num_padding < need:
             raise ValueError(
@@ -257,10 +266,11 @@ class GameBuffer:
             reward=segment.rewards,
             root_value=segment.root_values,
             pred_value=segment.pred_values,
-            child_visits=segment.child_visits,
+            policy_target=segment.policy_targets,
             action_mask=segment.action_mask,
             to_play=segment.to_play,
             timestep=segment.timesteps,
+            **{_EXTRA + c.name: np.asarray(segment.extras[c.name], c.dtype) for c in self.step_columns},
         )
         frame_start = self._frames.append(frame=segment.frames)
         n = segment.num_owned
@@ -378,7 +388,7 @@ class GameBuffer:
         self._positions.array("sample_weight")[rows] = sampling_weights(prio[alive], alpha=self.alpha)
         return int(alive.sum())
 
-    # -- batches ------------------------------------------------------------------------------
+    # -- addressing (also used by `window`) ----------------------------------------------------
     def _segment_row(self, segment_ids: np.ndarray) -> np.ndarray:
         segment_ids = np.asarray(segment_ids, dtype=np.int64)
         if segment_ids.size and (segment_ids.min() < self._segments.first or segment_ids.max() >= self._segments.end):
@@ -391,148 +401,37 @@ class GameBuffer:
         stacked = frames[frame_rows[..., None] + np.arange(self.frame_stack)]
         return stack_frames(stacked, frame_ndim=frames.ndim - 1)
 
-    def make_batch(
-        self,
-        index: SampledIndex,
-        *,
-        value_fn: ValueFn | None,
-        reanalyze_fn: ReanalyzeFn | None = None,
-        reanalyze_ratio: float = 0.0,
-        use_root_value: bool = False,
-    ) -> TrainBatch:
-        """Gathers unroll inputs and targets of the sampled positions (see `TrainBatch`).
+    # -- batches (the type assembles them from these primitives; see `window`) ----------------
+    def gather_window(self, index: SampledIndex) -> "window.UnrollWindow":
+        """The common per-step data over the unroll window of every sampled position."""
+        return window.gather_window(self, index)
 
-        Args:
-          index: from `sample`, with no eviction of its segments since.
-          value_fn: target-network values of bootstrap observations, called once per batch
-            over the distinct observations needed (chunks of mini_infer_size); unused (may be
-            None) when `use_root_value`.
-          reanalyze_fn: fresh-search policy for rows 0..int(B * reanalyze_ratio)-1, all their
-            valid unroll positions. Stored segments are not modified.
-          use_root_value: bootstrap from stored root values instead of value_fn.
-        """
-        if not 0.0 <= reanalyze_ratio <= 1.0:
-            raise ValueError(f"reanalyze_ratio must be in [0, 1], got {reanalyze_ratio}")
-        if value_fn is None and not use_root_value:
-            raise ValueError("value_fn is required unless use_root_value=True")
-        U, T, A = self.num_unroll_steps, self.td_steps, self.action_space_size
-        seg_rows = self._segment_row(index.segment_ids)
-        batch = seg_rows.shape[0]
-        table = self._segments
-        step0 = table.array("step_start")[seg_rows] - self._steps.base  # [B] physical
-        frame0 = table.array("frame_start")[seg_rows] - self._frames.base  # [B] physical
-        m = table.array("num_steps")[seg_rows][:, None]  # [B, 1]
-        n_obs = table.array("num_obs")[seg_rows][:, None]  # [B, 1]
-
-        pos = np.asarray(index.positions, dtype=np.int64)[:, None] + np.arange(U + 1)  # [B, U+1]
-        valid = pos < m
-        step_rows = step0[:, None] + np.minimum(pos, m - 1)  # [B, U+1]
-        steps = self._steps
-
-        actions = steps.array("action")[step_rows[:, :U]]
-        if not valid[:, :U].all():
-            actions = np.where(valid[:, :U], actions, self._rng.integers(0, A, size=actions.shape))
-        target_reward = np.where(valid[:, :U], steps.array("reward")[step_rows[:, :U]], np.float32(0))
-        target_policy = steps.array("child_visits")[step_rows]
-        target_policy *= valid[..., None]
-        to_play = np.where(valid, steps.array("to_play")[step_rows], -1)
-        action_mask = steps.array("action_mask")[step_rows] | ~valid[..., None]
-        timesteps = steps.array("timestep")[step_rows] + np.maximum(pos - (m - 1), 0)
-
-        obs = self._gather_obs(frame0[:, None] + np.minimum(pos, n_obs - 1))  # [B, U+1, *obs_shape]
-        has_obs = pos < n_obs
-        if not has_obs.all():
-            obs[~has_obs] = 0
-
-        target_value = self._value_targets(
-            pos, m, n_obs, step0, frame0, value_fn=value_fn, use_root_value=use_root_value
-        )
-
-        num_reanalyzed = int(batch * reanalyze_ratio)
-        if num_reanalyzed > 0:
-            if reanalyze_fn is None:
-                raise ValueError("reanalyze_ratio > 0 needs a reanalyze_fn")
-            sel = valid[:num_reanalyzed]
-            visits = chunked_call(
-                reanalyze_fn,
-                obs[:num_reanalyzed][sel],
-                action_mask[:num_reanalyzed][sel],
-                to_play[:num_reanalyzed][sel],
-                chunk_size=self.mini_infer_size,
-            )
-            visits = self._check_visits(visits, int(sel.sum()))
-            target_policy[:num_reanalyzed][sel] = visits
-
-        return TrainBatch(
-            obs=obs,
-            actions=actions.astype(np.int64, copy=False),
-            target_value=target_value,
-            target_reward=target_reward.astype(np.float32, copy=False),
-            target_policy=target_policy,
-            mask=valid.astype(np.float32),
-            weights=np.asarray(index.weights, dtype=np.float32),
-            to_play=to_play,
-            action_mask=action_mask,
-            timesteps=timesteps,
-            index=index,
-            num_reanalyzed=num_reanalyzed,
-        )
-
-    def _value_targets(self, pos, m, n_obs, step0, frame0, *, value_fn, use_root_value) -> np.ndarray:
-        """`[B, U+1] float32` n-step targets (see `targets`)."""
-        shape = pos.shape
-        plan = plan_value_targets(
-            pos.ravel(), np.broadcast_to(m, shape).ravel(), np.broadcast_to(n_obs, shape).ravel(),
-            td_steps=self.td_steps,
-        )
-        step0_flat = np.repeat(step0, shape[1])
-        rewards = self._steps.array("reward")[step0_flat[:, None] + plan.reward_index]
-        needed = plan.bootstrap_mask > 0
-        values = np.zeros(needed.shape[0], dtype=np.float32)
-        if needed.any():
-            where = plan.bootstrap_position[needed]
-            if use_root_value:
-                # push guarantees t + T < m wherever an observation exists (padding >= U + T)
-                values[needed] = self._steps.array("root_value")[step0_flat[needed] + where]
-            else:
-                frame_rows = np.repeat(frame0, shape[1])[needed] + where
-                unique_rows, inverse = np.unique(frame_rows, return_inverse=True)
-                out = chunked_call(value_fn, self._gather_obs(unique_rows), chunk_size=self.mini_infer_size)
-                out = np.asarray(out, dtype=np.float32).reshape(-1)
-                if out.shape[0] != unique_rows.shape[0] or not np.all(np.isfinite(out)):
-                    raise ValueError(f"value_fn must return {unique_rows.shape[0]} finite values, got {out.shape}")
-                values[needed] = out[inverse]
-        targets = n_step_value_targets(rewards, plan.reward_mask, values, plan.bootstrap_mask, discount=self.discount)
-        return targets.reshape(shape)
-
-    def _check_visits(self, visits, count: int) -> np.ndarray:
-        visits = np.asarray(visits, dtype=np.float32)
-        if visits.shape != (count, self.action_space_size):
-            raise ValueError(f"reanalysis must return [{count}, {self.action_space_size}], got {visits.shape}")
-        if not np.all(np.isfinite(visits)) or (visits < 0).any():
-            raise ValueError("reanalysed visit distributions must be finite and >= 0")
-        return visits
+    def n_step_values(self, win: "window.UnrollWindow", *, value_fn: "window.ValueFn | None",
+                      use_root_value: bool = False) -> np.ndarray:
+        """`[B, U+1] float32` n-step value targets over a window (see `targets`)."""
+        return window.n_step_values(self, win, value_fn=value_fn, use_root_value=use_root_value)
 
     # -- buffer reanalyze ---------------------------------------------------------------------
     def reanalyze_oldest(
         self,
         *,
         num_segments: int,
-        fn: BufferReanalyzeFn,
+        fn: ReanalyzeFn,
         fraction_oldest: float = 0.75,
         age_decay: float = 100.0,
         rng: np.random.Generator | None = None,
     ) -> np.ndarray:
-        """Recomputes child_visits and root_values of whole segments among the oldest.
+        """Recomputes the policy targets and root values (and any extra columns the reanalysis
+        returns) of whole segments among the oldest.
 
         Chooses `min(num_segments, P)` distinct segments among the P = ceil(fraction_oldest *
         num_segments_live) oldest, with probability ∝ exp(-age_decay * j / P) for the j-th
         oldest (the original's weighting at age_decay=100: strongly toward the oldest; 0 is
         uniform). All m steps of each (owned and padding) are re-searched with
-        `fn(obs [K, *obs_shape], action_mask [K, A], to_play [K]) -> (child_visits [K, A],
-        root_values [K])`, called in chunks of mini_infer_size, and replace the buffer's
-        private copies. Segment objects handed out earlier (`push` inputs, `get_segment`
-        results) are copies and never change. Priorities are left as they are.
+        `fn(obs [K, *obs_shape], action_mask [K, A], to_play [K]) -> Reanalysis`, called in
+        chunks of mini_infer_size, and replace the buffer's private copies. Segment objects
+        handed out earlier (`push` inputs, `get_segment` results) are copies and never change.
+        Priorities are left as they are.
 
         Returns:
           `[k] int64` the global ids of the reanalysed segments.
@@ -560,19 +459,42 @@ class GameBuffer:
         obs = self._gather_obs(frame_rows)
         action_mask = self._steps.array("action_mask")[step_rows]
         to_play = self._steps.array("to_play")[step_rows]
-        visits_parts, value_parts = [], []
-        for i in range(0, obs.shape[0], self.mini_infer_size):
-            end = i + self.mini_infer_size
-            visits, values = fn(obs[i:end], action_mask[i:end], to_play[i:end])
-            visits_parts.append(np.asarray(visits, dtype=np.float32))
-            value_parts.append(np.asarray(values, dtype=np.float32).reshape(-1))
-        visits = self._check_visits(np.concatenate(visits_parts), obs.shape[0])
-        values = np.concatenate(value_parts)
-        if values.shape[0] != obs.shape[0] or not np.all(np.isfinite(values)):
-            raise ValueError(f"reanalysis must return {obs.shape[0]} finite root values, got {values.shape}")
-        self._steps.array("child_visits")[step_rows] = visits
-        self._steps.array("root_value")[step_rows] = values
+        result = self.run_reanalysis(fn, obs, action_mask, to_play)
+        self._steps.array("policy_target")[step_rows] = result.policy_target
+        self._steps.array("root_value")[step_rows] = result.root_value
+        for name, value in result.extras.items():
+            self._steps.array(_EXTRA + name)[step_rows] = value
         return chosen + table.first
+
+    def run_reanalysis(self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
+                       to_play: np.ndarray) -> Reanalysis:
+        """Calls `fn` over K rows in chunks of mini_infer_size and checks what it returns:
+        policy targets `[K, A]` finite >= 0, root values `[K]` finite, extras among the
+        declared columns with `[K, *shape]`."""
+        count = obs.shape[0]
+        parts = [fn(obs[i:i + self.mini_infer_size], action_mask[i:i + self.mini_infer_size],
+                    to_play[i:i + self.mini_infer_size]) for i in range(0, count, self.mini_infer_size)]
+        if not all(isinstance(p, Reanalysis) for p in parts):
+            raise TypeError("a reanalysis function must return a Reanalysis")
+        policy = np.concatenate([np.asarray(p.policy_target, np.float32) for p in parts]) if parts else \
+            np.zeros((0, self.action_space_size), np.float32)
+        if policy.shape != (count, self.action_space_size):
+            raise ValueError(f"reanalysis must return [{count}, {self.action_space_size}] policy targets, "
+                             f"got {policy.shape}")
+        if not np.all(np.isfinite(policy)) or (policy < 0).any():
+            raise ValueError("reanalysed policy targets must be finite and >= 0")
+        values = np.concatenate([np.asarray(p.root_value, np.float32).reshape(-1) for p in parts]) if parts else \
+            np.zeros(0, np.float32)
+        if values.shape[0] != count or not np.all(np.isfinite(values)):
+            raise ValueError(f"reanalysis must return {count} finite root values, got {values.shape}")
+        names = set(parts[0].extras) if parts else set()
+        declared = {c.name: c for c in self.step_columns}
+        if any(set(p.extras) != names for p in parts) or not names <= set(declared):
+            raise ValueError(f"reanalysis extras {sorted(names)} are not among the declared columns {sorted(declared)}")
+        extras = check_extras([declared[n] for n in sorted(names)],
+                              {n: np.concatenate([np.asarray(p.extras[n]) for p in parts]) for n in names},
+                              rows=count, where="reanalysis")
+        return Reanalysis(policy_target=policy, root_value=values, extras=extras)
 
     # -- checkpointing ------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -584,6 +506,7 @@ class GameBuffer:
                 "td_steps": self.td_steps,
                 "frame_stack": self.frame_stack,
                 "action_space_size": self.action_space_size,
+                "step_columns": [c.describe() for c in self.step_columns],
             },
             "time": self._time,
             "clear_time": self._clear_time,
@@ -601,11 +524,22 @@ class GameBuffer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restores a `state_dict`; U, T, S and A must match. Evicts if capacity shrank."""
-        if state.get("version") != _STATE_VERSION:
-            raise ValueError(f"unsupported buffer state version {state.get('version')}")
-        config = state["config"]
-        mine = {k: getattr(self, k) for k in config}
+        """Restores a `state_dict` (this version or 1); U, T, S, A and the declared extra
+        columns must match. Evicts if capacity shrank."""
+        version = state.get("version")
+        if version not in (1, _STATE_VERSION):
+            raise ValueError(f"unsupported buffer state version {version}")
+        config = dict(state["config"])
+        if version == 1:  # before extra columns; the policy target column was named child_visits
+            config["step_columns"] = []
+            steps = state["tables"]["steps"]
+            columns = dict(steps["columns"])
+            if "child_visits" in columns:
+                columns["policy_target"] = columns.pop("child_visits")
+            state = {**state, "tables": {**state["tables"], "steps": {**steps, "columns": columns}}}
+        config["step_columns"] = [[n, list(shape), d] for n, shape, d in config["step_columns"]]
+        mine = {k: getattr(self, k) for k in config if k != "step_columns"}
+        mine["step_columns"] = [c.describe() for c in self.step_columns]
         if config != mine:
             raise ValueError(f"buffer state was saved with {config}, this buffer has {mine}")
         self._reset_storage()

@@ -19,8 +19,11 @@ boundary.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from .columns import StepColumn, check_extras
 
 __all__ = ["GameSegment", "SegmentBuilder", "stack_frames"]
 
@@ -64,13 +67,16 @@ class GameSegment:
       rewards: `[m] float32`, reward received after the action at each position.
       root_values: `[m] float32`, search (root) value at each position.
       pred_values: `[m] float32`, the network's initial-inference value at each position.
-      child_visits: `[m, A] float32`, normalised root visit distribution.
+      policy_targets: `[m, A] float32`, the policy target of each step: the normalised root
+        visit distribution (MuZero), or the type's improved policy (Gumbel MuZero).
       action_mask: `[m, A] bool`, legal actions.
       to_play: `[m] int64`, player to move (-1 for single-player games).
       timesteps: `[m] int64`, step index inside the episode.
       num_owned: n, 1 <= n <= m. Positions 0..n-1 belong to this segment.
       terminal: the episode ended (terminated or truncated) right after action m-1; then
         there is no observation after the last step and n_obs = m, else n_obs = m + 1.
+      extras: the policy type's extra per-step columns (see `columns.StepColumn`),
+        `{name: [m, *shape]}`; empty for MuZero.
     """
 
     frames: np.ndarray
@@ -78,12 +84,13 @@ class GameSegment:
     rewards: np.ndarray
     root_values: np.ndarray
     pred_values: np.ndarray
-    child_visits: np.ndarray
+    policy_targets: np.ndarray
     action_mask: np.ndarray
     to_play: np.ndarray
     timesteps: np.ndarray
     num_owned: int
     terminal: bool
+    extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         fields = {
@@ -91,7 +98,7 @@ class GameSegment:
             "rewards": (np.float32, 1),
             "root_values": (np.float32, 1),
             "pred_values": (np.float32, 1),
-            "child_visits": (np.float32, 2),
+            "policy_targets": (np.float32, 2),
             "action_mask": (np.bool_, 2),
             "to_play": (np.int64, 1),
             "timesteps": (np.int64, 1),
@@ -108,11 +115,20 @@ class GameSegment:
         for name in fields:
             if getattr(self, name).shape[0] != m:
                 raise ValueError(f"GameSegment.{name} has {getattr(self, name).shape[0]} steps, actions has {m}")
-        num_actions = self.child_visits.shape[1]
+        num_actions = self.policy_targets.shape[1]
         if num_actions < 1 or self.action_mask.shape[1] != num_actions:
             raise ValueError(
-                f"child_visits {self.child_visits.shape} and action_mask {self.action_mask.shape} disagree on A"
+                f"policy_targets {self.policy_targets.shape} and action_mask {self.action_mask.shape} disagree on A"
             )
+        extras = {}
+        for name, value in dict(self.extras).items():
+            value = np.asarray(value)
+            if value.ndim < 1 or value.shape[0] != m:
+                raise ValueError(f"GameSegment.extras[{name!r}] has shape {value.shape}, expected [{m}, ...]")
+            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+                raise ValueError(f"GameSegment.extras[{name!r}] has non-finite entries")
+            extras[name] = value
+        object.__setattr__(self, "extras", extras)
         if not 1 <= self.num_owned <= m:
             raise ValueError(f"num_owned={self.num_owned} must be in [1, {m}]")
         if self.frames.ndim < 2:
@@ -121,7 +137,7 @@ class GameSegment:
             raise ValueError(f"frames holds {self.frames.shape[0]} frames, fewer than n_obs={self.num_obs}")
         if np.any((self.actions < 0) | (self.actions >= num_actions)):
             raise ValueError(f"actions must lie in [0, {num_actions})")
-        for name in ("rewards", "root_values", "pred_values", "child_visits"):
+        for name in ("rewards", "root_values", "pred_values", "policy_targets"):
             if not np.all(np.isfinite(getattr(self, name))):
                 raise ValueError(f"GameSegment.{name} has non-finite entries")
 
@@ -156,12 +172,12 @@ class GameSegment:
 
     @property
     def action_space_size(self) -> int:
-        return self.child_visits.shape[1]
+        return self.policy_targets.shape[1]
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        values = [getattr(self, f.name) for f in dataclasses.fields(self)] + list(self.extras.values())
         return sum(v.nbytes for v in values if isinstance(v, np.ndarray))
 
     def obs(self, position: int) -> np.ndarray:
@@ -187,27 +203,30 @@ class GameSegment:
 class _Draft:
     """A segment under construction: per-step lists plus its frames (history first)."""
 
-    __slots__ = ("frames", "steps", "num_owned")
+    __slots__ = ("frames", "steps", "extras", "num_owned")
 
     def __init__(self, frames: list[np.ndarray]):
         self.frames = frames
         self.steps: list[tuple] = []
+        self.extras: list[dict[str, np.ndarray]] = []
         self.num_owned: int | None = None  # set when the draft stops owning new steps
 
-    def build(self, *, terminal: bool) -> GameSegment:
-        (actions, rewards, root_values, pred_values, child_visits, action_mask, to_play, timesteps) = zip(*self.steps)
+    def build(self, *, terminal: bool, columns: Sequence[StepColumn]) -> GameSegment:
+        (actions, rewards, root_values, pred_values, policy_targets, action_mask, to_play, timesteps) = zip(*self.steps)
+        extras = {c.name: np.stack([e[c.name] for e in self.extras]).astype(c.dtype, copy=False) for c in columns}
         return GameSegment(
             frames=np.stack(self.frames),
             actions=np.array(actions, dtype=np.int64),
             rewards=np.array(rewards, dtype=np.float32),
             root_values=np.array(root_values, dtype=np.float32),
             pred_values=np.array(pred_values, dtype=np.float32),
-            child_visits=np.stack(child_visits),
+            policy_targets=np.stack(policy_targets),
             action_mask=np.stack(action_mask),
             to_play=np.array(to_play, dtype=np.int64),
             timesteps=np.array(timesteps, dtype=np.int64),
             num_owned=self.num_owned if self.num_owned is not None else len(self.steps),
             terminal=terminal,
+            extras=extras,
         )
 
 
@@ -232,6 +251,7 @@ class SegmentBuilder:
         td_steps: int,
         frame_stack: int,
         action_space_size: int,
+        step_columns: Sequence[StepColumn] = (),
     ):
         if segment_length < 1 or frame_stack < 1 or action_space_size < 1:
             raise ValueError("segment_length, frame_stack and action_space_size must be >= 1")
@@ -241,6 +261,7 @@ class SegmentBuilder:
         self.num_padding = int(num_unroll_steps) + int(td_steps)
         self.frame_stack = int(frame_stack)
         self.action_space_size = int(action_space_size)
+        self.step_columns = tuple(step_columns)
         self._frame_shape: tuple[int, ...] | None = None
         self._frame_dtype: np.dtype | None = None
         self._current: _Draft | None = None
@@ -289,12 +310,13 @@ class SegmentBuilder:
         reward: float,
         root_value: float,
         pred_value: float,
-        child_visit: np.ndarray,
+        policy_target: np.ndarray,
         action_mask: np.ndarray,
         to_play: int,
         timestep: int,
         next_frame: np.ndarray | None,
         done: bool,
+        extras: Mapping[str, np.ndarray] | None = None,
     ) -> list[GameSegment]:
         """Records one transition; returns the segments it completed (oldest first).
 
@@ -302,28 +324,33 @@ class SegmentBuilder:
           action: action taken at the current position, in [0, A).
           reward: reward received after it.
           root_value, pred_value: search value and network value at the current position.
-          child_visit: `[A]` normalised visit distribution.
+          policy_target: `[A]` the policy target (normalised visits or improved policy).
           action_mask: `[A]` bool legal actions.
           to_play, timestep: player to move and step index at the current position.
           next_frame: `[*frame_shape]` newest frame of the next observation; ignored (may be
             None) when `done`.
           done: the episode terminated or was truncated after this action.
+          extras: one value `[*shape]` per declared `StepColumn` (None when none are declared).
         """
         if self._current is None:
             raise RuntimeError("add_step called outside an episode: call begin_episode first")
-        child_visit = np.array(child_visit, dtype=np.float32)
+        policy_target = np.array(policy_target, dtype=np.float32)
         action_mask = np.array(action_mask, dtype=np.bool_)
-        if child_visit.shape != (self.action_space_size,) or action_mask.shape != (self.action_space_size,):
-            raise ValueError(f"child_visit / action_mask must be [A={self.action_space_size}]")
-        step = (int(action), float(reward), float(root_value), float(pred_value), child_visit, action_mask,
+        if policy_target.shape != (self.action_space_size,) or action_mask.shape != (self.action_space_size,):
+            raise ValueError(f"policy_target / action_mask must be [A={self.action_space_size}]")
+        row = check_extras(self.step_columns, {k: np.asarray(v)[None] for k, v in (extras or {}).items()}, rows=1,
+                           where="SegmentBuilder.add_step")
+        row = {k: v[0] for k, v in row.items()}
+        step = (int(action), float(reward), float(root_value), float(pred_value), policy_target, action_mask,
                 int(to_play), int(timestep))
         drafts = self._pending + [self._current]
         for draft in drafts:
             draft.steps.append(step)
+            draft.extras.append(row)
 
         if done:
             self._current, self._pending = None, []
-            return [draft.build(terminal=True) for draft in drafts]
+            return [draft.build(terminal=True, columns=self.step_columns) for draft in drafts]
 
         if next_frame is None:
             raise ValueError("next_frame is required unless done")
@@ -341,5 +368,5 @@ class SegmentBuilder:
 
         emitted = []
         while self._pending and len(self._pending[0].steps) - self._pending[0].num_owned >= self.num_padding:
-            emitted.append(self._pending.pop(0).build(terminal=False))
+            emitted.append(self._pending.pop(0).build(terminal=False, columns=self.step_columns))
         return emitted

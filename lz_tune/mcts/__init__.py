@@ -13,8 +13,8 @@ strategies over the same loop.
 """
 
 from lz_tune.mcts.search import RootInput, SearchOutput, StateStore, run_search, select_action
-from lz_tune.mcts.strategies import PUCT, dirichlet_noise, puct_search
+from lz_tune.mcts.strategies import PUCT, Gumbel, dirichlet_noise, gumbel_search, puct_search
 from lz_tune.mcts.tree import Tree, allocate_tree
 
-__all__ = ["PUCT", "RootInput", "SearchOutput", "StateStore", "Tree", "allocate_tree", "dirichlet_noise",
-           "puct_search", "run_search", "select_action"]
+__all__ = ["Gumbel", "PUCT", "RootInput", "SearchOutput", "StateStore", "Tree", "allocate_tree", "dirichlet_noise",
+           "gumbel_search", "puct_search", "run_search", "select_action"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lz_tune.mcts import puct
+from lz_tune.mcts import gumbel, puct
 from lz_tune.mcts.search import RootInput, SearchOutput, run_search
 from lz_tune.mcts.tree import Tree
 
@@ -73,5 +73,58 @@ def puct_search(*, root: RootInput, recurrent_fn, num_simulations: int, discount
     """:func:`run_search` with :class:`PUCT` (MuZero's search)."""
     strategy = PUCT(pb_c_base=pb_c_base, pb_c_init=pb_c_init, root_dirichlet_alpha=root_dirichlet_alpha,
                     root_noise_weight=root_noise_weight, value_delta_max=value_delta_max)
+    return run_search(strategy=strategy, root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
+                      discount=discount, rng=rng)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gumbel:
+    """Gumbel MuZero selection (see :mod:`lz_tune.mcts.gumbel` for the rules).
+
+    ctx = (g [B, A] float32 root Gumbel noise of this search, table [m + 1, n] int32 considered visits).
+    """
+
+    max_num_considered_actions: int = 16
+    """m: root actions kept by the Gumbel top-k before sequential halving."""
+    gumbel_scale: float = 1.0
+    """Scale of the root Gumbel noise (0: deterministic search, e.g. evaluation)."""
+    c_visit: float = 50.0
+    c_scale: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.max_num_considered_actions < 1:
+            raise ValueError(f"max_num_considered_actions must be >= 1, got {self.max_num_considered_actions}")
+
+    def init_roots(self, tree: Tree, root: RootInput, rng: np.random.Generator) -> Any:
+        batch, num_actions = tree.root_legal.shape
+        gumbel.init_roots(tree.children_prior, tree.node_visits, tree.node_value_sum, tree.node_raw_value,
+                          tree.root_legal, np.ascontiguousarray(root.policy_logits, np.float32),
+                          np.ascontiguousarray(root.value, np.float32))
+        noise = (self.gumbel_scale * rng.gumbel(size=(batch, num_actions))).astype(np.float32)
+        return noise, gumbel.considered_visit_table(self.max_num_considered_actions, tree.num_nodes - 1)
+
+    def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
+        noise, table = ctx
+        gumbel.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
+                             tree.node_reward, tree.node_raw_value, tree.root_legal, tree.discount, noise, table,
+                             int(self.max_num_considered_actions), float(self.c_visit), float(self.c_scale),
+                             parents, actions)
+
+    def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
+        noise, _ = ctx
+        policy = np.empty(tree.root_legal.shape, np.float32)
+        action = np.empty(tree.batch_size, np.int64)
+        gumbel.finish(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
+                      tree.node_reward, tree.node_raw_value, tree.root_legal, tree.discount, noise,
+                      float(self.c_visit), float(self.c_scale), policy, action)
+        return tree_output(tree, improved_policy=policy, action=action)
+
+
+def gumbel_search(*, root: RootInput, recurrent_fn, num_simulations: int, discount: float, rng: np.random.Generator,
+                  max_num_considered_actions: int = 16, gumbel_scale: float = 1.0, c_visit: float = 50.0,
+                  c_scale: float = 0.1) -> SearchOutput:
+    """:func:`run_search` with :class:`Gumbel` (Gumbel MuZero's search)."""
+    strategy = Gumbel(max_num_considered_actions=max_num_considered_actions, gumbel_scale=gumbel_scale,
+                      c_visit=c_visit, c_scale=c_scale)
     return run_search(strategy=strategy, root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
                       discount=discount, rng=rng)

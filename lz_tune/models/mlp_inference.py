@@ -174,8 +174,9 @@ class MLPSearchInference:
 
     @staticmethod
     def supports(network: torch.nn.Module) -> bool:
-        """True for a :class:`MuZeroMLPNetwork` whose parameters are float32 on the CPU."""
-        if not isinstance(network, MuZeroMLPNetwork):
+        """True for exactly a :class:`MuZeroMLPNetwork` (not a subclass, whose arithmetic may
+        differ) whose parameters are float32 on the CPU."""
+        if type(network) is not MuZeroMLPNetwork:
             return False
         param = next(network.parameters())
         return param.device.type == "cpu" and param.dtype == torch.float32

@@ -143,7 +143,8 @@ class Driver:
                                  use_priority=b.use_priority, alpha=b.priority_prob_alpha,
                                  beta=b.priority_prob_beta,
                                  use_max_priority_for_new_data=b.use_max_priority_for_new_data,
-                                 mini_infer_size=b.mini_infer_size, seed=cfg.seed + 17)
+                                 mini_infer_size=b.mini_infer_size,
+                                 step_columns=algo.step_columns(cfg, self.spec), seed=cfg.seed + 17)
         ap = cfg.async_pipeline
         self.publisher = SnapshotPublisher(weight_sync_interval=ap.weight_sync_interval,
                                            max_policy_lag=ap.max_policy_lag, get_weights=self.learner.policy.weights)
@@ -310,14 +311,8 @@ class Driver:
 
     def _train_one(self) -> None:
         cfg, b = self.cfg, self.cfg.buffer
-        target = self.learner.target_policy
         index = self.buffer.sample(cfg.learner.batch_size)
-        reanalyze_fn = None
-        if b.reanalyze_ratio > 0:
-            def reanalyze_fn(obs, mask, to_play):
-                return target.reanalyze(obs, mask, to_play, self.rng)[0]
-        batch = self.buffer.make_batch(index, value_fn=target.value_targets, reanalyze_fn=reanalyze_fn,
-                                       reanalyze_ratio=b.reanalyze_ratio, use_root_value=b.use_root_value)
+        batch = self.learner.make_batch(self.buffer, index, rng=self.rng)  # the type's targets
         logs, priorities = self.learner.learn(batch)
         if b.use_priority:
             self.buffer.update_priorities(index, priorities)

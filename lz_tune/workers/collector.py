@@ -5,6 +5,10 @@ across ``collect()`` calls, so an episode that is running when a collect returns
 on in the next call: no transition is dropped, and no segment is padded with steps that do
 not follow it (bugs 1 of the original). Weights are loaded only between collects
 (:meth:`load_snapshot`), so one collect runs with one policy version.
+
+For stateful policies the collector tells the policy when env i's episode ends
+(``policy.reset([i])``) and passes every env's previous action to ``act`` (-1 right after a
+reset); both carry across collects exactly like the envs do.
 """
 
 from __future__ import annotations
@@ -74,7 +78,9 @@ class SegmentCollector:
         self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.collector_env_num, seed=seed,
                                                         mode="collect")
         self.spec = env_spec_for(cfg)
-        self.policy: Policy = get_algorithm(cfg.policy_type).make_policy(cfg, self.spec, device=device)
+        algo = get_algorithm(cfg.policy_type)
+        self.policy: Policy = algo.make_policy(cfg, self.spec, device=device)
+        step_columns = algo.step_columns(cfg, self.spec)
         self.policy_version = -1
         self.policy_train_iter = 0
         self.rng = np.random.default_rng(seed + 7)
@@ -82,10 +88,11 @@ class SegmentCollector:
         self.builders = [
             SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
                            td_steps=b.td_steps, frame_stack=self.env.frame_stack,
-                           action_space_size=self.env.action_space_size)
+                           action_space_size=self.env.action_space_size, step_columns=step_columns)
             for _ in range(self.env.num_envs)
         ]
         self._batch = None
+        self._previous_action = np.full(self.env.num_envs, -1, np.int64)
         self.total_env_steps = 0
 
     def load_snapshot(self, snapshot: WeightSnapshot) -> None:
@@ -110,6 +117,8 @@ class SegmentCollector:
         start = time.perf_counter()
         if self._batch is None:
             self._batch = self.env.reset(seed=self.seed)
+            self.policy.reset(np.arange(self.env.num_envs))
+            self._previous_action[:] = -1
             for i, builder in enumerate(self.builders):
                 builder.begin_episode(self._stack_frames(self._batch.observation[i]))
         segments: list[GameSegment] = []
@@ -119,21 +128,25 @@ class SegmentCollector:
         use_max = self.cfg.buffer.use_max_priority_for_new_data
         while len(segments) < target:
             batch = self._batch
-            act = self.policy.act(batch, mode="collect", temperature=temperature, rng=self.rng)
+            act = self.policy.act(batch, mode="collect", temperature=temperature, rng=self.rng,
+                                  previous_action=self._previous_action.copy())
             res = self.env.step(act.action)
             done = res.done
+            self._previous_action = np.where(done, -1, act.action).astype(np.int64)
             for i, builder in enumerate(self.builders):
                 segments.extend(builder.add_step(
                     action=int(act.action[i]), reward=float(res.reward[i]), root_value=float(act.root_value[i]),
-                    pred_value=float(act.pred_value[i]), child_visit=act.visit_distribution[i],
+                    pred_value=float(act.pred_value[i]), policy_target=act.policy_target[i],
                     action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
                     timestep=int(batch.timestep[i]), next_frame=None if done[i] else res.batch.frame[i],
-                    done=bool(done[i])))
+                    done=bool(done[i]), extras={k: v[i] for k, v in act.extras.items()}))
                 if done[i]:
                     builder.begin_episode(self._stack_frames(res.batch.observation[i]))
                 if res.real_episode_end[i]:
                     returns.append(float(res.episode_return[i]))
                     lengths.append(int(res.episode_length[i]))
+            if done.any():
+                self.policy.reset(np.flatnonzero(done))
             steps += self.env.num_envs
             self._batch = res.batch
         self.total_env_steps += steps

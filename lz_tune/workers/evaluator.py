@@ -65,11 +65,16 @@ class Evaluator:
         returns: list[float] = []
         lengths: list[int] = []
         batch = self.env.reset(seed=self.seed)  # same episodes every time: scores comparable across snapshots
+        self.policy.reset(np.arange(num_envs))  # every evaluation episode starts with fresh inference state
+        previous_action = np.full(num_envs, -1, np.int64)
         self.num_evaluations += 1
         steps = 0
         while (finished < quota).any():
-            act = self.policy.act(batch, mode="eval", temperature=1.0, rng=self.rng)
+            act = self.policy.act(batch, mode="eval", temperature=1.0, rng=self.rng, previous_action=previous_action)
             res = self.env.step(act.action)
+            previous_action = np.where(res.done, -1, act.action).astype(np.int64)
+            if res.done.any():
+                self.policy.reset(np.flatnonzero(res.done))
             steps += num_envs
             for i in np.flatnonzero(res.real_episode_end):
                 if finished[i] < quota[i]:

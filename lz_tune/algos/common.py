@@ -1,0 +1,80 @@
+"""Learner pieces shared by the policy types: the MuZero network builder, optimizer, LR
+schedule, soft cross-entropy and gradient scaling."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from lz_tune.config import Config, ConfigError
+from lz_tune.envs.types import EnvSpecInfo
+from lz_tune.models.base import MuZeroNetwork
+
+__all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_rate_at", "soft_ce", "entropy",
+           "scale_gradient"]
+
+
+def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
+    """``mlp`` or ``conv`` (``model.kind``; ``auto`` decides from the observation rank); raises
+    ConfigError naming model.kind when the kind does not fit the env's observations."""
+    kind = cfg.model.kind
+    if kind == "auto":
+        kind = "conv" if len(spec.observation_shape) == 3 else "mlp"
+    if kind == "mlp" and len(spec.observation_shape) != 1:
+        raise ConfigError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
+                          f"{spec.observation_shape}; use model.kind=conv")
+    if kind == "conv" and len(spec.observation_shape) != 3:
+        raise ValueError(f"model.kind: 'conv' needs image observations [C, H, W], {cfg.env.env_id} gives "
+                         f"{spec.observation_shape}; use model.kind=mlp")
+    return kind
+
+
+def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
+    """The MuZero MLP network for vector observations, the conv network for images (model.kind)."""
+    m = cfg.model
+    if resolve_model_kind(cfg, spec) == "mlp":
+        from lz_tune.models.mlp import MuZeroMLPNetwork
+
+        return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
+                                latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
+                                value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
+                                projection_dim=m.projection_dim, layer_norm=m.layer_norm)
+    from lz_tune.models.conv import MuZeroConvNetwork
+
+    return MuZeroConvNetwork(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
+                             num_channels=m.num_channels, num_res_blocks=m.num_res_blocks, downsample=m.downsample,
+                             value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
+                             projection_dim=m.projection_dim)
+
+
+def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """Identity forward; multiplies the gradient by ``scale``."""
+    return x * scale + x.detach() * (1.0 - scale)
+
+
+def soft_ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """[B] cross-entropy of ``logits`` [B, K] against target probabilities [B, K]."""
+    return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """[B] entropy of softmax(``logits`` [B, K])."""
+    return -(F.softmax(logits, -1) * F.log_softmax(logits, -1)).sum(-1)
+
+
+def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
+    lc = cfg.learner
+    if lc.optim_type == "sgd":
+        return torch.optim.SGD(params, lr=lc.learning_rate, momentum=lc.momentum, weight_decay=lc.weight_decay)
+    if lc.optim_type == "adam":
+        return torch.optim.Adam(params, lr=lc.learning_rate, weight_decay=lc.weight_decay)
+    return torch.optim.AdamW(params, lr=lc.learning_rate, weight_decay=lc.weight_decay)
+
+
+def learning_rate_at(cfg: Config, train_iter: int) -> float:
+    """Piecewise schedule: x1 before 50%, x0.1 before 100%, x0.01 after threshold updates."""
+    lc = cfg.learner
+    if not lc.piecewise_decay_lr_scheduler:
+        return lc.learning_rate
+    frac = train_iter / lc.threshold_training_steps_for_final_lr
+    return lc.learning_rate * (1.0 if frac < 0.5 else 0.1 if frac < 1.0 else 0.01)

@@ -1,0 +1,155 @@
+"""Type-agnostic batch primitives over a `GameBuffer`: the unroll window of sampled positions and
+n-step value targets. A policy type builds its `TrainBatch` from these (see
+:mod:`lz_tune.algos.targets`); the buffer itself builds no targets.
+
+Notation: B = batch size, U = num_unroll_steps, A = action count, m / n_obs = a segment's
+steps / observations. Positions t+k with t+k >= m (past a terminal end) are an absorbing
+state: zero obs, zero reward / policy target, mask 0, to_play -1, every action legal, a
+uniformly random action (drawn from the buffer's RNG).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .batch import SampledIndex
+from .targets import chunked_call, n_step_value_targets, plan_value_targets
+
+if TYPE_CHECKING:
+    from .game_buffer import GameBuffer
+
+__all__ = ["UnrollWindow", "ValueFn", "gather_window", "n_step_values"]
+
+ValueFn = Callable[[np.ndarray], np.ndarray]
+"""`value_fn(obs [K, *obs_shape] frame dtype) -> [K] float32`: target-network value of stacked obs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UnrollWindow:
+    """The stored per-step data at t..t+U of B sampled positions t.
+
+    Attributes:
+      obs: `[B, U+1, *obs_shape]` frame dtype, stacked observations (zeros where none exists).
+      actions: `[B, U] int64` actions at t..t+U-1.
+      rewards: `[B, U] float32` r_{t+k}, the reward after action t+k (0 past the end).
+      policy_targets: `[B, U+1, A] float32` stored policy targets (0 past the end).
+      mask: `[B, U+1] float32` 1 where a real step exists at t+k.
+      to_play: `[B, U+1] int64`.
+      action_mask: `[B, U+1, A] bool` (all True past the end).
+      timesteps: `[B, U+1] int64` episode step index (continues counting past the end).
+      extras: the type's extra columns, `{name: [B, U+1, *shape]}` (zeros past the end).
+      index: the `SampledIndex` it was gathered for.
+      positions: `[B, U+1] int64` segment-local positions t+k.
+      num_steps, num_obs: `[B, 1] int64` m and n_obs of each sample's segment.
+      step0, frame0: `[B] int64` physical first step / frame row of each sample's segment.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    policy_targets: np.ndarray
+    mask: np.ndarray
+    to_play: np.ndarray
+    action_mask: np.ndarray
+    timesteps: np.ndarray
+    extras: Mapping[str, np.ndarray]
+    index: SampledIndex
+    positions: np.ndarray
+    num_steps: np.ndarray
+    num_obs: np.ndarray
+    step0: np.ndarray
+    frame0: np.ndarray
+
+    @property
+    def valid(self) -> np.ndarray:
+        """`[B, U+1] bool` mask > 0."""
+        return self.mask > 0
+
+
+def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
+    """Gathers the unroll window of every position of `index` (no eviction of its segments since
+    it was drawn). A handful of fancy-indexing calls, no Python loop over samples."""
+    U, A = buffer.num_unroll_steps, buffer.action_space_size
+    seg_rows = buffer._segment_row(index.segment_ids)
+    table, steps = buffer._segments, buffer._steps
+    step0 = table.array("step_start")[seg_rows] - steps.base  # [B] physical
+    frame0 = table.array("frame_start")[seg_rows] - buffer._frames.base  # [B] physical
+    m = table.array("num_steps")[seg_rows][:, None]  # [B, 1]
+    n_obs = table.array("num_obs")[seg_rows][:, None]  # [B, 1]
+
+    pos = np.asarray(index.positions, dtype=np.int64)[:, None] + np.arange(U + 1)  # [B, U+1]
+    valid = pos < m
+    step_rows = step0[:, None] + np.minimum(pos, m - 1)  # [B, U+1]
+
+    actions = steps.array("action")[step_rows[:, :U]]
+    if not valid[:, :U].all():
+        actions = np.where(valid[:, :U], actions, buffer._rng.integers(0, A, size=actions.shape))
+    rewards = np.where(valid[:, :U], steps.array("reward")[step_rows[:, :U]], np.float32(0))
+    policy = steps.array("policy_target")[step_rows]
+    policy *= valid[..., None]
+    extras = {}
+    for c in buffer.step_columns:
+        value = steps.array("extra:" + c.name)[step_rows]
+        extras[c.name] = np.where(valid.reshape(valid.shape + (1,) * len(c.shape)), value, np.zeros((), value.dtype))
+
+    obs = buffer._gather_obs(frame0[:, None] + np.minimum(pos, n_obs - 1))  # [B, U+1, *obs_shape]
+    has_obs = pos < n_obs
+    if not has_obs.all():
+        obs[~has_obs] = 0
+    return UnrollWindow(
+        obs=obs,
+        actions=actions.astype(np.int64, copy=False),
+        rewards=rewards.astype(np.float32, copy=False),
+        policy_targets=policy,
+        mask=valid.astype(np.float32),
+        to_play=np.where(valid, steps.array("to_play")[step_rows], -1),
+        action_mask=steps.array("action_mask")[step_rows] | ~valid[..., None],
+        timesteps=steps.array("timestep")[step_rows] + np.maximum(pos - (m - 1), 0),
+        extras=extras,
+        index=index,
+        positions=pos,
+        num_steps=m,
+        num_obs=n_obs,
+        step0=step0,
+        frame0=frame0,
+    )
+
+
+def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn | None,
+                  use_root_value: bool = False) -> np.ndarray:
+    """`[B, U+1] float32` n-step value targets at every window position (see `targets`).
+
+    value_fn: target-network values of bootstrap observations, called once per batch over the
+    distinct observations needed (chunks of mini_infer_size); unused (may be None) when
+    `use_root_value`, which bootstraps from the stored root values instead.
+    """
+    if value_fn is None and not use_root_value:
+        raise ValueError("value_fn is required unless use_root_value=True")
+    pos, m, n_obs = win.positions, win.num_steps, win.num_obs
+    shape = pos.shape
+    plan = plan_value_targets(pos.ravel(), np.broadcast_to(m, shape).ravel(), np.broadcast_to(n_obs, shape).ravel(),
+                              td_steps=buffer.td_steps)
+    step0_flat = np.repeat(win.step0, shape[1])
+    steps = buffer._steps
+    rewards = steps.array("reward")[step0_flat[:, None] + plan.reward_index]
+    needed = plan.bootstrap_mask > 0
+    values = np.zeros(needed.shape[0], dtype=np.float32)
+    if needed.any():
+        where = plan.bootstrap_position[needed]
+        if use_root_value:
+            # push guarantees t + T < m wherever an observation exists (padding >= U + T)
+            values[needed] = steps.array("root_value")[step0_flat[needed] + where]
+        else:
+            frame_rows = np.repeat(win.frame0, shape[1])[needed] + where
+            unique_rows, inverse = np.unique(frame_rows, return_inverse=True)
+            out = chunked_call(value_fn, buffer._gather_obs(unique_rows), chunk_size=buffer.mini_infer_size)
+            out = np.asarray(out, dtype=np.float32).reshape(-1)
+            if out.shape[0] != unique_rows.shape[0] or not np.all(np.isfinite(out)):
+                raise ValueError(f"value_fn must return {unique_rows.shape[0]} finite values, got {out.shape}")
+            values[needed] = out[inverse]
+    targets = n_step_value_targets(rewards, plan.reward_mask, values, plan.bootstrap_mask, discount=buffer.discount)
+    return targets.reshape(shape)

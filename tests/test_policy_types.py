@@ -1,0 +1,111 @@
+"""Every registered policy type through every entry point on a tiny budget: the sync CLI with a
+resume from its folder, the async pipeline on real Ray actors, ``ray_local_mode``, and Tune
+trials with checkpoints that load back. Adding a type to ``lz_tune.algos.IMPLEMENTED`` adds it
+here (and needs a smoke config in ``SMOKE_CONFIG``).
+
+MuZero's own entry-point tests (test_cli, test_async_pipeline, test_tune) are more thorough, so
+its rows here run only with ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lz_tune.algos import IMPLEMENTED
+from lz_tune.checkpoint import load_checkpoint
+from lz_tune.config import load_config_module, parse_override
+from lz_tune.pipeline import Driver
+from tests.conftest import REPO_ROOT, TINY_OVERRIDES
+from tests.test_cli import _final_counters, _main
+
+#: policy type -> the zoo config its smoke runs start from
+SMOKE_CONFIG = {
+    "muzero": "zoo/classic_control/cartpole_muzero.py",
+    "efficientzero": "zoo/classic_control/cartpole_efficientzero.py",
+    "gumbel_muzero": "zoo/classic_control/cartpole_gumbel_muzero.py",
+}
+
+TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
+EXTRA = ("efficientzero.lstm_hidden_size=8",)
+ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
+         "async_pipeline.evaluator_num_cpus=0.5", "env.max_episode_steps=40")
+
+
+def test_every_registered_type_has_a_smoke_config():
+    assert set(SMOKE_CONFIG) == set(IMPLEMENTED)
+    for path in SMOKE_CONFIG.values():
+        assert os.path.isfile(os.path.join(REPO_ROOT, path)), path
+
+
+def _cfg(policy_type: str, *extra: str):
+    path = os.path.join(REPO_ROOT, SMOKE_CONFIG[policy_type])
+    cfg = load_config_module(path).with_overrides([*TINY_OVERRIDES, *EXTRA, *extra])
+    assert cfg.policy_type == policy_type
+    return cfg
+
+
+@pytest.mark.parametrize("policy_type", TYPES)
+def test_sync_cli_trains_and_resumes(policy_type, tmp_path, capsys):
+    exp_dir = tmp_path / "exp"
+    args = ("train", SMOKE_CONFIG[policy_type], *TINY_OVERRIDES, *EXTRA)
+    code, out, err = _main(REPO_ROOT, capsys, *args, "max_env_step=120", "--exp-dir", str(exp_dir))
+    assert code == 0, err[-3000:]
+    first_steps, first_iter = _final_counters(out)
+    assert first_steps >= 120 and first_iter > 0
+    ckpt = load_checkpoint(exp_dir / "ckpt" / "ckpt_latest.pt", policy_type=policy_type)
+    assert ckpt["counters"]["train_iter"] > 0
+
+    code, out, err = _main(REPO_ROOT, capsys, *args, "max_env_step=180", "--resume", str(exp_dir))
+    assert code == 0, err[-3000:]
+    env_steps, train_iter = _final_counters(out)
+    assert env_steps >= 180 and env_steps > first_steps and train_iter > first_iter
+
+
+@pytest.mark.parametrize("policy_type", TYPES)
+def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
+    driver = Driver(_cfg(policy_type, *ASYNC, "max_env_step=100"), print_fn=None)
+    try:
+        metrics = driver.run()
+    finally:
+        driver.close()
+    assert metrics["env_steps"] >= 100 and metrics["train_iter"] > 0
+    assert driver.last_eval is not None and driver.buffer.num_transitions > 0
+    driver.buffer.check_invariants()
+
+
+@pytest.mark.parametrize("policy_type", TYPES)
+def test_ray_local_mode(policy_type):
+    driver = Driver(_cfg(policy_type, *ASYNC, "async_pipeline.ray_local_mode=True", "max_env_step=60"),
+                    print_fn=None)
+    try:
+        metrics = driver.run()
+    finally:
+        driver.close()
+    assert metrics["env_steps"] >= 60 and metrics["train_iter"] > 0
+
+
+def test_tune_trials_of_every_type_checkpoint_and_load(ray_cluster, tmp_path):
+    from ray import tune
+
+    from lz_tune.tune import MuZeroTrainable
+    from lz_tune.tune.trainable import CHECKPOINT_FILE
+
+    types = [t for t in sorted(IMPLEMENTED) if t != "muzero"]  # muzero: tests/test_tune.py
+    modules = {t: SMOKE_CONFIG[t][:-3].replace("/", ".") for t in types}
+    space = {"config": tune.grid_search([modules[t] for t in types]), "step_seconds": 1.5, "driver_num_cpus": 1,
+             "evaluator.eval_freq": 4, "learner.update_per_collect": 4,
+             **dict(parse_override(o) for o in (*TINY_OVERRIDES, *EXTRA) if not o.startswith(("evaluator.eval_freq",
+                                                                                          "learner.update_per")))}
+    analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": 2}, storage_path=str(tmp_path),
+                        name="types", metric="eval/reward_mean", mode="max", verbose=0, raise_on_failed_trial=True)
+    assert len(analysis.trials) == len(types)
+    for trial in analysis.trials:
+        policy_type = next(t for t in types if modules[t] == trial.config["config"])
+        assert trial.status == "TERMINATED" and trial.last_result["train_iter"] > 0
+        checkpoint = analysis.get_best_checkpoint(trial, metric="eval/reward_mean", mode="max")
+        assert checkpoint is not None, policy_type
+        with checkpoint.as_directory() as d:
+            ckpt = load_checkpoint(os.path.join(d, CHECKPOINT_FILE), policy_type=policy_type)
+        assert ckpt["eval"] is not None
