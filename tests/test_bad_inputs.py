@@ -247,6 +247,17 @@ ROWS = [
          "buffer.td_steps", "buffer.game_segment_length"),
     _row("unknown-policy-type", lambda c: Config.from_dict({"policy_type": "alphazero"}), ConfigError,
          "policy_type", "alphazero"),
+    # --- per-type sections
+    _row("efficientzero-lstm-horizon-zero",
+         lambda c: _tiny_cfg("policy_type=efficientzero", "efficientzero.lstm_horizon_len=0"), ConfigError,
+         "efficientzero.lstm_horizon_len", "> 0"),
+    _row("efficientzero-unknown-key", lambda c: _tiny_cfg("efficientzero.lstm_horizon=5"), ConfigError,
+         "efficientzero.lstm_horizon", "did you mean"),
+    _row("gumbel-zero-considered-actions",
+         lambda c: _tiny_cfg("policy_type=gumbel_muzero", "gumbel.max_num_considered_actions=0"), ConfigError,
+         "gumbel.max_num_considered_actions", "> 0"),
+    _row("gumbel-negative-scale", lambda c: Config.from_dict({"gumbel": {"gumbel_scale": -1.0}}), ConfigError,
+         "gumbel.gumbel_scale", ">= 0"),
     # --- zoo config modules
     _row("missing-zoo-file", lambda c: load_config_module(c["missing_zoo"]), ConfigError, "{missing_zoo}",
          "not found"),

@@ -120,8 +120,8 @@ def test_search_with_engine_equals_search_with_torch():
     rng = np.random.default_rng(4)
     obs = rng.normal(size=(6, 4)).astype(np.float32)
     with torch.inference_mode():
-        latent, value, logits, fn = auto._search_backend(obs)
-        latent_t, value_t, logits_t, fn_t = reference._search_backend(obs)
+        latent, value, logits, fn = auto.search_backend(obs)
+        latent_t, value_t, logits_t, fn_t = reference.search_backend(obs)
     assert isinstance(latent, np.ndarray) and isinstance(fn, MLPSearchInference)
     assert isinstance(latent_t, torch.Tensor) and not isinstance(fn_t, MLPSearchInference)
     np.testing.assert_allclose(latent, latent_t.numpy(), rtol=1e-5, atol=1e-6)

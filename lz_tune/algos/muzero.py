@@ -157,11 +157,12 @@ class MuZeroLearner(Learner):
     def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
         """Window + n-step values bootstrapped by the target network (+ reanalysed policy rows)."""
         b, target = self.cfg.buffer, self.target_policy
-        reanalyze_fn = None
-        if b.reanalyze_ratio > 0:
-            def reanalyze_fn(obs, mask, to_play):
-                return target.reanalyze(obs, mask, to_play, rng)
-        return make_train_batch(buffer, index, value_fn=target.value_targets, reanalyze_fn=reanalyze_fn,
+
+        def reanalyze_fn(obs, mask, to_play):
+            return target.reanalyze(obs, mask, to_play, rng)
+
+        return make_train_batch(buffer, index, value_fn=target.value_targets,
+                                reanalyze_fn=reanalyze_fn if b.reanalyze_ratio > 0 else None,
                                 reanalyze_ratio=b.reanalyze_ratio, use_root_value=b.use_root_value)
 
     def reward_targets(self, batch: TrainBatch) -> torch.Tensor:

@@ -39,9 +39,9 @@ class StepColumn:
             raise ValueError(f"StepColumn {self.name}: shape entries must be >= 1, got {self.shape}")
         object.__setattr__(self, "dtype", np.dtype(self.dtype).str)
 
-    def describe(self) -> tuple:
-        """Plain tuple (name, shape, dtype) for state files and comparisons."""
-        return (self.name, list(self.shape), self.dtype)
+    def describe(self) -> list:
+        """Plain list [name, shape, dtype] for state files and comparisons."""
+        return [self.name, list(self.shape), self.dtype]
 
 
 def check_extras(columns: Sequence[StepColumn], extras: Mapping[str, np.ndarray], *, rows: int,

@@ -24,9 +24,7 @@ Exactness (what the original got wrong):
 The buffer knows nothing about models: value and search work arrive as callables over numpy
 arrays and are called in chunks of at most `mini_infer_size` rows.
 
-File format: version 2 stores the declared extra columns with the tables; version 1 files
-(before extra columns, with the policy target column named `child_visits`) still load into a
-buffer without extra columns.
+Reanalysis and the buffer file live in `reanalysis` and `buffer_state` (bound here as methods).
 """
 
 from __future__ import annotations
@@ -35,10 +33,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import window
+from . import buffer_state, reanalysis, window
 from .batch import SampledIndex
 from .columns import Reanalysis, StepColumn, check_extras
-from .priority import gumbel_top_k, importance_weights, sample_proportional, sampling_weights
+from .priority import importance_weights, sample_proportional, sampling_weights
 from .segment import GameSegment, stack_frames
 from .storage import ColumnStore
 
@@ -47,7 +45,6 @@ __all__ = ["GameBuffer", "ReanalyzeFn"]
 ReanalyzeFn = Callable[[np.ndarray, np.ndarray, np.ndarray], Reanalysis]
 """`fn(obs [K, *obs_shape], action_mask [K, A] bool, to_play [K] int64) -> Reanalysis`."""
 
-_STATE_VERSION = 2
 _EXTRA = "extra:"  # prefix of the step-table columns holding declared extra columns
 
 
@@ -411,153 +408,25 @@ class GameBuffer:
         """`[B, U+1] float32` n-step value targets over a window (see `targets`)."""
         return window.n_step_values(self, win, value_fn=value_fn, use_root_value=use_root_value)
 
-    # -- buffer reanalyze ---------------------------------------------------------------------
-    def reanalyze_oldest(
-        self,
-        *,
-        num_segments: int,
-        fn: ReanalyzeFn,
-        fraction_oldest: float = 0.75,
-        age_decay: float = 100.0,
-        rng: np.random.Generator | None = None,
-    ) -> np.ndarray:
-        """Recomputes the policy targets and root values (and any extra columns the reanalysis
-        returns) of whole segments among the oldest.
-
-        Chooses `min(num_segments, P)` distinct segments among the P = ceil(fraction_oldest *
-        num_segments_live) oldest, with probability ∝ exp(-age_decay * j / P) for the j-th
-        oldest (the original's weighting at age_decay=100: strongly toward the oldest; 0 is
-        uniform). All m steps of each (owned and padding) are re-searched with
-        `fn(obs [K, *obs_shape], action_mask [K, A], to_play [K]) -> Reanalysis`, called in
-        chunks of mini_infer_size, and replace the buffer's private copies. Segment objects
-        handed out earlier (`push` inputs, `get_segment` results) are copies and never change.
-        Priorities are left as they are.
-
-        Returns:
-          `[k] int64` the global ids of the reanalysed segments.
-        """
-        if not 0.0 < fraction_oldest <= 1.0:
-            raise ValueError(f"fraction_oldest must be in (0, 1], got {fraction_oldest}")
-        if num_segments < 0 or age_decay < 0:
-            raise ValueError("num_segments and age_decay must be >= 0")
-        live = self.num_segments
-        if live == 0 or num_segments == 0:
-            return np.zeros(0, dtype=np.int64)
-        rng = self._rng if rng is None else rng
-        partition = max(1, int(np.ceil(fraction_oldest * live)))
-        log_weights = -age_decay * np.arange(partition) / partition
-        chosen = np.sort(gumbel_top_k(log_weights, min(int(num_segments), partition), rng))
-
-        table = self._segments
-        rows = table.first - table.base + chosen
-        m = table.array("num_steps")[rows]
-        step_rows = np.repeat(table.array("step_start")[rows] - self._steps.base, m)
-        local = np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m)
-        frame_rows = np.repeat(table.array("frame_start")[rows] - self._frames.base, m) + local
-        step_rows = step_rows + local
-
-        obs = self._gather_obs(frame_rows)
-        action_mask = self._steps.array("action_mask")[step_rows]
-        to_play = self._steps.array("to_play")[step_rows]
-        result = self.run_reanalysis(fn, obs, action_mask, to_play)
-        self._steps.array("policy_target")[step_rows] = result.policy_target
-        self._steps.array("root_value")[step_rows] = result.root_value
-        for name, value in result.extras.items():
-            self._steps.array(_EXTRA + name)[step_rows] = value
-        return chosen + table.first
+    # -- buffer reanalyze (see `reanalysis`) -------------------------------------------------------
+    def reanalyze_oldest(self, *, num_segments: int, fn: ReanalyzeFn, fraction_oldest: float = 0.75,
+                         age_decay: float = 100.0, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Re-searches whole segments among the oldest; returns their global ids `[k] int64`
+        (see `reanalysis.reanalyze_oldest`)."""
+        return reanalysis.reanalyze_oldest(self, num_segments=num_segments, fn=fn, fraction_oldest=fraction_oldest,
+                                           age_decay=age_decay, rng=rng)
 
     def run_reanalysis(self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
                        to_play: np.ndarray) -> Reanalysis:
-        """Calls `fn` over K rows in chunks of mini_infer_size and checks what it returns:
-        policy targets `[K, A]` finite >= 0, root values `[K]` finite, extras among the
-        declared columns with `[K, *shape]`."""
-        count = obs.shape[0]
-        parts = [fn(obs[i:i + self.mini_infer_size], action_mask[i:i + self.mini_infer_size],
-                    to_play[i:i + self.mini_infer_size]) for i in range(0, count, self.mini_infer_size)]
-        if not all(isinstance(p, Reanalysis) for p in parts):
-            raise TypeError("a reanalysis function must return a Reanalysis")
-        policy = np.concatenate([np.asarray(p.policy_target, np.float32) for p in parts]) if parts else \
-            np.zeros((0, self.action_space_size), np.float32)
-        if policy.shape != (count, self.action_space_size):
-            raise ValueError(f"reanalysis must return [{count}, {self.action_space_size}] policy targets, "
-                             f"got {policy.shape}")
-        if not np.all(np.isfinite(policy)) or (policy < 0).any():
-            raise ValueError("reanalysed policy targets must be finite and >= 0")
-        values = np.concatenate([np.asarray(p.root_value, np.float32).reshape(-1) for p in parts]) if parts else \
-            np.zeros(0, np.float32)
-        if values.shape[0] != count or not np.all(np.isfinite(values)):
-            raise ValueError(f"reanalysis must return {count} finite root values, got {values.shape}")
-        names = set(parts[0].extras) if parts else set()
-        declared = {c.name: c for c in self.step_columns}
-        if any(set(p.extras) != names for p in parts) or not names <= set(declared):
-            raise ValueError(f"reanalysis extras {sorted(names)} are not among the declared columns {sorted(declared)}")
-        extras = check_extras([declared[n] for n in sorted(names)],
-                              {n: np.concatenate([np.asarray(p.extras[n]) for p in parts]) for n in names},
-                              rows=count, where="reanalysis")
-        return Reanalysis(policy_target=policy, root_value=values, extras=extras)
+        """`fn` over K rows in chunks of mini_infer_size, checked (see `reanalysis.run_reanalysis`)."""
+        return reanalysis.run_reanalysis(self, fn, obs, action_mask, to_play)
 
-    # -- checkpointing ------------------------------------------------------------------------
+    # -- checkpointing (see `buffer_state`) ------------------------------------------------------
     def state_dict(self) -> dict:
         """Plain dict of numpy arrays and Python scalars (picklable, no torch)."""
-        return {
-            "version": _STATE_VERSION,
-            "config": {
-                "num_unroll_steps": self.num_unroll_steps,
-                "td_steps": self.td_steps,
-                "frame_stack": self.frame_stack,
-                "action_space_size": self.action_space_size,
-                "step_columns": [c.describe() for c in self.step_columns],
-            },
-            "time": self._time,
-            "clear_time": self._clear_time,
-            "rng": self._rng.bit_generator.state,
-            "frame_spec": None if self._frame_spec is None else (self._frame_spec[0], self._frame_spec[1].str),
-            "tables": {
-                name: store.state_dict()
-                for name, store in (
-                    ("steps", self._steps),
-                    ("frames", self._frames),
-                    ("positions", self._positions),
-                    ("segments", self._segments),
-                )
-            },
-        }
+        return buffer_state.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
         """Restores a `state_dict` (this version or 1); U, T, S, A and the declared extra
         columns must match. Evicts if capacity shrank."""
-        version = state.get("version")
-        if version not in (1, _STATE_VERSION):
-            raise ValueError(f"unsupported buffer state version {version}")
-        config = dict(state["config"])
-        if version == 1:  # before extra columns; the policy target column was named child_visits
-            config["step_columns"] = []
-            steps = state["tables"]["steps"]
-            columns = dict(steps["columns"])
-            if "child_visits" in columns:
-                columns["policy_target"] = columns.pop("child_visits")
-            state = {**state, "tables": {**state["tables"], "steps": {**steps, "columns": columns}}}
-        config["step_columns"] = [[n, list(shape), d] for n, shape, d in config["step_columns"]]
-        mine = {k: getattr(self, k) for k in config if k != "step_columns"}
-        mine["step_columns"] = [c.describe() for c in self.step_columns]
-        if config != mine:
-            raise ValueError(f"buffer state was saved with {config}, this buffer has {mine}")
-        self._reset_storage()
-        for name, store in (
-            ("steps", self._steps),
-            ("frames", self._frames),
-            ("positions", self._positions),
-            ("segments", self._segments),
-        ):
-            store.load_state_dict(state["tables"][name])
-        spec = state["frame_spec"]
-        self._frame_spec = None if spec is None else (tuple(spec[0]), np.dtype(spec[1]))
-        self._time = int(state["time"])
-        self._clear_time = int(state["clear_time"])
-        self._rng.bit_generator.state = state["rng"]
-        if len(self._positions):  # the cached p^alpha follows this buffer's alpha
-            live = self._positions.live("sample_weight")
-            live[:] = sampling_weights(self._positions.live("priority"), alpha=self.alpha)
-        if self.num_transitions > self.capacity_transitions:
-            self._time += 1
-            self._evict_to(self.capacity_transitions)
+        buffer_state.load_state_dict(self, state)

@@ -26,7 +26,7 @@ from collections import deque
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np

@@ -1,0 +1,88 @@
+"""CartPole-v1 time-to-solve per policy type: each (variant, seed) is one real
+``python -m lz_tune train`` run of the variant's zoo config until the mean eval return reaches the
+stop value (195 over 8 episodes) or ``--max-env-step`` env steps. Variants are interleaved by seed
+so that box noise spreads over all of them.
+
+Prints one row per run (solved, learner updates and env steps at the solving evaluation, driver
+and process wall-clock), a per-variant median, and as the LAST line one JSON object.
+
+    python benchmarks/cartpole_solve.py                       # all variants, seeds 0 1 2
+    python benchmarks/cartpole_solve.py --variants gumbel_muzero_4sims --seeds 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: variant -> (zoo config, overrides)
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "muzero": ("zoo/classic_control/cartpole_muzero.py", ()),
+    "efficientzero": ("zoo/classic_control/cartpole_efficientzero.py", ()),
+    "gumbel_muzero": ("zoo/classic_control/cartpole_gumbel_muzero.py", ()),
+    "gumbel_muzero_4sims": ("zoo/classic_control/cartpole_gumbel_muzero.py", ("mcts.num_simulations=4",)),
+}
+
+_DONE = re.compile(r"done: (stop value reached|stop value NOT reached).*?env_steps=(\d+) train_iter=(\d+) "
+                   r"wall=([\d.]+)s")
+
+
+def run_one(variant: str, seed: int, max_env_step: int, timeout: float) -> dict:
+    zoo, overrides = VARIANTS[variant]
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "lz_tune", "train", zoo, *overrides, f"max_env_step={max_env_step}",
+               "--seed", str(seed), "--exp-dir", os.path.join(tmp, "exp")]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, PYTHONPATH=ROOT))
+        process_s = time.perf_counter() - start
+    match = _DONE.search(proc.stdout)
+    if proc.returncode != 0 or match is None:
+        raise RuntimeError(f"{variant} seed {seed} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return {"variant": variant, "seed": seed, "solved": match.group(1) == "stop value reached",
+            "env_steps": int(match.group(2)), "train_iter": int(match.group(3)),
+            "driver_s": float(match.group(4)), "process_s": round(process_s, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {list(VARIANTS)}")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--max-env-step", type=int, default=20_000)
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    print(f"{'variant':<22}{'seed':>5}{'solved':>8}{'updates':>9}{'env steps':>11}{'driver s':>10}{'process s':>11}")
+    rows = []
+    for seed in args.seeds:
+        for variant in variants:
+            r = run_one(variant, seed, args.max_env_step, args.timeout)
+            rows.append(r)
+            print(f"{variant:<22}{seed:>5}{str(r['solved']):>8}{r['train_iter']:>9}{r['env_steps']:>11}"
+                  f"{r['driver_s']:>10.1f}{r['process_s']:>11.1f}", flush=True)
+    summary = {}
+    for variant in variants:
+        mine = [r for r in rows if r["variant"] == variant]
+        med = {k: float(np.median([r[k] for r in mine])) for k in ("train_iter", "env_steps", "driver_s")}
+        solved = sum(r["solved"] for r in mine)
+        print(f"{variant + ' median':<22}{'':>5}{f'{solved}/{len(mine)}':>8}{med['train_iter']:>9.0f}"
+              f"{med['env_steps']:>11.0f}{med['driver_s']:>10.1f}")
+        summary[variant] = {"solved": solved, "runs": len(mine), **{f"median_{k}": v for k, v in med.items()}}
+    print(json.dumps({"runs": rows, "summary": summary}))
+
+
+if __name__ == "__main__":
+    main()

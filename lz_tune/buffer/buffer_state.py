@@ -1,0 +1,87 @@
+"""The replay buffer file: `GameBuffer.state_dict` / `load_state_dict`.
+
+Version 2 stores the declared extra step columns (`columns.StepColumn`) with the tables and
+checks them on load; version 1 files (before extra columns, with the policy target column
+named `child_visits`) load into a buffer without extra columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .priority import sampling_weights
+
+if TYPE_CHECKING:
+    from .game_buffer import GameBuffer
+
+__all__ = ["STATE_VERSION", "state_dict", "load_state_dict"]
+
+STATE_VERSION = 2
+
+
+def state_dict(buffer: "GameBuffer") -> dict:
+    """Plain dict of numpy arrays and Python scalars (picklable, no torch)."""
+    return {
+        "version": STATE_VERSION,
+        "config": {
+            "num_unroll_steps": buffer.num_unroll_steps,
+            "td_steps": buffer.td_steps,
+            "frame_stack": buffer.frame_stack,
+            "action_space_size": buffer.action_space_size,
+            "step_columns": [c.describe() for c in buffer.step_columns],
+        },
+        "time": buffer._time,
+        "clear_time": buffer._clear_time,
+        "rng": buffer._rng.bit_generator.state,
+        "frame_spec": None if buffer._frame_spec is None else (buffer._frame_spec[0], buffer._frame_spec[1].str),
+        "tables": {
+            name: store.state_dict()
+            for name, store in (
+                ("steps", buffer._steps),
+                ("frames", buffer._frames),
+                ("positions", buffer._positions),
+                ("segments", buffer._segments),
+            )
+        },
+    }
+
+def load_state_dict(buffer: "GameBuffer", state: dict) -> None:
+    """Restores a `state_dict` (this version or 1); U, T, S, A and the declared extra
+    columns must match. Evicts if capacity shrank."""
+    version = state.get("version")
+    if version not in (1, STATE_VERSION):
+        raise ValueError(f"unsupported buffer state version {version}")
+    config = dict(state["config"])
+    if version == 1:  # before extra columns; the policy target column was named child_visits
+        config["step_columns"] = []
+        steps = state["tables"]["steps"]
+        columns = dict(steps["columns"])
+        if "child_visits" in columns:
+            columns["policy_target"] = columns.pop("child_visits")
+        state = {**state, "tables": {**state["tables"], "steps": {**steps, "columns": columns}}}
+    config["step_columns"] = [[n, list(shape), d] for n, shape, d in config["step_columns"]]
+    mine = {k: getattr(buffer, k) for k in config if k != "step_columns"}
+    mine["step_columns"] = [c.describe() for c in buffer.step_columns]
+    if config != mine:
+        raise ValueError(f"buffer state was saved with {config}, this buffer has {mine}")
+    buffer._reset_storage()
+    for name, store in (
+        ("steps", buffer._steps),
+        ("frames", buffer._frames),
+        ("positions", buffer._positions),
+        ("segments", buffer._segments),
+    ):
+        store.load_state_dict(state["tables"][name])
+    spec = state["frame_spec"]
+    buffer._frame_spec = None if spec is None else (tuple(spec[0]), np.dtype(spec[1]))
+    buffer._time = int(state["time"])
+    buffer._clear_time = int(state["clear_time"])
+    buffer._rng.bit_generator.state = state["rng"]
+    if len(buffer._positions):  # the cached p^alpha follows this buffer's alpha
+        live = buffer._positions.live("sample_weight")
+        live[:] = sampling_weights(buffer._positions.live("priority"), alpha=buffer.alpha)
+    if buffer.num_transitions > buffer.capacity_transitions:
+        buffer._time += 1
+        buffer._evict_to(buffer.capacity_transitions)

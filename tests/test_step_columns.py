@@ -1,0 +1,146 @@
+"""Declared per-step columns: segments, buffer storage, batches, reanalysis and the buffer file are
+built from a type's StepColumn declaration; buffer files of format version 1 still load."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from lz_tune.algos.targets import make_train_batch
+from lz_tune.buffer import GameBuffer, GameSegment, Reanalysis, SegmentBuilder, StepColumn
+from lz_tune.checkpoint import load_buffer_state, save_buffer_state
+
+A = 3
+COLUMNS = (StepColumn("sampled", (2, A), "float32"), StepColumn("chance", (), "int64"))
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def _episode(builder: SegmentBuilder, length: int, rng: np.random.Generator, t0: float):
+    """Runs one episode through the builder; step j stores sampled = t0 + j and chance = j."""
+    builder.begin_episode(np.zeros((1, 2), np.float32))
+    segments = []
+    for j in range(length):
+        segments += builder.add_step(action=j % A, reward=1.0, root_value=0.0, pred_value=0.0,
+                                     policy_target=np.full(A, 1 / A), action_mask=np.ones(A, bool), to_play=-1,
+                                     timestep=j, next_frame=rng.random(2).astype(np.float32),
+                                     done=j == length - 1,
+                                     extras={"sampled": np.full((2, A), t0 + j), "chance": j})
+    return segments
+
+
+def _buffer(**kw) -> GameBuffer:
+    return GameBuffer(capacity_transitions=1000, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
+                      action_space_size=A, step_columns=COLUMNS, seed=0, **kw)
+
+
+def test_extra_columns_flow_from_builder_to_batches_and_back_from_reanalysis():
+    rng = np.random.default_rng(0)
+    builder = SegmentBuilder(segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A,
+                             step_columns=COLUMNS)
+    segments = _episode(builder, 13, rng, 100.0)
+    assert [s.num_owned for s in segments] == [5, 5, 3]
+    for seg in segments:  # padding steps carry the next segment's extras
+        np.testing.assert_array_equal(seg.extras["chance"], seg.timesteps)
+        assert seg.extras["sampled"].shape == (seg.num_steps, 2, A)
+    buffer = _buffer()
+    buffer.push(segments)
+    buffer.check_invariants()
+    for seg_id, seg in zip(buffer.segment_ids, segments):
+        np.testing.assert_array_equal(buffer.get_segment(seg_id).extras["sampled"], seg.extras["sampled"])
+
+    index = buffer.sample(20)
+    batch = make_train_batch(buffer, index, value_fn=lambda o: np.zeros(len(o), np.float32))
+    chance, sampled = batch.extras["chance"], batch.extras["sampled"]
+    assert chance.shape == (20, 3) and sampled.shape == (20, 3, 2, A)
+    np.testing.assert_array_equal(np.where(batch.mask > 0, batch.timesteps, 0), chance)  # aligned, 0 past the end
+    np.testing.assert_array_equal(sampled[..., 0, 0], np.where(batch.mask > 0, 100.0 + batch.timesteps, 0))
+
+    def fn(obs, mask, to_play):  # a reanalysis that replaces one of the extra columns
+        k = obs.shape[0]
+        return Reanalysis(np.tile([0, 0, 1], (k, 1)).astype(np.float32), np.zeros(k, np.float32),
+                          extras={"sampled": np.full((k, 2, A), -1.0)})
+
+    chosen = buffer.reanalyze_oldest(num_segments=1, fn=fn, fraction_oldest=0.3, age_decay=0.0)
+    stored = buffer.get_segment(int(chosen[0]))
+    assert np.all(stored.extras["sampled"] == -1.0) and np.all(stored.policy_targets[:, 2] == 1.0)
+    np.testing.assert_array_equal(stored.extras["chance"], stored.timesteps)  # not returned: untouched
+    batch = make_train_batch(buffer, index, value_fn=lambda o: np.zeros(len(o), np.float32), reanalyze_fn=fn,
+                             reanalyze_ratio=0.5)
+    valid = batch.mask[:10] > 0
+    assert np.all(batch.extras["sampled"][:10][valid] == -1.0)
+
+
+def test_undeclared_or_misshapen_extras_are_refused():
+    rng = np.random.default_rng(1)
+    plain = SegmentBuilder(segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A)
+    plain_segments = _episode_without_extras(plain, 6, rng)
+    with pytest.raises(ValueError, match="extra columns"):
+        _buffer().push(plain_segments)  # the buffer expects the declared columns
+    with pytest.raises(ValueError, match="sampled"):
+        builder = SegmentBuilder(segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A,
+                                 step_columns=COLUMNS)
+        builder.begin_episode(np.zeros((1, 2), np.float32))
+        builder.add_step(action=0, reward=0.0, root_value=0.0, pred_value=0.0, policy_target=np.full(A, 1 / A),
+                         action_mask=np.ones(A, bool), to_play=-1, timestep=0, next_frame=np.zeros(2, np.float32),
+                         done=False, extras={"sampled": np.zeros((3, A)), "chance": 0})
+
+
+def _episode_without_extras(builder, length, rng):
+    builder.begin_episode(np.zeros((1, 2), np.float32))
+    out = []
+    for j in range(length):
+        out += builder.add_step(action=0, reward=1.0, root_value=0.0, pred_value=0.0, policy_target=np.full(A, 1 / A),
+                                action_mask=np.ones(A, bool), to_play=-1, timestep=j,
+                                next_frame=rng.random(2).astype(np.float32), done=j == length - 1)
+    return out
+
+
+def test_buffer_file_round_trip_keeps_extra_columns_and_checks_the_declaration(tmp_path):
+    rng = np.random.default_rng(2)
+    builder = SegmentBuilder(segment_length=4, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A,
+                             step_columns=COLUMNS)
+    buffer = _buffer()
+    buffer.push(_episode(builder, 11, rng, 7.0))
+    path = save_buffer_state(tmp_path / "buf.pt", buffer.state_dict())
+    clone = _buffer()
+    clone.load_state_dict(load_buffer_state(path))
+    clone.check_invariants()
+    for seg_id in buffer.segment_ids:
+        np.testing.assert_array_equal(clone.get_segment(seg_id).extras["sampled"],
+                                      buffer.get_segment(seg_id).extras["sampled"])
+    other = GameBuffer(capacity_transitions=1000, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
+                       action_space_size=A, step_columns=COLUMNS[:1])
+    with pytest.raises(ValueError, match="step_columns"):
+        other.load_state_dict(load_buffer_state(path))
+
+
+def test_a_version_1_buffer_file_still_loads():
+    """tests/data/replay_buffer_v1.pt was written by the code before extra columns (format 1,
+    policy target column named child_visits): 3 segments of 7, 9, 4 steps over 3 actions."""
+    state = load_buffer_state(os.path.join(DATA, "replay_buffer_v1.pt"))
+    assert state["version"] == 1
+    buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=1, discount=0.9, frame_stack=1,
+                        action_space_size=A, seed=0)
+    buffer.load_state_dict(state)
+    buffer.check_invariants()
+    assert buffer.num_segments == 3 and buffer.num_transitions == 4 + 6 + 4
+    rng = np.random.default_rng(5)  # the generator that wrote the file
+    for seg_id, m in zip(buffer.segment_ids, [7, 9, 4]):
+        visits = rng.random((m, 3)).astype(np.float32)
+        visits /= visits.sum(1, keepdims=True)
+        frames = rng.random((m + (seg_id < 2), 2)).astype(np.float32)
+        actions = rng.integers(0, 3, m)
+        rewards = rng.normal(size=m)
+        stored: GameSegment = buffer.get_segment(seg_id)
+        rng.normal(size=m), rng.normal(size=m)  # root / predicted values
+        np.testing.assert_allclose(stored.policy_targets, visits)
+        np.testing.assert_allclose(stored.frames, frames)
+        np.testing.assert_array_equal(stored.actions, actions)
+        np.testing.assert_allclose(stored.rewards, rewards.astype(np.float32))
+    with_columns = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=1, discount=0.9, frame_stack=1,
+                              action_space_size=A, step_columns=COLUMNS)
+    with pytest.raises(ValueError, match="sampled"):
+        with_columns.load_state_dict(state)  # a type with extra columns cannot take a v1 file
+    make_train_batch(buffer, buffer.sample(4), value_fn=lambda o: np.zeros(len(o), np.float32))
