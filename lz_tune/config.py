@@ -418,7 +418,9 @@ class EfficientZeroConfig(_Section):
 
 @dataclass(frozen=True)
 class GumbelConfig(_Section):
-    """Gumbel MuZero (``policy_type=gumbel_muzero``) search. Ignored by other types."""
+    """Gumbel MuZero (``policy_type=gumbel_muzero``) search. Ignored by other types. The Gumbel
+    search has no Dirichlet root noise and no pUCT constants: ``mcts.root_*`` and ``mcts.pb_c_*``
+    do not apply to it, nor does ``collector.temperature`` (the search chooses the action)."""
 
     _prefix = "gumbel"
     max_num_considered_actions: int = 16

@@ -69,7 +69,8 @@ def test_tuner_api_works_too(ray_cluster, tmp_path):
     assert results[0].metrics["env_steps"] > 0
 
 
-@pytest.mark.parametrize("module", ["search_spaces.cartpole_muzero", "search_spaces.pong_muzero"])
+@pytest.mark.parametrize("module", ["search_spaces.cartpole_muzero", "search_spaces.pong_muzero",
+                                    "search_spaces.cartpole_efficientzero", "search_spaces.cartpole_gumbel_muzero"])
 def test_search_spaces_name_existing_keys(module):
     import importlib
 

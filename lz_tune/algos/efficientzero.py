@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lz_tune.algos.common import resolve_model_kind, scale_gradient
+from lz_tune.algos.common import build_network, resolve_model_kind, scale_gradient
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
 from lz_tune.algos.targets import with_extras
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
@@ -69,15 +69,10 @@ class EfficientZeroPolicy(MuZeroPolicy):
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> EfficientZeroNetwork:
-        m, ez = cfg.model, cfg.efficientzero
-        common = dict(action_space_size=spec.action_space_size, value_support_size=m.value_support_size,
-                      reward_support_size=m.reward_support_size, projection_dim=m.projection_dim,
-                      lstm_hidden_size=ez.lstm_hidden_size)
-        if resolve_model_kind(cfg, spec) == "mlp":
-            return EfficientZeroNetwork.mlp(observation_dim=spec.observation_shape[0], latent_dim=m.latent_dim,
-                                            hidden_sizes=m.hidden_sizes, layer_norm=m.layer_norm, **common)
-        return EfficientZeroNetwork.conv(observation_shape=spec.observation_shape, num_channels=m.num_channels,
-                                         num_res_blocks=m.num_res_blocks, downsample=m.downsample, **common)
+        """The MuZero network of ``model.*`` wrapped with the value-prefix LSTM."""
+        muzero = build_network(cfg, spec)
+        extra = {"fc_hidden": muzero.fc_hidden} if resolve_model_kind(cfg, spec) == "conv" else {}
+        return EfficientZeroNetwork(muzero, lstm_hidden_size=cfg.efficientzero.lstm_hidden_size, **extra)
 
     def search_backend(self, obs: np.ndarray):
         net = self.network

@@ -129,64 +129,16 @@ class EfficientZeroNetwork(nn.Module):
     # ------------------------------------------------------------------ factories
 
     @classmethod
-    def mlp(
-        cls,
-        *,
-        observation_dim: int,
-        action_space_size: int,
-        latent_dim: int = 128,
-        hidden_sizes: Sequence[int] = (128,),
-        value_support_size: int = 300,
-        reward_support_size: int = 300,
-        projection_dim: int = 256,
-        layer_norm: bool = False,
-        lstm_hidden_size: int = 512,
-        **muzero_kwargs: Any,
-    ) -> EfficientZeroNetwork:
-        """Build a :class:`MuZeroMLPNetwork` with these args (``muzero_kwargs``: its other
-        keyword args, e.g. ``projection_hidden_dim``) and wrap it."""
-        muzero = MuZeroMLPNetwork(
-            observation_dim=observation_dim,
-            action_space_size=action_space_size,
-            latent_dim=latent_dim,
-            hidden_sizes=hidden_sizes,
-            value_support_size=value_support_size,
-            reward_support_size=reward_support_size,
-            projection_dim=projection_dim,
-            layer_norm=layer_norm,
-            **muzero_kwargs,
-        )
-        return cls(muzero, lstm_hidden_size=lstm_hidden_size)
+    def mlp(cls, *, lstm_hidden_size: int = 512, **muzero_kwargs: Any) -> EfficientZeroNetwork:
+        """Wrap ``MuZeroMLPNetwork(**muzero_kwargs)``."""
+        return cls(MuZeroMLPNetwork(**muzero_kwargs), lstm_hidden_size=lstm_hidden_size)
 
     @classmethod
-    def conv(
-        cls,
-        *,
-        observation_shape: Sequence[int],
-        action_space_size: int,
-        num_channels: int = 64,
-        num_res_blocks: int = 1,
-        downsample: bool = True,
-        value_support_size: int = 300,
-        reward_support_size: int = 300,
-        projection_dim: int = 256,
-        lstm_hidden_size: int = 512,
-        reduced_channels: int = 16,
-        **muzero_kwargs: Any,
-    ) -> EfficientZeroNetwork:
-        """Build a :class:`MuZeroConvNetwork` with these args (``muzero_kwargs``: its other
-        keyword args, e.g. ``fc_hidden``, also used after the LSTM) and wrap it."""
-        muzero = MuZeroConvNetwork(
-            observation_shape=observation_shape,
-            action_space_size=action_space_size,
-            num_channels=num_channels,
-            num_res_blocks=num_res_blocks,
-            downsample=downsample,
-            value_support_size=value_support_size,
-            reward_support_size=reward_support_size,
-            projection_dim=projection_dim,
-            **muzero_kwargs,
-        )
+    def conv(cls, *, lstm_hidden_size: int = 512, reduced_channels: int = 16,
+             **muzero_kwargs: Any) -> EfficientZeroNetwork:
+        """Wrap ``MuZeroConvNetwork(**muzero_kwargs)``; its ``fc_hidden`` widths are also used
+        after the LSTM."""
+        muzero = MuZeroConvNetwork(**muzero_kwargs)
         return cls(muzero, lstm_hidden_size=lstm_hidden_size, reduced_channels=reduced_channels,
                    fc_hidden=muzero.fc_hidden)
 

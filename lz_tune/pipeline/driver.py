@@ -15,7 +15,13 @@ With the in-process back-end, one collector and a budget-queue cap of 1, this is
 sync order: collect, train the whole budget, evaluate when due, collect again.
 
 All buffer mutation, sampling, reanalyze and priority write-back happen here, in one
-process; workers only get immutable weight snapshots and return data (spec 2.2).
+process; workers only get immutable weight snapshots and return data (spec 2.2). The driver
+knows no policy type: the learner builds its own training batch (``learner.make_batch``) and
+the buffer is built from the type's declared step columns.
+
+Why one file of ~570 lines: the loop's stages, their metrics and the checkpoint/restore paths
+share the counters and the pending-evaluation states; kept together, the order of the loop and
+what a checkpoint holds read in one place.
 """
 
 from __future__ import annotations

@@ -1,0 +1,23 @@
+"""Tune search space for EfficientZero on CartPole-v1: MuZero's CartPole space plus the
+value-prefix keys.
+
+    from ray import tune
+    from lz_tune.tune import MuZeroTrainable
+    from search_spaces.cartpole_efficientzero import space, stop, scheduler
+    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
+             metric="eval/reward_mean", mode="max")
+"""
+
+from ray import tune
+
+from search_spaces.cartpole_muzero import scheduler, space as muzero_space, stop
+
+space = {
+    **muzero_space,
+    "config": "zoo.classic_control.cartpole_efficientzero",
+    # reset period of the value prefix and the LSTM state (model steps)
+    "efficientzero.lstm_horizon_len": tune.choice([3, 5]),
+    "efficientzero.lstm_hidden_size": tune.choice([32, 64, 128]),
+}
+
+__all__ = ["space", "stop", "scheduler"]
