@@ -37,8 +37,9 @@ _DONE = re.compile(r"done: (stop value reached|stop value NOT reached).*?env_ste
                    r"wall=([\d.]+)s")
 
 
-def run_one(variant: str, seed: int, max_env_step: int, timeout: float) -> dict:
+def run_one(variant: str, seed: int, max_env_step: int, timeout: float, extra: tuple[str, ...] = ()) -> dict:
     zoo, overrides = VARIANTS[variant]
+    overrides = (*overrides, *extra)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "lz_tune", "train", zoo, *overrides, f"max_env_step={max_env_step}",
                "--seed", str(seed), "--exp-dir", os.path.join(tmp, "exp")]
@@ -60,6 +61,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-env-step", type=int, default=20_000)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides added to every variant (e.g. learner.update_path=eager)")
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
@@ -69,7 +72,7 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         for variant in variants:
-            r = run_one(variant, seed, args.max_env_step, args.timeout)
+            r = run_one(variant, seed, args.max_env_step, args.timeout, tuple(args.set))
             rows.append(r)
             print(f"{variant:<22}{seed:>5}{str(r['solved']):>8}{r['train_iter']:>9}{r['env_steps']:>11}"
                   f"{r['driver_s']:>10.1f}{r['process_s']:>11.1f}", flush=True)

@@ -38,13 +38,14 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
         return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
                                 latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
                                 value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                                projection_dim=m.projection_dim, layer_norm=m.layer_norm)
+                                projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim,
+                                layer_norm=m.layer_norm)
     from lz_tune.models.conv import MuZeroConvNetwork
 
     return MuZeroConvNetwork(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
                              num_channels=m.num_channels, num_res_blocks=m.num_res_blocks, downsample=m.downsample,
                              value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                             projection_dim=m.projection_dim)
+                             projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim)
 
 
 def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
@@ -62,13 +63,16 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(F.softmax(logits, -1) * F.log_softmax(logits, -1)).sum(-1)
 
 
-def make_optimizer(cfg: Config, params) -> torch.optim.Optimizer:
+def make_optimizer(cfg: Config, params, *, fused: bool = False) -> torch.optim.Optimizer:
+    """``learner.optim_type`` over ``params``. ``fused``: torch's fused kernel (one call for all
+    parameters instead of a Python loop over them; ~5x faster step on the CPU, same update)."""
     lc = cfg.learner
+    extra = {"fused": True} if fused else {}
     if lc.optim_type == "sgd":
-        return torch.optim.SGD(params, lr=lc.learning_rate, momentum=lc.momentum, weight_decay=lc.weight_decay)
+        return torch.optim.SGD(params, lr=lc.learning_rate, momentum=lc.momentum, weight_decay=lc.weight_decay, **extra)
     if lc.optim_type == "adam":
-        return torch.optim.Adam(params, lr=lc.learning_rate, weight_decay=lc.weight_decay)
-    return torch.optim.AdamW(params, lr=lc.learning_rate, weight_decay=lc.weight_decay)
+        return torch.optim.Adam(params, lr=lc.learning_rate, weight_decay=lc.weight_decay, **extra)
+    return torch.optim.AdamW(params, lr=lc.learning_rate, weight_decay=lc.weight_decay, **extra)
 
 
 def learning_rate_at(cfg: Config, train_iter: int) -> float:

@@ -29,6 +29,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.profiler import record_function
 
 from lz_tune.algos.base import ActResult, Learner, Policy, Reanalysis
 from lz_tune.algos.common import build_network, entropy, learning_rate_at, make_optimizer, scale_gradient, soft_ce
@@ -144,7 +145,7 @@ class MuZeroLearner(Learner):
         device = cfg.learner.device
         self.policy = self.policy_class(cfg, spec, device=device)
         self.target_policy = self.policy_class(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
-        self.optimizer = make_optimizer(cfg, self.policy.network.parameters())
+        self.optimizer = make_optimizer(cfg, self.policy.network.parameters(), fused=cfg.learner.update_path == "fused")
         self.train_iter = 0
         self.device = self.policy.device
 
@@ -186,6 +187,98 @@ class MuZeroLearner(Learner):
         """[B] policy loss of ``logits [B, A]`` against target probabilities [B, A]: cross-entropy."""
         return soft_ce(logits, target)
 
+    # ------------------------------------------------------------------ the unrolled losses
+
+    def _ssl_targets(self, net, obs: torch.Tensor, num_unroll: int) -> torch.Tensor:
+        """[B, U, P] target projections of the encoded next observations (no gradient)."""
+        with torch.no_grad():
+            flat_next = obs[:, 1:].reshape(-1, *obs.shape[2:])
+            return net.project(net.representation(flat_next), with_grad=False).reshape(obs.shape[0], num_unroll, -1)
+
+    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+        """The reference path (``learner.update_path=eager``): prediction and every loss term step
+        by step. Returns [B] sums over the unroll of (policy, value, reward, ssl, entropy) and
+        the predicted root value [B]."""
+        lc = self.cfg.learner
+        num_unroll = actions.shape[1]
+        init = net.initial_inference(obs[:, 0])
+        state = self.initial_state(init.latent)
+        value_loss = soft_ce(init.value_logits, value_t[:, 0])
+        policy_loss = self.policy_loss(init.policy_logits, target_policy[:, 0])
+        policy_entropy = entropy(init.policy_logits)
+        reward_loss = torch.zeros_like(value_loss)
+        ssl_loss = torch.zeros_like(value_loss)
+        with torch.no_grad():
+            pred_value0 = support_to_scalar(init.value_logits)
+
+        if num_unroll > 0:
+            if lc.ssl_loss_weight > 0:
+                target_proj = self._ssl_targets(net, obs, num_unroll)
+            for k in range(1, num_unroll + 1):
+                state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
+                policy_logits, value_logits = net.prediction(latent)
+                value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
+                policy_loss = policy_loss + self.policy_loss(policy_logits, target_policy[:, k])
+                reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
+                policy_entropy = policy_entropy + entropy(policy_logits)
+                if lc.ssl_loss_weight > 0:
+                    pred_proj = net.project(latent, with_grad=True)
+                    cos = F.cosine_similarity(pred_proj, target_proj[:, k - 1], dim=-1)
+                    ssl_loss = ssl_loss + (-cos) * mask[:, k]
+        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
+
+    def _losses_fused(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+        """The default path: the same terms as :meth:`_losses_eager`, with only the dynamics
+        step by step. The latents of all U+1 steps are stacked step-major ([(U+1) B, ...]) and
+        run through prediction, the SSL projector and every loss once (BatchNorm layers still
+        see each step as its own batch: per-step calls for prediction when the network has
+        batch statistics there, grouped batch norm in the projector); the entropy is computed
+        without gradient when its weight is 0."""
+        lc = self.cfg.learner
+        batch, num_unroll = actions.shape
+        steps = num_unroll + 1
+        latent0 = net.representation(obs[:, 0])
+        state = self.initial_state(latent0)
+        latents, reward_logits = [latent0], []
+        for k in range(1, steps):
+            state, latent, logits = self.unroll_step(net, state, actions[:, k - 1], k)
+            latents.append(latent)
+            reward_logits.append(logits)
+        flat = torch.cat(latents)                                       # [(U+1) B, *latent]
+        if net.batch_independent_prediction:
+            policy_logits, value_logits = net.prediction(flat)
+        else:
+            outs = [net.prediction(latent) for latent in latents]
+            policy_logits, value_logits = torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])
+
+        def step_major(x: torch.Tensor) -> torch.Tensor:                # [B, S, ...] -> [S B, ...]
+            return x.transpose(0, 1).reshape(-1, *x.shape[2:])
+
+        def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:    # [S B] -> [B], summed over S
+            return x.view(count, batch).sum(0)
+
+        value_loss = per_sample(soft_ce(value_logits, step_major(value_t)), steps)
+        policy_loss = per_sample(self.policy_loss(policy_logits, step_major(target_policy)), steps)
+        if lc.policy_entropy_weight > 0:
+            policy_entropy = per_sample(entropy(policy_logits), steps)
+        else:
+            with torch.no_grad():
+                policy_entropy = per_sample(entropy(policy_logits), steps)
+        with torch.no_grad():
+            pred_value0 = support_to_scalar(value_logits[:batch])
+        if num_unroll == 0:
+            zeros = torch.zeros_like(value_loss)
+            return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
+        reward_loss = per_sample(soft_ce(torch.cat(reward_logits), step_major(reward_t)), num_unroll)
+        if lc.ssl_loss_weight > 0:
+            target_proj = self._ssl_targets(net, obs, num_unroll)
+            pred_proj = net.project(flat[batch:], with_grad=True, groups=num_unroll)
+            cos = F.cosine_similarity(pred_proj, step_major(target_proj), dim=-1)
+            ssl_loss = per_sample(-cos * step_major(mask[:, 1:]), num_unroll)
+        else:
+            ssl_loss = torch.zeros_like(value_loss)
+        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
+
     # ------------------------------------------------------------------ one update
 
     def learn(self, batch: TrainBatch) -> tuple[dict[str, float], np.ndarray]:
@@ -205,65 +298,39 @@ class MuZeroLearner(Learner):
 
         value_t = scalar_to_support(target_value, vs)                   # [B, U+1, 2vs+1]
         reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
-
-        init = net.initial_inference(obs[:, 0])
-        state = self.initial_state(init.latent)
-        value_loss = soft_ce(init.value_logits, value_t[:, 0])
-        policy_loss = self.policy_loss(init.policy_logits, target_policy[:, 0])
-        policy_entropy = entropy(init.policy_logits)
-        reward_loss = torch.zeros_like(value_loss)
-        ssl_loss = torch.zeros_like(value_loss)
-        with torch.no_grad():
-            pred_value0 = support_to_scalar(init.value_logits)
-
-        if num_unroll > 0:
-            if lc.ssl_loss_weight > 0:
-                with torch.no_grad():
-                    flat_next = obs[:, 1:].reshape(-1, *obs.shape[2:])
-                    target_proj = net.project(net.representation(flat_next), with_grad=False)
-                    target_proj = target_proj.reshape(obs.shape[0], num_unroll, -1)
-            for k in range(1, num_unroll + 1):
-                state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
-                policy_logits, value_logits = net.prediction(latent)
-                value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(policy_logits, target_policy[:, k])
-                reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
-                policy_entropy = policy_entropy + entropy(policy_logits)
-                if lc.ssl_loss_weight > 0:
-                    pred_proj = net.project(latent, with_grad=True)
-                    cos = F.cosine_similarity(pred_proj, target_proj[:, k - 1], dim=-1)
-                    ssl_loss = ssl_loss + (-cos) * mask[:, k]
-
-        per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
-                      + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
-                      - lc.policy_entropy_weight * policy_entropy)
-        loss = (weights * per_sample).mean() / max(num_unroll, 1)
+        losses = self._losses_fused if lc.update_path == "fused" else self._losses_eager
+        with record_function("learn/forward"):
+            policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0 = losses(
+                net, obs, actions, value_t, reward_t, target_policy, mask)
+            per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
+                          + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
+                          - lc.policy_entropy_weight * policy_entropy)
+            loss = (weights * per_sample).mean() / max(num_unroll, 1)
 
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value)
-        self.optimizer.step()
+        with record_function("learn/backward"):
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with record_function("learn/optimizer"):
+            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value,
+                                                       foreach=lc.update_path == "fused")
+            self.optimizer.step()
         self.train_iter += 1
         net.eval()
         self.policy.on_weights_loaded()  # the learner's own weights changed
         if self.train_iter % lc.target_update_freq == 0:
             self.target_policy.load_weights(net.state_dict())  # through on_weights_loaded
 
-        priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
-        logs = {
-            "loss/total": float(loss.detach()),
-            "loss/policy": float(policy_loss.mean().detach()),
-            "loss/value": float(value_loss.mean().detach()),
-            self.reward_loss_name: float(reward_loss.mean().detach()),
-            "loss/ssl": float(ssl_loss.mean().detach()),
-            "policy/entropy": float(policy_entropy.mean().detach()),
-            "learner/grad_norm": float(grad_norm),
-            "learner/lr": self.optimizer.param_groups[0]["lr"],
-            "learner/target_value_mean": float(target_value[:, 0].mean()),
-            "learner/pred_value_mean": float(pred_value0.mean()),
-        }
+        with torch.no_grad():  # one host sync for all the scalar logs
+            priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
+            scalars = torch.stack([loss.detach(), policy_loss.mean(), value_loss.mean(), reward_loss.mean(),
+                                   ssl_loss.mean(), policy_entropy.mean(), grad_norm.to(loss.dtype),
+                                   target_value[:, 0].mean(), pred_value0.mean()]).tolist()
+        names = ["loss/total", "loss/policy", "loss/value", self.reward_loss_name, "loss/ssl", "policy/entropy",
+                 "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean"]
+        logs = dict(zip(names, scalars))
+        logs["learner/lr"] = self.optimizer.param_groups[0]["lr"]
         return logs, priorities
 
     def state_dict(self) -> dict[str, Any]:

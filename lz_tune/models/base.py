@@ -138,6 +138,9 @@ class MuZeroNetwork(nn.Module, abc.ABC):
     """
 
     latent_shape: tuple[int, ...]
+    #: ``prediction`` treats every sample on its own (no batch statistics), so the learner may
+    #: run it once over all unroll steps; False for networks with BatchNorm in prediction.
+    batch_independent_prediction: bool = False
 
     def __init__(
         self,
@@ -179,8 +182,9 @@ class MuZeroNetwork(nn.Module, abc.ABC):
         """
 
     @abc.abstractmethod
-    def project(self, latent: torch.Tensor, *, with_grad: bool) -> torch.Tensor:
-        """SimSiam projection of a latent ``[B, *latent_shape]`` to ``[B, P]``.
+    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
+        """SimSiam projection of a latent ``[B, *latent_shape]`` to ``[B, P]``; with ``groups``
+        > 1 the batch holds that many equal blocks normalised as separate batches.
 
         With ``with_grad=True`` (online branch) the prediction head is applied after
         the projection; with ``with_grad=False`` (target branch) only the projection

@@ -162,6 +162,6 @@ class MuZeroConvNetwork(MuZeroNetwork):
         x = self.prediction_blocks(latent)
         return self.policy_head(x), self.value_head(x)
 
-    def project(self, latent: torch.Tensor, *, with_grad: bool) -> torch.Tensor:
+    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
         """``latent [B, *latent_shape]`` -> ``[B, P]``; the prediction head only when ``with_grad``."""
-        return self.projector(latent, with_grad=with_grad)
+        return self.projector(latent, with_grad=with_grad, groups=groups)

@@ -161,6 +161,10 @@ class EfficientZeroNetwork(nn.Module):
         return self.muzero.latent_shape
 
     @property
+    def batch_independent_prediction(self) -> bool:
+        return self.muzero.batch_independent_prediction
+
+    @property
     def projection_dim(self) -> int:
         return self.muzero.projection_dim
 
@@ -174,9 +178,9 @@ class EfficientZeroNetwork(nn.Module):
         """``latent [B, *latent_shape]`` -> ``(policy_logits [B, A], value_logits [B, V])``."""
         return self.muzero.prediction(latent)
 
-    def project(self, latent: torch.Tensor, *, with_grad: bool) -> torch.Tensor:
+    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
         """SimSiam projection ``latent [B, *latent_shape]`` -> ``[B, P]`` (see MuZeroNetwork.project)."""
-        return self.muzero.project(latent, with_grad=with_grad)
+        return self.muzero.project(latent, with_grad=with_grad, groups=groups)
 
     def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
         """Representation then prediction for ``obs [B, *obs_shape]``; start from

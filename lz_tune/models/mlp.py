@@ -73,6 +73,8 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         layer_norm: LayerNorm before every hidden ReLU (one extra op per hidden layer).
     """
 
+    batch_independent_prediction = True  # LayerNorm and ReLU only: per sample
+
     def __init__(
         self,
         *,
@@ -198,6 +200,6 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         policy_logits, value_logits = out.split_with_sizes(self._prediction_split, 1)
         return policy_logits, value_logits
 
-    def project(self, latent: torch.Tensor, *, with_grad: bool) -> torch.Tensor:
+    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
         """``latent [B, D]`` -> ``[B, P]``; the prediction head only when ``with_grad``."""
-        return self.projector(latent, with_grad=with_grad)
+        return self.projector(latent, with_grad=with_grad, groups=groups)

@@ -3,11 +3,46 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from lz_tune.models import _validation as check
 
-__all__ = ["SimSiamProjector"]
+__all__ = ["SimSiamProjector", "grouped_forward"]
+
+
+def _grouped_batch_norm(bn: nn.BatchNorm1d, x: torch.Tensor, groups: int) -> torch.Tensor:
+    """``bn`` applied to each of ``groups`` consecutive blocks of ``x [G*B, C]`` separately, as
+    ``groups`` calls in a row would (batch statistics per block; running statistics updated
+    block after block), in ONE batch-norm call: the blocks become separate channels."""
+    if groups == 1 or not bn.training:
+        return bn(x)
+    rows, channels = x.shape
+    batch = rows // groups
+    wide = x.view(groups, batch, channels).transpose(0, 1).reshape(batch, groups * channels)
+    track = bn.track_running_stats and bn.running_mean is not None
+    mean = bn.running_mean.repeat(groups) if track else None
+    var = bn.running_var.repeat(groups) if track else None
+    weight = bn.weight.repeat(groups) if bn.weight is not None else None
+    bias = bn.bias.repeat(groups) if bn.bias is not None else None
+    momentum = bn.momentum if bn.momentum is not None else 0.1
+    out = F.batch_norm(wide, mean, var, weight, bias, True, momentum, bn.eps)
+    if track:
+        with torch.no_grad():  # copy_g = (1-m) r0 + m s_g  ->  sequential: (1-m)^G r0 + sum (1-m)^(G-1-g) m s_g
+            decay = (1.0 - momentum) ** torch.arange(groups - 1, -1, -1, dtype=x.dtype, device=x.device)[:, None]
+            for stat, copies in ((bn.running_mean, mean), (bn.running_var, var)):
+                step = copies.view(groups, channels) - (1.0 - momentum) * stat
+                stat.mul_((1.0 - momentum) ** groups).add_((decay * step).sum(0))
+            bn.num_batches_tracked.add_(groups)
+    return out.view(batch, groups, channels).transpose(0, 1).reshape(rows, channels)
+
+
+def grouped_forward(layers: nn.Sequential, x: torch.Tensor, groups: int) -> torch.Tensor:
+    """``layers`` over ``x [G*B, ...]`` as if called on each of the ``groups`` blocks of B rows
+    in turn: linear layers and activations run once over all rows, BatchNorm1d per block."""
+    for layer in layers:
+        x = _grouped_batch_norm(layer, x, groups) if isinstance(layer, nn.BatchNorm1d) else layer(x)
+    return x
 
 
 class SimSiamProjector(nn.Module):
@@ -47,8 +82,15 @@ class SimSiamProjector(nn.Module):
             nn.Linear(predictor_hidden_dim, projection_dim),
         )
 
-    def forward(self, latent: torch.Tensor, *, with_grad: bool) -> torch.Tensor:
-        """Project ``latent [B, ...]`` (flattened internally) to ``[B, P]``."""
+    def forward(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
+        """Project ``latent [B, ...]`` (flattened internally) to ``[B, P]``.
+
+        groups: ``latent`` holds ``groups`` blocks of equal size (e.g. the unroll steps, step
+        major) that must be normalised as separate batches, exactly as ``groups`` calls would.
+        """
+        if groups > 1:
+            projected = grouped_forward(self.projection, latent.flatten(1), groups)
+            return grouped_forward(self.prediction_head, projected, groups) if with_grad else projected
         projected = self.projection(latent.flatten(1))
         if with_grad:
             return self.prediction_head(projected)

@@ -1,0 +1,109 @@
+"""The default update path (``learner.update_path=fused``) computes what the eager reference path
+computes: the same losses, gradients, priorities and BatchNorm running statistics on fixed
+batches, for every registered policy type, MLP and conv networks, with and without the SSL and
+entropy terms; and its fused optimizer makes the same step from the same gradients. (Weights
+after an Adam step are not compared: a parameter whose gradient is float noise, such as a bias
+before a BatchNorm, moves by about the learning rate in either direction.)"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from lz_tune.algos import IMPLEMENTED, get_algorithm
+from lz_tune.buffer import GameBuffer
+from lz_tune.workers import SegmentCollector, env_spec_for
+
+CONV = ("env.env_id=ALE/Pong-v5", "model.kind=conv", "model.num_channels=8", "model.downsample=True",
+        "env.frame_stack=2", "env.image_size=32", "model.value_support_size=10", "model.reward_support_size=5",
+        "model.projection_dim=16", "efficientzero.lstm_hidden_size=8", "env.max_episode_steps=40")
+
+
+def _batch_and_learners(cfg, seed: int = 0):
+    spec = env_spec_for(cfg)
+    collector = SegmentCollector(cfg.with_overrides(["mcts.num_simulations=2"]), seed=seed)
+    b = cfg.buffer
+    buffer = GameBuffer(capacity_transitions=10_000, num_unroll_steps=b.num_unroll_steps, td_steps=b.td_steps,
+                        discount=0.99, frame_stack=spec.frame_stack, action_space_size=spec.action_space_size, seed=1)
+    while buffer.num_transitions < 60:
+        buffer.push(collector.collect(temperature=1.0).segments)
+    collector.close()
+    learners = {}
+    for path in ("fused", "eager"):
+        c = cfg.with_overrides([f"learner.update_path={path}"])
+        learners[path] = get_algorithm(c.policy_type).make_learner(c, spec)
+    learners["eager"].load_state_dict(copy.deepcopy(learners["fused"].state_dict()))
+    index = buffer.sample(cfg.learner.batch_size)
+    batch = learners["eager"].make_batch(buffer, index, rng=np.random.default_rng(2))
+    return batch, learners
+
+
+def _grads_of_one_update(learner, batch):
+    """(logs, priorities, gradients, state after the step) of one learn() call."""
+    grads = {}
+    hooks = [p.register_hook(lambda g, name=name: grads.__setitem__(name, g.clone()))
+             for name, p in learner.policy.network.named_parameters()]
+    logs, priorities = learner.learn(batch)
+    for h in hooks:
+        h.remove()
+    params = {name for name, _ in learner.policy.network.named_parameters()}
+    buffers = {k: v.clone() for k, v in learner.policy.network.state_dict().items() if k not in params}
+    return logs, priorities, grads, buffers
+
+
+CASES = [(t, kind, extra) for t in sorted(IMPLEMENTED) for kind in ("mlp", "conv")
+         for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
+
+
+@pytest.mark.parametrize("policy_type,kind,extra", CASES,
+                         ids=[f"{t}-{k}-{'ssl' if not e else 'entropy'}" for t, k, e in CASES])
+def test_fused_path_equals_eager_path(tiny_cfg, policy_type, kind, extra):
+    torch.manual_seed(0)
+    cfg = tiny_cfg(f"policy_type={policy_type}", "efficientzero.lstm_hidden_size=8",
+                   "efficientzero.lstm_horizon_len=2", *(CONV if kind == "conv" else ()), *extra)
+    batch, learners = _batch_and_learners(cfg)
+    fused = _grads_of_one_update(learners["fused"], batch)
+    eager = _grads_of_one_update(learners["eager"], batch)
+    for key in eager[0]:
+        np.testing.assert_allclose(fused[0][key], eager[0][key], rtol=2e-5, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(fused[1], eager[1], rtol=1e-5, atol=1e-6)
+    assert fused[2].keys() == eager[2].keys() and len(eager[2]) > 10
+    for name, g in eager[2].items():
+        scale = float(g.abs().max()) + 1e-12
+        assert float((fused[2][name] - g).abs().max()) <= 1e-4 * scale + 1e-7, name
+    for name, v in eager[3].items():  # BatchNorm running statistics and counters
+        if v.is_floating_point():
+            np.testing.assert_allclose(fused[3][name].numpy(), v.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+        else:
+            assert torch.equal(fused[3][name], v), name
+
+
+def test_eager_path_is_selectable_and_validated(tiny_cfg):
+    from lz_tune.config import ConfigError
+
+    assert tiny_cfg().learner.update_path == "fused"
+    with pytest.raises(ConfigError, match="learner.update_path"):
+        tiny_cfg("learner.update_path=compiled")
+
+
+@pytest.mark.parametrize("optim_type", ["adam", "adamw", "sgd"])
+def test_fused_optimizer_makes_the_same_step(tiny_cfg, optim_type):
+    from lz_tune.algos.common import make_optimizer
+
+    cfg = tiny_cfg(f"learner.optim_type={optim_type}", "learner.weight_decay=1e-2")
+    torch.manual_seed(0)
+    shapes = [(16, 8), (8,), (3, 4, 5)]
+    params = {fused: [torch.nn.Parameter(torch.randn(s, generator=torch.Generator().manual_seed(i)))
+                      for i, s in enumerate(shapes)] for fused in (True, False)}
+    optims = {fused: make_optimizer(cfg, params[fused], fused=fused) for fused in (True, False)}
+    for step in range(3):
+        grads = [torch.randn(s) for s in shapes]
+        for fused in (True, False):
+            for p, g in zip(params[fused], grads):
+                p.grad = g.clone()
+            optims[fused].step()
+        for a, b in zip(params[True], params[False]):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
