@@ -60,3 +60,10 @@ def test_tune_overhead_prints_time_to_first_result(tmp_path):
 def test_soak_prints_memory_figures():
     out = _last_json(["benchmarks/soak.py", "--minutes", "0.5", "--interval", "5"], timeout=400)
     assert out["rss_end_mb"] > 0 and out["env_steps"] > 0
+
+
+def test_learner_speed_prints_updates_per_second():
+    out = _last_json(["benchmarks/learner_speed.py", "--configs", "cartpole", "--repeats", "1", "--updates", "1"],
+                     timeout=300)
+    assert out["cartpole_updates_per_s"] > 0 and out["cartpole_updates_per_s_eager"] > 0
+    assert set(out["cartpole_ms_per_update"]) >= {"forward", "backward", "optimizer", "targets_and_rest"}

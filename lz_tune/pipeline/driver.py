@@ -255,8 +255,7 @@ class Driver:
             self._final_eval_launched = True
             self._final_eval_wanted = self.last_eval is None or self.last_eval.train_iter != self.train_iter
         if self._final_eval_wanted and self.backend.evals_in_flight < self.cfg.async_pipeline.max_eval_inflight:
-            self._final_eval_wanted = False
-            self._launch_eval()
+            self._final_eval_wanted = not self._launch_eval()  # no idle evaluator: try again next pass
 
     # ------------------------------------------------------------------------------ collect
 
@@ -369,10 +368,13 @@ class Driver:
         if self.train_iter - last >= self.cfg.evaluator.eval_freq:
             self._launch_eval()
 
-    def _launch_eval(self) -> None:
+    def _launch_eval(self) -> bool:
+        """Evaluate the current weights; False when no evaluator could take it (nothing is
+        marked as launched then, so the caller tries again: with max_eval_inflight above the
+        number of evaluator actors, an evaluation is never silently skipped)."""
         snapshot = self.publisher.current(self.train_iter)
         if snapshot.version in self._pending_eval_states:
-            return
+            return True  # this version is being evaluated already
         # the checkpoint of this evaluation: exactly these weights + the learner state behind them;
         # states of evaluations that never came back (evaluator died) are dropped oldest first
         while len(self._pending_eval_states) > self.cfg.async_pipeline.max_eval_inflight:
@@ -381,9 +383,11 @@ class Driver:
             "learner": copy.deepcopy(self.learner.state_dict()),
             "counters": asdict(self.counters) | {"train_iter": self.train_iter},
         }
-        self._last_eval_launch_iter = self.train_iter
         if not self.backend.launch_eval(snapshot):
             del self._pending_eval_states[snapshot.version]
+            return False
+        self._last_eval_launch_iter = self.train_iter
+        return True
 
     def _on_eval(self, result: EvalResult) -> None:
         self.counters.evaluations += 1

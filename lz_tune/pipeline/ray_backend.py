@@ -17,13 +17,17 @@ failure; the actor is restarted with a new seed in the same bundle, up to
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from lz_tune.config import Config
 from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
 from lz_tune.workers import WeightSnapshot
+
+#: weight snapshots whose ObjectRef the driver keeps for reuse (the newest; a launched task holds
+#: its own ref, so dropping one never frees weights an actor still needs)
+_KEPT_SNAPSHOT_REFS = 4
 
 RAY_MISSING = ("the async pipeline needs Ray, which is not installed: pip install 'ray[tune,train]' "
                "(or run without --async-pipeline / async_pipeline.enabled=False for the sync pipeline)")
@@ -225,7 +229,9 @@ class RayBackend(WorkerBackend):
         if ref is None:
             ref = self.ray.put(_snapshot_to_store(snapshot))
             self.snapshot_puts += 1
-            self._snapshot_refs = {snapshot.version: ref, **{v: r for v, r in list(self._snapshot_refs.items())[-3:]}}
+            self._snapshot_refs[snapshot.version] = ref  # insertion order: oldest first
+            while len(self._snapshot_refs) > _KEPT_SNAPSHOT_REFS:  # drop the OLDEST (in-flight tasks hold theirs)
+                self._snapshot_refs.pop(next(iter(self._snapshot_refs)))
         return ref
 
     @property
