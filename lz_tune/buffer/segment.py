@@ -338,9 +338,11 @@ class SegmentBuilder:
         action_mask = np.array(action_mask, dtype=np.bool_)
         if policy_target.shape != (self.action_space_size,) or action_mask.shape != (self.action_space_size,):
             raise ValueError(f"policy_target / action_mask must be [A={self.action_space_size}]")
-        row = check_extras(self.step_columns, {k: np.asarray(v)[None] for k, v in (extras or {}).items()}, rows=1,
-                           where="SegmentBuilder.add_step")
-        row = {k: v[0] for k, v in row.items()}
+        row: dict[str, np.ndarray] = {}
+        if self.step_columns or extras:  # the collector's hot loop: nothing to check for a type without columns
+            checked = check_extras(self.step_columns, {k: np.asarray(v)[None] for k, v in (extras or {}).items()},
+                                   rows=1, where="SegmentBuilder.add_step")
+            row = {k: v[0] for k, v in checked.items()}
         step = (int(action), float(reward), float(root_value), float(pred_value), policy_target, action_mask,
                 int(to_play), int(timestep))
         drafts = self._pending + [self._current]

@@ -178,6 +178,13 @@ def root_action(visits, logits, sigma, gumbel, legal, considered):
 
 
 @numba.njit(cache=True, nogil=True)
+def _scratch(A):
+    """Per-node work arrays [A]: visits, logits, completed Q, sigma, probabilities."""
+    return (np.empty(A, np.int64), np.empty(A, np.float64), np.empty(A, np.float64), np.empty(A, np.float64),
+            np.empty(A, np.float64))
+
+
+@numba.njit(cache=True, nogil=True)
 def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
                   root_legal, discount, gumbel, table, max_considered, c_visit, c_scale, out_parent, out_action):
     """Descend every tree to an unexpanded edge.
@@ -186,11 +193,7 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
     (:func:`considered_visit_table`). out_parent: [B] int32 node to expand from; out_action: [B] int64.
     """
     B, N, A = children_index.shape
-    visits = np.empty(A, np.int64)
-    logits = np.empty(A, np.float64)
-    cq = np.empty(A, np.float64)
-    sigma = np.empty(A, np.float64)
-    probs = np.empty(A, np.float64)
+    visits, logits, cq, sigma, probs = _scratch(A)
     for b in range(B):
         num_legal = 0
         for a in range(A):
@@ -223,11 +226,7 @@ def finish(children_index, children_prior, node_visits, node_value_sum, node_rew
     """Per root: ``out_policy [B, A]`` float32 = softmax over the legal actions of logit + sigma
     (0 elsewhere); ``out_action [B]`` int64 = the root score's argmax among the most visited."""
     B, N, A = children_index.shape
-    visits = np.empty(A, np.int64)
-    logits = np.empty(A, np.float64)
-    cq = np.empty(A, np.float64)
-    sigma = np.empty(A, np.float64)
-    probs = np.empty(A, np.float64)
+    visits, logits, cq, sigma, probs = _scratch(A)
     for b in range(B):
         completed_q(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
                     discount, b, 0, visits, logits, cq)
