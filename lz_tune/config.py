@@ -1,7 +1,7 @@
 """Typed experiment configuration.
 
 One frozen dataclass per concern (env, model, mcts, buffer, learner, collector, evaluator,
-async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel),
+async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel, sampled),
 gathered in :class:`Config`. Every field has a docstring-style comment and a
 default; values are checked when the object is built, so a wrong key or value fails with a
 :class:`ConfigError` naming the dotted key before any env or actor starts.
@@ -447,6 +447,31 @@ class GumbelConfig(_Section):
 
 
 @dataclass(frozen=True)
+class SampledConfig(_Section):
+    """Sampled MuZero / Sampled EfficientZero (``policy_type=sampled_muzero`` or
+    ``sampled_efficientzero``): the search plans over K actions sampled from the policy at
+    every expansion. Ignored by other types. The pUCT keys ``mcts.*`` (root noise included)
+    apply to the K children."""
+
+    _prefix = "sampled"
+    num_samples: int = 20
+    """K: actions sampled at every expansion (continuous: i.i.d. from the tanh-Gaussian policy;
+    discrete: K distinct actions by Gumbel-top-k, so K <= the env's action count)."""
+    policy_loss_type: Literal["cross_entropy", "kl"] = "cross_entropy"
+    """Policy loss against the visit distribution over the K root samples:
+    ``-sum_k pi_hat_k log pi(a_k)``, or that plus ``sum_k pi_hat_k log pi_hat_k`` (KL; same
+    gradient, a loss that is 0 at the optimum for discrete actions)."""
+    min_std: float = 1e-3
+    """Continuous: smallest standard deviation of the (pre-tanh) Gaussian policy."""
+    max_std: float = 5.0
+    """Continuous: largest standard deviation of the (pre-tanh) Gaussian policy."""
+
+    def _check(self) -> None:
+        self._positive("num_samples", "min_std", "max_std")
+        self._require(self.min_std < self.max_std, "min_std", f"must be < sampled.max_std={self.max_std}")
+
+
+@dataclass(frozen=True)
 class AsyncPipelineConfig(_Section):
     """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
 
@@ -536,6 +561,7 @@ class Config(_Section):
     async_pipeline: AsyncPipelineConfig = field(default_factory=AsyncPipelineConfig)
     efficientzero: EfficientZeroConfig = field(default_factory=EfficientZeroConfig)
     gumbel: GumbelConfig = field(default_factory=GumbelConfig)
+    sampled: SampledConfig = field(default_factory=SampledConfig)
 
     def _check(self) -> None:
         if self.policy_type not in POLICY_TYPES:

@@ -25,10 +25,12 @@ SMOKE_CONFIG = {
     "muzero": "zoo/classic_control/cartpole_muzero.py",
     "efficientzero": "zoo/classic_control/cartpole_efficientzero.py",
     "gumbel_muzero": "zoo/classic_control/cartpole_gumbel_muzero.py",
+    "sampled_muzero": "zoo/classic_control/pendulum_sampled_muzero.py",
+    "sampled_efficientzero": "zoo/classic_control/pendulum_sampled_efficientzero.py",
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
-EXTRA = ("efficientzero.lstm_hidden_size=8",)
+EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3")
 ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
          "async_pipeline.evaluator_num_cpus=0.5", "env.max_episode_steps=40")
 

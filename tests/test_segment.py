@@ -204,10 +204,17 @@ def test_segment_validation():
     for change, match in [
         (dict(num_owned=4), "num_owned"),
         (dict(rewards=[0, 0]), "rewards"),
-        (dict(action_mask=np.ones((3, 3), bool)), "disagree"),
+        (dict(action_mask=np.ones((3, 0), bool)), "at least one column"),
+        (dict(actions=[[0.5], [1.5], [0.0]]), r"\[-1, 1\]"),   # continuous actions outside the box
+        (dict(actions=[[0.5], [np.nan], [0.0]]), r"\[-1, 1\]"),
         (dict(frames=np.zeros((3, 2))), "fewer than n_obs"),
         (dict(actions=[0, 2, 0]), "actions"),
         (dict(root_values=[0, np.nan, 0]), "non-finite"),
     ]:
         with pytest.raises(ValueError, match=match):
             GameSegment(**{**good, **change})
+    # the policy target may be narrower than the action mask (K sampled actions of A)
+    narrow = GameSegment(**{**good, "policy_targets": np.full((3, 1), 1.0), "action_mask": np.ones((3, 3), bool)})
+    assert narrow.policy_target_size == 1 and narrow.action_space_size == 3
+    cont = GameSegment(**{**good, "actions": [[0.5, -1.0], [1.0, 0.0], [0.0, 0.25]], "action_mask": np.ones((3, 1), bool)})
+    assert cont.action_dim == 2 and cont.actions.dtype == np.float32

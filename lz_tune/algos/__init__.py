@@ -1,6 +1,7 @@
 """Policy types. Each is a module with ``make_policy(cfg, spec, device=...)``,
-``make_learner(cfg, spec)`` and ``step_columns(cfg, spec)`` (its extra per-step data; see
-:mod:`lz_tune.algos.base` for the interface).
+``make_learner(cfg, spec)``, ``step_columns(cfg, spec)`` (its extra per-step data) and
+``policy_target_size(cfg, spec)`` (the width P of its stored policy target); see
+:mod:`lz_tune.algos.base` for the interface.
 
 Shared code (collectors, evaluators, the driver) never branches on the policy type: it asks
 :func:`get_algorithm` for the module and uses the interface.
@@ -18,6 +19,8 @@ IMPLEMENTED: dict[str, str] = {
     "muzero": "lz_tune.algos.muzero",
     "efficientzero": "lz_tune.algos.efficientzero",
     "gumbel_muzero": "lz_tune.algos.gumbel_muzero",
+    "sampled_muzero": "lz_tune.algos.sampled_muzero",
+    "sampled_efficientzero": "lz_tune.algos.sampled_efficientzero",
 }
 
 

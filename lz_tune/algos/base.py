@@ -38,14 +38,15 @@ class ActResult:
     """What one batched search decided for N envs."""
 
     action: np.ndarray
-    """[N] int64 chosen actions."""
+    """[N] int64 chosen actions ([N, D] float32 in [-1, 1] for continuous actions)."""
     root_value: np.ndarray
     """[N] float32 search values of the roots."""
     pred_value: np.ndarray
     """[N] float32 the network's own value estimates of the roots."""
     policy_target: np.ndarray
-    """[N, A] float32 what the policy is trained towards: normalised root visit counts
-    (MuZero), the improved policy (Gumbel MuZero)."""
+    """[N, P] float32 what the policy is trained towards: normalised root visit counts
+    (MuZero, P = A), the improved policy (Gumbel MuZero), the visits over the K sampled root
+    actions (Sampled MuZero, P = K)."""
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)
     """The type's extra per-step columns (its ``step_columns``), ``{name: [N, *shape]}``."""
 
@@ -62,7 +63,8 @@ class Policy(abc.ABC):
 
         mode: ``"collect"`` (root noise, exploration with ``temperature``) or ``"eval"`` (no
         noise, greedy).
-        previous_action: [N] int64 the action each env took last (-1 right after a reset);
+        previous_action: [N] int64 the action each env took last (-1 right after a reset;
+        continuous actions: [N, D] float32, NaN rows right after a reset);
         None when the caller does not track it (stateless types ignore it).
         """
 

@@ -30,12 +30,14 @@ def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
 
 
 def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
-    """The MuZero MLP network for vector observations, the conv network for images (model.kind)."""
+    """The MuZero MLP network for vector observations, the conv network for images (model.kind);
+    for a continuous action space (``spec.action_dim``) with a Gaussian policy output."""
     m = cfg.model
     if resolve_model_kind(cfg, spec) == "mlp":
         from lz_tune.models.mlp import MuZeroMLPNetwork
 
         return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
+                                action_dim=spec.action_dim,
                                 latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
                                 value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
                                 projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim,
@@ -43,6 +45,7 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
     from lz_tune.models.conv import MuZeroConvNetwork
 
     return MuZeroConvNetwork(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
+                             action_dim=spec.action_dim,
                              num_channels=m.num_channels, num_res_blocks=m.num_res_blocks, downsample=m.downsample,
                              value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
                              projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from lz_tune.algos.common import build_network, resolve_model_kind, scale_gradient
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, policy_target_size
 from lz_tune.algos.targets import with_extras
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config
@@ -36,7 +36,7 @@ from lz_tune.models.efficientzero import EfficientZeroNetwork
 from lz_tune.models.support import support_to_scalar_np
 
 __all__ = ["EfficientZeroPolicy", "EfficientZeroLearner", "value_prefix_targets", "prefix_rewards",
-           "make_policy", "make_learner", "step_columns"]
+           "make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
 def value_prefix_targets(rewards: np.ndarray, horizon: int) -> np.ndarray:

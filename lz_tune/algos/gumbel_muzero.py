@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import torch
 
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, policy_target_size
 from lz_tune.algos.common import soft_ce
 from lz_tune.buffer import StepColumn
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.mcts import Gumbel
 
-__all__ = ["GumbelMuZeroPolicy", "GumbelMuZeroLearner", "make_policy", "make_learner", "step_columns"]
+__all__ = ["GumbelMuZeroPolicy", "GumbelMuZeroLearner", "make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
 class GumbelMuZeroPolicy(MuZeroPolicy):

@@ -35,7 +35,7 @@ from lz_tune.algos.base import ActResult, Learner, Policy, Reanalysis
 from lz_tune.algos.common import build_network, entropy, learning_rate_at, make_optimizer, scale_gradient, soft_ce
 from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
-from lz_tune.config import Config
+from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import PUCT, RootInput, SearchOutput, run_search, select_action
 from lz_tune.models.mlp_inference import MLPSearchInference
@@ -45,8 +45,14 @@ from lz_tune.models.support import scalar_to_support, support_to_scalar, support
 class MuZeroPolicy(Policy):
     """MuZero network + batched search. All inference runs under ``torch.inference_mode``."""
 
+    continuous_actions = False
+    """Whether the type plans over continuous (Box) action spaces (the sampled types do)."""
+
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
                  network: Optional[torch.nn.Module] = None) -> None:
+        if spec.is_continuous and not self.continuous_actions:
+            raise ConfigError(f"policy_type: {cfg.policy_type!r} plans over discrete actions, but env {cfg.env.env_id!r} "
+                              f"has a continuous (Box) action space; use sampled_muzero or sampled_efficientzero")
         self.cfg = cfg
         self.spec = spec
         self.device = torch.device(device)
@@ -183,9 +189,19 @@ class MuZeroLearner(Learner):
         latent, reward_logits = net.dynamics(scale_gradient(state, 0.5), action)
         return latent, latent, reward_logits
 
+    def policy_targets(self, batch: TrainBatch):
+        """What :meth:`policy_loss` compares the policy output with, ``[B, U+1, ...]``: a tensor
+        or a tuple of tensors (MuZero: the target probabilities ``[B, U+1, A]``)."""
+        return torch.from_numpy(batch.target_policy).to(self.device)
+
     def policy_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """[B] policy loss of ``logits [B, A]`` against target probabilities [B, A]: cross-entropy."""
+        """[N] policy loss of ``logits [N, A]`` against target probabilities [N, A]: cross-entropy.
+        ``target`` is one step (or the steps flattened) of :meth:`policy_targets`."""
         return soft_ce(logits, target)
+
+    def policy_entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        """[N] entropy of the policy ``logits [N, A]`` (its bonus has weight policy_entropy_weight)."""
+        return entropy(logits)
 
     # ------------------------------------------------------------------ the unrolled losses
 
@@ -204,8 +220,8 @@ class MuZeroLearner(Learner):
         init = net.initial_inference(obs[:, 0])
         state = self.initial_state(init.latent)
         value_loss = soft_ce(init.value_logits, value_t[:, 0])
-        policy_loss = self.policy_loss(init.policy_logits, target_policy[:, 0])
-        policy_entropy = entropy(init.policy_logits)
+        policy_loss = self.policy_loss(init.policy_logits, _map(lambda t: t[:, 0], target_policy))
+        policy_entropy = self.policy_entropy(init.policy_logits)
         reward_loss = torch.zeros_like(value_loss)
         ssl_loss = torch.zeros_like(value_loss)
         with torch.no_grad():
@@ -218,9 +234,9 @@ class MuZeroLearner(Learner):
                 state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
                 policy_logits, value_logits = net.prediction(latent)
                 value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(policy_logits, target_policy[:, k])
+                policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
                 reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
-                policy_entropy = policy_entropy + entropy(policy_logits)
+                policy_entropy = policy_entropy + self.policy_entropy(policy_logits)
                 if lc.ssl_loss_weight > 0:
                     pred_proj = net.project(latent, with_grad=True)
                     cos = F.cosine_similarity(pred_proj, target_proj[:, k - 1], dim=-1)
@@ -235,7 +251,7 @@ class MuZeroLearner(Learner):
         batch statistics there, grouped batch norm in the projector); the entropy is computed
         without gradient when its weight is 0."""
         lc = self.cfg.learner
-        batch, num_unroll = actions.shape
+        batch, num_unroll = actions.shape[:2]
         steps = num_unroll + 1
         latent0 = net.representation(obs[:, 0])
         state = self.initial_state(latent0)
@@ -258,12 +274,12 @@ class MuZeroLearner(Learner):
             return x.view(count, batch).sum(0)
 
         value_loss = per_sample(soft_ce(value_logits, step_major(value_t)), steps)
-        policy_loss = per_sample(self.policy_loss(policy_logits, step_major(target_policy)), steps)
+        policy_loss = per_sample(self.policy_loss(policy_logits, _map(step_major, target_policy)), steps)
         if lc.policy_entropy_weight > 0:
-            policy_entropy = per_sample(entropy(policy_logits), steps)
+            policy_entropy = per_sample(self.policy_entropy(policy_logits), steps)
         else:
             with torch.no_grad():
-                policy_entropy = per_sample(entropy(policy_logits), steps)
+                policy_entropy = per_sample(self.policy_entropy(policy_logits), steps)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits[:batch])
         if num_unroll == 0:
@@ -287,10 +303,10 @@ class MuZeroLearner(Learner):
         net.train()
         dev = self.device
         obs = torch.from_numpy(batch.obs).to(dev)                       # [B, U+1, *obs]
-        actions = torch.from_numpy(batch.actions).to(dev)               # [B, U]
+        actions = torch.from_numpy(batch.actions).to(dev)               # [B, U] ([B, U, D] continuous)
         target_value = torch.from_numpy(batch.target_value).to(dev)     # [B, U+1]
         target_reward = self.reward_targets(batch)                      # [B, U]
-        target_policy = torch.from_numpy(batch.target_policy).to(dev)   # [B, U+1, A]
+        target_policy = self.policy_targets(batch)                      # [B, U+1, ...], tensor or tuple
         mask = torch.from_numpy(batch.mask).to(dev)                     # [B, U+1]
         weights = torch.from_numpy(batch.weights).to(dev)               # [B]
         num_unroll = batch.actions.shape[1]
@@ -348,9 +364,19 @@ class MuZeroLearner(Learner):
         self.train_iter = int(state["train_iter"])
 
 
+def _map(fn, target):
+    """``fn`` applied to a policy target: a tensor or each tensor of a tuple."""
+    return tuple(fn(t) for t in target) if isinstance(target, tuple) else fn(target)
+
+
 def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
     """MuZero stores nothing beyond the common per-step columns."""
     return ()
+
+
+def policy_target_size(cfg: Config, spec: EnvSpecInfo) -> int:
+    """P, the width of the stored policy target: one entry per action."""
+    return spec.action_space_size
 
 
 def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> MuZeroPolicy:

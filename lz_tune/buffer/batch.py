@@ -44,10 +44,10 @@ class TrainBatch:
     Attributes:
       obs: `[B, U+1, *obs_shape]` frame dtype: stacked observation at t..t+U (zeros where
         no observation exists).
-      actions: `[B, U] int64` actions at t..t+U-1.
+      actions: `[B, U] int64` actions at t..t+U-1 (continuous: `[B, U, D] float32`).
       target_value: `[B, U+1] float32` n-step value targets.
       target_reward: `[B, U] float32` r_{t+k}, the reward after action t+k.
-      target_policy: `[B, U+1, A] float32` stored policy targets (visit distributions or the
+      target_policy: `[B, U+1, P] float32` stored policy targets (visit distributions or the
         type's improved policy; reanalysed for the first `num_reanalyzed` rows).
       mask: `[B, U+1] float32` 1 where a real step exists at t+k.
       weights: `[B] float32` IS weights (= index.weights).

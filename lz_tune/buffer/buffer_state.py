@@ -30,6 +30,8 @@ def state_dict(buffer: "GameBuffer") -> dict:
             "td_steps": buffer.td_steps,
             "frame_stack": buffer.frame_stack,
             "action_space_size": buffer.action_space_size,
+            "policy_target_size": buffer.policy_target_size,
+            "action_dim": buffer.action_dim,
             "step_columns": [c.describe() for c in buffer.step_columns],
         },
         "time": buffer._time,
@@ -61,6 +63,8 @@ def load_state_dict(buffer: "GameBuffer", state: dict) -> None:
         if "child_visits" in columns:
             columns["policy_target"] = columns.pop("child_visits")
         state = {**state, "tables": {**state["tables"], "steps": {**steps, "columns": columns}}}
+    config.setdefault("policy_target_size", config["action_space_size"])  # files before continuous actions
+    config.setdefault("action_dim", 0)
     config["step_columns"] = [[n, list(shape), d] for n, shape, d in config["step_columns"]]
     mine = {k: getattr(buffer, k) for k in config if k != "step_columns"}
     mine["step_columns"] = [c.describe() for c in buffer.step_columns]

@@ -67,6 +67,8 @@ class GameBuffer:
         use_max_priority_for_new_data: bool = True,
         mini_infer_size: int = 2048,
         step_columns: Sequence[StepColumn] = (),
+        policy_target_size: int | None = None,
+        action_dim: int = 0,
         seed: int | None = None,
     ):
         if capacity_transitions < 1:
@@ -83,6 +85,10 @@ class GameBuffer:
         self.discount = float(discount)
         self.frame_stack = int(frame_stack)
         self.action_space_size = int(action_space_size)
+        self.policy_target_size = int(policy_target_size or action_space_size)
+        self.action_dim = int(action_dim)
+        if self.policy_target_size < 1 or self.action_dim < 0:
+            raise ValueError("need policy_target_size >= 1 and action_dim >= 0")
         self.use_priority = bool(use_priority)
         self.alpha = float(alpha)
         self.beta = float(beta)
@@ -233,6 +239,11 @@ class GameBuffer:
             raise ValueError(f"segment frame_stack {segment.frame_stack} != buffer frame_stack {self.frame_stack}")
         if segment.action_space_size != self.action_space_size:
             raise ValueError(f"segment has A={segment.action_space_size}, buffer A={self.action_space_size}")
+        if segment.policy_target_size != self.policy_target_size:
+            raise ValueError(f"segment has policy targets of width {segment.policy_target_size}, "
+                             f"buffer {self.policy_target_size}")
+        if segment.action_dim != self.action_dim:
+            raise ValueError(f"segment has action_dim={segment.action_dim}, buffer action_dim={self.action_dim}")
         if self._frame_spec is not None and (segment.frame_shape, segment.frames.dtype) != self._frame_spec:
             raise ValueError(
                 f"segment frames {segment.frame_shape} {segment.frames.dtype} differ from stored {self._frame_spec}"

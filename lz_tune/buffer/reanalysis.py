@@ -78,7 +78,7 @@ def reanalyze_oldest(
 def run_reanalysis(buffer: "GameBuffer", fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
                    to_play: np.ndarray) -> Reanalysis:
     """Calls `fn` over K rows in chunks of mini_infer_size and checks what it returns:
-    policy targets `[K, A]` finite >= 0, root values `[K]` finite, extras among the
+    policy targets `[K, P]` finite >= 0, root values `[K]` finite, extras among the
     declared columns with `[K, *shape]`."""
     count = obs.shape[0]
     parts = [fn(obs[i:i + buffer.mini_infer_size], action_mask[i:i + buffer.mini_infer_size],
@@ -86,9 +86,9 @@ def run_reanalysis(buffer: "GameBuffer", fn: ReanalyzeFn, obs: np.ndarray, actio
     if not all(isinstance(p, Reanalysis) for p in parts):
         raise TypeError("a reanalysis function must return a Reanalysis")
     policy = np.concatenate([np.asarray(p.policy_target, np.float32) for p in parts]) if parts else \
-        np.zeros((0, buffer.action_space_size), np.float32)
-    if policy.shape != (count, buffer.action_space_size):
-        raise ValueError(f"reanalysis must return [{count}, {buffer.action_space_size}] policy targets, "
+        np.zeros((0, buffer.policy_target_size), np.float32)
+    if policy.shape != (count, buffer.policy_target_size):
+        raise ValueError(f"reanalysis must return [{count}, {buffer.policy_target_size}] policy targets, "
                          f"got {policy.shape}")
     if not np.all(np.isfinite(policy)) or (policy < 0).any():
         raise ValueError("reanalysed policy targets must be finite and >= 0")

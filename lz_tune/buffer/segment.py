@@ -63,12 +63,14 @@ class GameSegment:
       frames: `[S-1 + n_obs, *frame_shape]`, any dtype (uint8 images, float32 vectors): the
         S-1 frames before position 0, then the newest frame of the observation at each
         position 0..n_obs-1. Each frame is stored once.
-      actions: `[m] int64`, action taken at each position.
+      actions: `[m] int64`, action taken at each position (an index in [0, A)); for a
+        continuous action space `[m, D] float32`, the normalised action in [-1, 1].
       rewards: `[m] float32`, reward received after the action at each position.
       root_values: `[m] float32`, search (root) value at each position.
       pred_values: `[m] float32`, the network's initial-inference value at each position.
-      policy_targets: `[m, A] float32`, the policy target of each step: the normalised root
-        visit distribution (MuZero), or the type's improved policy (Gumbel MuZero).
+      policy_targets: `[m, P] float32`, the policy target of each step: the normalised root
+        visit distribution (MuZero, P = A), the type's improved policy (Gumbel MuZero), the
+        visit distribution over the K sampled root actions (Sampled MuZero, P = K).
       action_mask: `[m, A] bool`, legal actions.
       to_play: `[m] int64`, player to move (-1 for single-player games).
       timesteps: `[m] int64`, step index inside the episode.
@@ -93,8 +95,9 @@ class GameSegment:
     extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        continuous = np.asarray(self.actions).ndim == 2
         fields = {
-            "actions": (np.int64, 1),
+            "actions": (np.float32, 2) if continuous else (np.int64, 1),
             "rewards": (np.float32, 1),
             "root_values": (np.float32, 1),
             "pred_values": (np.float32, 1),
@@ -115,11 +118,10 @@ class GameSegment:
         for name in fields:
             if getattr(self, name).shape[0] != m:
                 raise ValueError(f"GameSegment.{name} has {getattr(self, name).shape[0]} steps, actions has {m}")
-        num_actions = self.policy_targets.shape[1]
-        if num_actions < 1 or self.action_mask.shape[1] != num_actions:
-            raise ValueError(
-                f"policy_targets {self.policy_targets.shape} and action_mask {self.action_mask.shape} disagree on A"
-            )
+        num_actions = self.action_mask.shape[1]
+        if num_actions < 1 or self.policy_targets.shape[1] < 1:
+            raise ValueError(f"policy_targets {self.policy_targets.shape} and action_mask {self.action_mask.shape} "
+                             "need at least one column")
         extras = {}
         for name, value in dict(self.extras).items():
             value = np.asarray(value)
@@ -135,7 +137,10 @@ class GameSegment:
             raise ValueError(f"frames must be [S-1 + n_obs, *frame_shape], got {self.frames.shape}")
         if self.frames.shape[0] < self.num_obs:
             raise ValueError(f"frames holds {self.frames.shape[0]} frames, fewer than n_obs={self.num_obs}")
-        if np.any((self.actions < 0) | (self.actions >= num_actions)):
+        if continuous:
+            if self.actions.shape[1] < 1 or not np.all(np.abs(self.actions) <= 1.0):
+                raise ValueError("continuous actions must be finite and lie in [-1, 1]")
+        elif np.any((self.actions < 0) | (self.actions >= num_actions)):
             raise ValueError(f"actions must lie in [0, {num_actions})")
         for name in ("rewards", "root_values", "pred_values", "policy_targets"):
             if not np.all(np.isfinite(getattr(self, name))):
@@ -172,7 +177,18 @@ class GameSegment:
 
     @property
     def action_space_size(self) -> int:
+        """A, the width of the action mask."""
+        return self.action_mask.shape[1]
+
+    @property
+    def policy_target_size(self) -> int:
+        """P, the width of the policy target."""
         return self.policy_targets.shape[1]
+
+    @property
+    def action_dim(self) -> int:
+        """0 for discrete actions, D for continuous ones."""
+        return self.actions.shape[1] if self.actions.ndim == 2 else 0
 
     @property
     def nbytes(self) -> int:
@@ -203,10 +219,11 @@ class GameSegment:
 class _Draft:
     """A segment under construction: per-step lists plus its frames (history first)."""
 
-    __slots__ = ("frames", "steps", "extras", "num_owned")
+    __slots__ = ("frames", "steps", "extras", "num_owned", "continuous")
 
-    def __init__(self, frames: list[np.ndarray]):
+    def __init__(self, frames: list[np.ndarray], continuous: bool):
         self.frames = frames
+        self.continuous = continuous
         self.steps: list[tuple] = []
         self.extras: list[dict[str, np.ndarray]] = []
         self.num_owned: int | None = None  # set when the draft stops owning new steps
@@ -216,7 +233,7 @@ class _Draft:
         extras = {c.name: np.stack([e[c.name] for e in self.extras]).astype(c.dtype, copy=False) for c in columns}
         return GameSegment(
             frames=np.stack(self.frames),
-            actions=np.array(actions, dtype=np.int64),
+            actions=np.stack(actions).astype(np.float32) if self.continuous else np.array(actions, dtype=np.int64),
             rewards=np.array(rewards, dtype=np.float32),
             root_values=np.array(root_values, dtype=np.float32),
             pred_values=np.array(pred_values, dtype=np.float32),
@@ -252,15 +269,23 @@ class SegmentBuilder:
         frame_stack: int,
         action_space_size: int,
         step_columns: Sequence[StepColumn] = (),
+        policy_target_size: int | None = None,
+        action_dim: int = 0,
     ):
+        """action_space_size: A, the action-mask width; policy_target_size: P (default A);
+        action_dim: 0 for discrete actions, D for continuous ones (``[D]`` float in [-1, 1])."""
         if segment_length < 1 or frame_stack < 1 or action_space_size < 1:
             raise ValueError("segment_length, frame_stack and action_space_size must be >= 1")
+        if (policy_target_size is not None and policy_target_size < 1) or action_dim < 0:
+            raise ValueError("policy_target_size must be >= 1 and action_dim >= 0")
         if num_unroll_steps < 0 or td_steps < 1:
             raise ValueError("num_unroll_steps must be >= 0 and td_steps >= 1")
         self.segment_length = int(segment_length)
         self.num_padding = int(num_unroll_steps) + int(td_steps)
         self.frame_stack = int(frame_stack)
         self.action_space_size = int(action_space_size)
+        self.policy_target_size = int(policy_target_size or action_space_size)
+        self.action_dim = int(action_dim)
         self.step_columns = tuple(step_columns)
         self._frame_shape: tuple[int, ...] | None = None
         self._frame_dtype: np.dtype | None = None
@@ -295,7 +320,7 @@ class SegmentBuilder:
             self._frame_shape, self._frame_dtype = tuple(stacked_frames.shape[1:]), stacked_frames.dtype
         elif tuple(stacked_frames.shape[1:]) != self._frame_shape:
             raise ValueError(f"frame shape changed from {self._frame_shape} to {stacked_frames.shape[1:]}")
-        self._current = _Draft([np.array(f, dtype=self._frame_dtype) for f in stacked_frames])
+        self._current = _Draft([np.array(f, dtype=self._frame_dtype) for f in stacked_frames], self.action_dim > 0)
 
     def abandon_episode(self) -> int:
         """Drops the episode in progress (e.g. after a weight exploit); returns the steps dropped."""
@@ -306,7 +331,7 @@ class SegmentBuilder:
     def add_step(
         self,
         *,
-        action: int,
+        action: int | np.ndarray,
         reward: float,
         root_value: float,
         pred_value: float,
@@ -321,10 +346,10 @@ class SegmentBuilder:
         """Records one transition; returns the segments it completed (oldest first).
 
         Args:
-          action: action taken at the current position, in [0, A).
+          action: action taken at the current position, in [0, A) (continuous: `[D]` in [-1, 1]).
           reward: reward received after it.
           root_value, pred_value: search value and network value at the current position.
-          policy_target: `[A]` the policy target (normalised visits or improved policy).
+          policy_target: `[P]` the policy target (normalised visits or improved policy).
           action_mask: `[A]` bool legal actions.
           to_play, timestep: player to move and step index at the current position.
           next_frame: `[*frame_shape]` newest frame of the next observation; ignored (may be
@@ -336,14 +361,20 @@ class SegmentBuilder:
             raise RuntimeError("add_step called outside an episode: call begin_episode first")
         policy_target = np.array(policy_target, dtype=np.float32)
         action_mask = np.array(action_mask, dtype=np.bool_)
-        if policy_target.shape != (self.action_space_size,) or action_mask.shape != (self.action_space_size,):
-            raise ValueError(f"policy_target / action_mask must be [A={self.action_space_size}]")
+        if policy_target.shape != (self.policy_target_size,) or action_mask.shape != (self.action_space_size,):
+            raise ValueError(f"policy_target must be [P={self.policy_target_size}], action_mask [A={self.action_space_size}]")
+        if self.action_dim:
+            action = np.array(action, dtype=np.float32)
+            if action.shape != (self.action_dim,):
+                raise ValueError(f"a continuous action must be [D={self.action_dim}], got shape {action.shape}")
+        else:
+            action = int(action)
         row: dict[str, np.ndarray] = {}
         if self.step_columns or extras:  # the collector's hot loop: nothing to check for a type without columns
             checked = check_extras(self.step_columns, {k: np.asarray(v)[None] for k, v in (extras or {}).items()},
                                    rows=1, where="SegmentBuilder.add_step")
             row = {k: v[0] for k, v in checked.items()}
-        step = (int(action), float(reward), float(root_value), float(pred_value), policy_target, action_mask,
+        step = (action, float(reward), float(root_value), float(pred_value), policy_target, action_mask,
                 int(to_play), int(timestep))
         drafts = self._pending + [self._current]
         for draft in drafts:
@@ -366,7 +397,7 @@ class SegmentBuilder:
         if len(current.steps) == self.segment_length:
             current.num_owned = self.segment_length
             self._pending.append(current)
-            self._current = _Draft(current.frames[-self.frame_stack:])
+            self._current = _Draft(current.frames[-self.frame_stack:], self.action_dim > 0)
 
         emitted = []
         while self._pending and len(self._pending[0].steps) - self._pending[0].num_owned >= self.num_padding:

@@ -5,7 +5,7 @@ n-step value targets. A policy type builds its `TrainBatch` from these (see
 Notation: B = batch size, U = num_unroll_steps, A = action count, m / n_obs = a segment's
 steps / observations. Positions t+k with t+k >= m (past a terminal end) are an absorbing
 state: zero obs, zero reward / policy target, mask 0, to_play -1, every action legal, a
-uniformly random action (drawn from the buffer's RNG).
+uniformly random action (drawn from the buffer's RNG; uniform in [-1, 1]^D when continuous).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ class UnrollWindow:
 
     Attributes:
       obs: `[B, U+1, *obs_shape]` frame dtype, stacked observations (zeros where none exists).
-      actions: `[B, U] int64` actions at t..t+U-1.
+      actions: `[B, U] int64` actions at t..t+U-1 (continuous: `[B, U, D] float32`).
       rewards: `[B, U] float32` r_{t+k}, the reward after action t+k (0 past the end).
-      policy_targets: `[B, U+1, A] float32` stored policy targets (0 past the end).
+      policy_targets: `[B, U+1, P] float32` stored policy targets (0 past the end).
       mask: `[B, U+1] float32` 1 where a real step exists at t+k.
       to_play: `[B, U+1] int64`.
       action_mask: `[B, U+1, A] bool` (all True past the end).
@@ -87,7 +87,11 @@ def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
 
     actions = steps.array("action")[step_rows[:, :U]]
     if not valid[:, :U].all():
-        actions = np.where(valid[:, :U], actions, buffer._rng.integers(0, A, size=actions.shape))
+        if buffer.action_dim:
+            pad = buffer._rng.uniform(-1.0, 1.0, size=actions.shape).astype(np.float32)
+            actions = np.where(valid[:, :U, None], actions, pad)
+        else:
+            actions = np.where(valid[:, :U], actions, buffer._rng.integers(0, A, size=actions.shape))
     rewards = np.where(valid[:, :U], steps.array("reward")[step_rows[:, :U]], np.float32(0))
     policy = steps.array("policy_target")[step_rows]
     policy *= valid[..., None]
@@ -102,7 +106,7 @@ def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
         obs[~has_obs] = 0
     return UnrollWindow(
         obs=obs,
-        actions=actions.astype(np.int64, copy=False),
+        actions=actions.astype(np.float32 if buffer.action_dim else np.int64, copy=False),
         rewards=rewards.astype(np.float32, copy=False),
         policy_targets=policy,
         mask=valid.astype(np.float32),

@@ -29,7 +29,9 @@ class VectorEnv(abc.ABC):
 
     Attributes:
         num_envs: N.
-        action_space_size: A, the number of discrete actions.
+        action_space_size: A, the number of discrete actions (1 for a continuous space).
+        action_dim: 0 (Discrete), or D for a Box action space: actions ``[N, D]`` float in
+            [-1, 1], scaled to the env's bounds inside ``step``.
         observation_shape: shape of one observation (stack of frames on axis 0).
         frame_shape: shape of one frame.
         frame_stack: frames per observation.
@@ -38,6 +40,7 @@ class VectorEnv(abc.ABC):
 
     num_envs: int
     action_space_size: int
+    action_dim: int = 0
     observation_shape: tuple[int, ...]
     frame_shape: tuple[int, ...]
     frame_stack: int
@@ -49,7 +52,8 @@ class VectorEnv(abc.ABC):
 
     @abc.abstractmethod
     def step(self, actions: np.ndarray) -> StepResult:
-        """Apply ``actions`` (``[N]`` int, each in ``[0, A)``) and autoreset finished envs."""
+        """Apply ``actions`` (``[N]`` int, each in ``[0, A)``; ``[N, D]`` float in [-1, 1] for a
+        continuous space) and autoreset finished envs."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -91,8 +95,15 @@ class VectorEnv(abc.ABC):
             raise RuntimeError("call reset() before step()")
 
     def _check_actions(self, actions: np.ndarray) -> np.ndarray:
-        """Validate ``actions`` and return them as int64 ``[N]``."""
+        """Validate ``actions`` and return them as int64 ``[N]`` (float32 ``[N, D]`` for a
+        continuous space, values in [-1, 1])."""
         actions = np.asarray(actions)
+        if self.action_dim:
+            if actions.shape != (self.num_envs, self.action_dim):
+                raise ValueError(f"actions must have shape ({self.num_envs}, {self.action_dim}), got {actions.shape}")
+            if not np.issubdtype(actions.dtype, np.floating) or not np.all(np.abs(actions) <= 1.0):
+                raise ValueError(f"continuous actions must be floats in [-1, 1], got {actions.tolist()}")
+            return actions.astype(np.float32, copy=False)
         if actions.shape != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), got {actions.shape}")
         if not np.issubdtype(actions.dtype, np.integer):

@@ -135,11 +135,17 @@ def probe_env_spec(
         env.close()
     frame_shape = tuple(int(d) for d in observation_space.shape)
     dtype = observation_dtype_of(observation_space)
+    if isinstance(action_space, gymnasium.spaces.Box):
+        continuous = dict(action_space_size=1, action_dim=int(action_space.shape[0]),
+                          action_low=tuple(float(x) for x in action_space.low),
+                          action_high=tuple(float(x) for x in action_space.high))
+    else:
+        continuous = dict(action_space_size=int(action_space.n))
     return EnvSpecInfo(
         observation_shape=stacked_shape(frame_shape, stack),
         frame_shape=frame_shape,
         frame_stack=stack,
-        action_space_size=int(action_space.n),
         is_atari=False,
         observation_dtype=dtype,
+        **continuous,
     )

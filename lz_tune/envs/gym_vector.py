@@ -1,4 +1,4 @@
-"""In-process vector of gymnasium envs with Discrete actions and Box observations."""
+"""In-process vector of gymnasium envs with Discrete or Box actions and Box observations."""
 
 from __future__ import annotations
 
@@ -17,12 +17,21 @@ from lz_tune.envs.types import EnvBatch, StepResult
 __all__ = ["GymVectorEnv", "check_gym_spaces"]
 
 
-def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete, spaces.Box]:
-    """Return the env's (Discrete action, Box observation) spaces or raise ``ValueError``."""
+def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete | spaces.Box, spaces.Box]:
+    """Return the env's (Discrete or 1-D finite Box action, Box observation) spaces or raise
+    ``ValueError`` naming the env."""
     action_space, observation_space = env.action_space, env.observation_space
-    if not isinstance(action_space, spaces.Discrete):
+    if isinstance(action_space, spaces.Box):
+        if len(action_space.shape) != 1 or action_space.shape[0] < 1:
+            raise ValueError(f"env {env_id!r} has action space {action_space}; Box action spaces must be 1-D")
+        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"env {env_id!r} has infinite action bounds {action_space}; continuous actions are "
+                             "normalised to [-1, 1] and scaled to the bounds, which must be finite")
+        if not np.all(action_space.high > action_space.low):
+            raise ValueError(f"env {env_id!r} has empty action bounds {action_space}")
+    elif not isinstance(action_space, spaces.Discrete):
         raise ValueError(
-            f"env {env_id!r} has action space {action_space}; only Discrete action spaces "
+            f"env {env_id!r} has action space {action_space}; only Discrete and Box action spaces "
             "are supported"
         )
     if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) < 1:
@@ -91,8 +100,16 @@ class GymVectorEnv(VectorEnv):
             self.close()
             raise
         self.num_envs = num_envs
-        self.action_space_size = int(action_space.n)
-        self._action_start = int(action_space.start)
+        if isinstance(action_space, spaces.Box):  # continuous: normalised [-1, 1] inside, bounds at step
+            self.action_space_size = 1
+            self.action_dim = int(action_space.shape[0])
+            self._action_low = action_space.low.astype(np.float64)
+            self._action_scale = (action_space.high.astype(np.float64) - self._action_low) / 2.0
+            self._action_start = 0
+        else:
+            self.action_space_size = int(action_space.n)
+            self.action_dim = 0
+            self._action_start = int(action_space.start)
         self.frame_stack = frame_stack
         self.observation_dtype = observation_dtype_of(observation_space)
         self.frame_shape = tuple(int(d) for d in observation_space.shape)
@@ -121,16 +138,20 @@ class GymVectorEnv(VectorEnv):
         return self._begin_episodes(frames)
 
     def step(self, actions: np.ndarray) -> StepResult:
-        """Step every env with ``actions`` ``[N]`` int and autoreset the finished ones."""
+        """Step every env with ``actions`` ``[N]`` int (``[N, D]`` float in [-1, 1] for Box
+        actions, scaled to the bounds here) and autoreset the finished ones."""
         self._check_ready()
         actions = self._check_actions(actions)
+        if self.action_dim:
+            scaled = np.clip(self._action_low + (actions.astype(np.float64) + 1.0) * self._action_scale,
+                             self._action_low, self._action_low + 2.0 * self._action_scale).astype(np.float32)
         n = self.num_envs
         frames = np.empty((n, *self.frame_shape), dtype=self.observation_dtype)
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         for i, env in enumerate(self._envs):
-            obs, r, term, trunc, info = env.step(int(actions[i]) + self._action_start)
+            obs, r, term, trunc, info = env.step(scaled[i] if self.action_dim else int(actions[i]) + self._action_start)
             reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
             if term or trunc:
                 obs, info = env.reset()

@@ -21,7 +21,8 @@ class EnvBatch:
         frame: ``[N, *frame_shape]`` the newest single frame only (what the replay
             buffer stores, each frame once). Equals the last ``C`` planes of
             ``observation``; for stack 1 it equals ``observation``.
-        action_mask: ``[N, A]`` bool, legal actions.
+        action_mask: ``[N, A]`` bool, legal actions (continuous action spaces: ``A = 1``,
+            one always-True column).
         to_play: ``[N]`` int64, the player to move; -1 for single-player envs.
         timestep: ``[N]`` int64, steps since the start of the current episode (0 right
             after a reset, and right after a life loss counted as an episode end).
@@ -83,10 +84,15 @@ class EnvSpecInfo:
         observation_shape: shape of one model input, e.g. ``(4, 64, 64)`` or ``(4,)``.
         frame_shape: shape of one stored frame, e.g. ``(1, 64, 64)`` or ``(4,)``.
         frame_stack: frames per observation.
-        action_space_size: A, the number of discrete actions.
+        action_space_size: A, the number of discrete actions (the width of the action
+            mask); 1 for a continuous (Box) action space.
         is_atari: True when the id is served by :class:`lz_tune.envs.AtariVectorEnv`.
         observation_dtype: dtype of observations and frames (uint8 for Atari, float32
             for vector envs).
+        action_dim: 0 for a Discrete action space (actions are int64 indices in [0, A));
+            D >= 1 for a Box action space of shape ``(D,)``: actions are float32 ``[D]``
+            normalised to [-1, 1], scaled to ``[action_low, action_high]`` by the env.
+        action_low, action_high: the Box bounds (``[D]`` each), empty for Discrete.
     """
 
     observation_shape: tuple[int, ...]
@@ -95,3 +101,16 @@ class EnvSpecInfo:
     action_space_size: int
     is_atari: bool
     observation_dtype: np.dtype = np.dtype(np.float32)
+    action_dim: int = 0
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def is_continuous(self) -> bool:
+        """True for a Box action space (``action_dim >= 1``)."""
+        return self.action_dim > 0
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """Shape of one action: ``()`` (an index) or ``(D,)`` (a normalised vector)."""
+        return (self.action_dim,) if self.action_dim else ()

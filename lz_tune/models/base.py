@@ -130,7 +130,12 @@ class MuZeroNetwork(nn.Module, abc.ABC):
     :meth:`prediction` and :meth:`project`, and set ``latent_shape``.
 
     Attributes:
-        action_space_size: ``A``.
+        action_space_size: ``A`` (discrete actions).
+        action_dim: 0 for discrete actions (``[B]`` int64 indices); ``D_a >= 1`` for
+            continuous ones (``[B, D_a]`` float in [-1, 1]). Then the policy output is
+            ``[B, 2 D_a]``: a Gaussian's mean and raw scale per dimension (see
+            :mod:`lz_tune.algos.sampling`).
+        policy_size: width of the policy output, ``A`` or ``2 D_a``.
         value_support_size: ``S_v``; value logits have ``V = 2 * S_v + 1`` bins.
         reward_support_size: ``S_r``; reward logits have ``R = 2 * S_r + 1`` bins.
         latent_shape: shape of one latent state, without the batch dim.
@@ -149,9 +154,12 @@ class MuZeroNetwork(nn.Module, abc.ABC):
         value_support_size: int,
         reward_support_size: int,
         projection_dim: int,
+        action_dim: int = 0,
     ) -> None:
         super().__init__()
         self.action_space_size = check.positive_int("action_space_size", action_space_size)
+        self.action_dim = check.non_negative_int("action_dim", action_dim)
+        self.policy_size = 2 * self.action_dim if self.action_dim else self.action_space_size
         self.value_support_size = check.positive_int("value_support_size", value_support_size)
         self.reward_support_size = check.positive_int("reward_support_size", reward_support_size)
         self.projection_dim = check.positive_int("projection_dim", projection_dim)
@@ -167,7 +175,7 @@ class MuZeroNetwork(nn.Module, abc.ABC):
 
         Args:
             latent: ``[B, *latent_shape]``.
-            action: ``[B]`` int64.
+            action: ``[B]`` int64, or ``[B, D_a]`` float for continuous actions.
 
         Returns:
             ``(next_latent [B, *latent_shape] normalised, reward_logits [B, R])``.
@@ -178,7 +186,7 @@ class MuZeroNetwork(nn.Module, abc.ABC):
         """Policy and value of a latent ``[B, *latent_shape]``.
 
         Returns:
-            ``(policy_logits [B, A], value_logits [B, V])``.
+            ``(policy_logits [B, policy_size], value_logits [B, V])``.
         """
 
     @abc.abstractmethod

@@ -66,9 +66,11 @@ class MuZeroConvNetwork(MuZeroNetwork):
         projection_dim: int = 256,
         projection_hidden_dim: int = 256,
         predictor_hidden_dim: int = 64,
+        action_dim: int = 0,
     ) -> None:
         super().__init__(
             action_space_size=action_space_size,
+            action_dim=action_dim,
             value_support_size=value_support_size,
             reward_support_size=reward_support_size,
             projection_dim=projection_dim,
@@ -103,7 +105,7 @@ class MuZeroConvNetwork(MuZeroNetwork):
 
         self.representation_blocks = self._blocks()
 
-        self.dynamics_conv = nn.Conv2d(channels + 1, channels, kernel_size=3, padding=1, bias=False)
+        self.dynamics_conv = nn.Conv2d(channels + max(self.action_dim, 1), channels, kernel_size=3, padding=1, bias=False)
         self.dynamics_bn = nn.BatchNorm2d(channels)
         self.dynamics_blocks = self._blocks()
         self.reward_head = ConvHead(
@@ -129,7 +131,7 @@ class MuZeroConvNetwork(MuZeroNetwork):
             reduced_channels=reduced_policy,
             spatial_size=spatial,
             hidden_sizes=self.fc_hidden,
-            out_features=self.action_space_size,
+            out_features=self.policy_size,
             zero_init_output=False,
         )
 
@@ -149,10 +151,14 @@ class MuZeroConvNetwork(MuZeroNetwork):
         return normalize_latent(self.representation_blocks(self.stem(x)))
 
     def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``latent [B, c, h, w]``, ``action [B]`` int64 -> ``(next_latent [B, c, h, w], reward_logits [B, R])``."""
+        """``latent [B, c, h, w]``, ``action [B]`` int64 (continuous: ``[B, D_a]`` float, one
+        constant plane per dimension) -> ``(next_latent [B, c, h, w], reward_logits [B, R])``."""
         batch, _, height, width = latent.shape
-        plane = (action.to(latent.dtype) / self.action_space_size).reshape(batch, 1, 1, 1)
-        x = torch.cat([latent, plane.expand(batch, 1, height, width)], dim=1)
+        if self.action_dim:
+            plane = action.to(latent.dtype).reshape(batch, self.action_dim, 1, 1)
+        else:
+            plane = (action.to(latent.dtype) / self.action_space_size).reshape(batch, 1, 1, 1)
+        x = torch.cat([latent, plane.expand(batch, plane.shape[1], height, width)], dim=1)
         x = torch.relu(self.dynamics_bn(self.dynamics_conv(x)) + latent)
         x = self.dynamics_blocks(x)
         return normalize_latent(x), self.reward_head(x)

@@ -63,6 +63,8 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         observation_dim: ``O``; observations are ``[B, O]`` (extra dims are flattened;
             uint8 observations are scaled by 1/255).
         action_space_size: ``A``.
+        action_dim: 0 (discrete), or ``D_a`` for continuous actions ``[B, D_a]`` (a linear
+            action embedding; policy output ``[B, 2 D_a]``).
         latent_dim: ``D``.
         hidden_sizes: hidden widths of each of the three MLP trunks (non-empty).
         value_support_size: ``S_v``; ``V = 2 * S_v + 1``.
@@ -88,9 +90,11 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         projection_hidden_dim: int = 256,
         predictor_hidden_dim: int = 64,
         layer_norm: bool = False,
+        action_dim: int = 0,
     ) -> None:
         super().__init__(
             action_space_size=action_space_size,
+            action_dim=action_dim,
             value_support_size=value_support_size,
             reward_support_size=reward_support_size,
             projection_dim=projection_dim,
@@ -101,7 +105,8 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         self.layer_norm = check.boolean("layer_norm", layer_norm)
         self.latent_shape = (self.latent_dim,)
 
-        num_actions = self.action_space_size
+        num_actions = self.action_dim or self.action_space_size  # rows of the action embedding
+        policy_size = self.policy_size
         value_bins = 2 * self.value_support_size + 1
         reward_bins = 2 * self.reward_support_size + 1
         latent, first, last = self.latent_dim, self.hidden_sizes[0], self.hidden_sizes[-1]
@@ -111,17 +116,21 @@ class MuZeroMLPNetwork(MuZeroNetwork):
 
         # First dynamics layer = Linear(D + A, H0) on concat(latent, one_hot(action)),
         # split into a latent weight and per-action rows (one-hot column + bias).
+        # Continuous: Linear(D + D_a, H0) on concat(latent, action), its bias kept apart.
         bound = 1.0 / math.sqrt(latent + num_actions)
         self.dynamics_latent_weight = _uniform((latent, first), bound)
         self.dynamics_action_embedding = _uniform((num_actions, first), bound)
-        with torch.no_grad():
-            self.dynamics_action_embedding += torch.empty(1, first).uniform_(-bound, bound)
+        if self.action_dim:
+            self.dynamics_action_bias = _uniform((first,), bound)
+        else:
+            with torch.no_grad():
+                self.dynamics_action_embedding += torch.empty(1, first).uniform_(-bound, bound)
         self._add_linear("dynamics_head", last, latent + reward_bins)
         self._dynamics_split = [latent, reward_bins]
 
         self._add_linear("prediction_in", latent, first)
-        self._add_linear("prediction_head", last, num_actions + value_bins)
-        self._prediction_split = [num_actions, value_bins]
+        self._add_linear("prediction_head", last, policy_size + value_bins)
+        self._prediction_split = [policy_size, value_bins]
 
         self._hidden_names: dict[str, tuple[tuple[str, str], ...]] = {}
         self._norm_names: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -137,8 +146,8 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         with torch.no_grad():
             self.dynamics_head_weight[:, latent:].zero_()
             self.dynamics_head_bias[latent:].zero_()
-            self.prediction_head_weight[:, num_actions:].zero_()
-            self.prediction_head_bias[num_actions:].zero_()
+            self.prediction_head_weight[:, policy_size:].zero_()
+            self.prediction_head_bias[policy_size:].zero_()
 
         self.projector = SimSiamProjector(
             input_dim=latent,
@@ -183,16 +192,21 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         return normalize_latent(torch.addmm(p["representation_head_bias"], hidden, p["representation_head_weight"]))
 
     def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``latent [B, D]``, ``action [B]`` int64 -> ``(next_latent [B, D], reward_logits [B, R])``."""
+        """``latent [B, D]``, ``action [B]`` int64 (continuous: ``[B, D_a]`` float) ->
+        ``(next_latent [B, D], reward_logits [B, R])``."""
         p = self._parameters
-        pre = torch.addmm(p["dynamics_action_embedding"].index_select(0, action), latent, p["dynamics_latent_weight"])
+        if self.action_dim:
+            embedded = torch.addmm(p["dynamics_action_bias"], action.to(latent.dtype), p["dynamics_action_embedding"])
+        else:
+            embedded = p["dynamics_action_embedding"].index_select(0, action)
+        pre = torch.addmm(embedded, latent, p["dynamics_latent_weight"])
         hidden = self._trunk(p, "dynamics", pre)
         out = torch.addmm(p["dynamics_head_bias"], hidden, p["dynamics_head_weight"])
         next_latent, reward_logits = out.split_with_sizes(self._dynamics_split, 1)
         return normalize_latent(next_latent), reward_logits
 
     def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``latent [B, D]`` -> ``(policy_logits [B, A], value_logits [B, V])``."""
+        """``latent [B, D]`` -> ``(policy_logits [B, policy_size], value_logits [B, V])``."""
         p = self._parameters
         pre = torch.addmm(p["prediction_in_bias"], latent, p["prediction_in_weight"])
         hidden = self._trunk(p, "prediction", pre)

@@ -175,8 +175,8 @@ class MLPSearchInference:
     @staticmethod
     def supports(network: torch.nn.Module) -> bool:
         """True for exactly a :class:`MuZeroMLPNetwork` (not a subclass, whose arithmetic may
-        differ) whose parameters are float32 on the CPU."""
-        if type(network) is not MuZeroMLPNetwork:
+        differ) with discrete actions, whose parameters are float32 on the CPU."""
+        if type(network) is not MuZeroMLPNetwork or network.action_dim:
             return False
         param = next(network.parameters())
         return param.device.type == "cpu" and param.dtype == torch.float32

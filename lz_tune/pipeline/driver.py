@@ -150,7 +150,9 @@ class Driver:
                                  beta=b.priority_prob_beta,
                                  use_max_priority_for_new_data=b.use_max_priority_for_new_data,
                                  mini_infer_size=b.mini_infer_size,
-                                 step_columns=algo.step_columns(cfg, self.spec), seed=cfg.seed + 17)
+                                 step_columns=algo.step_columns(cfg, self.spec),
+                                 policy_target_size=algo.policy_target_size(cfg, self.spec),
+                                 action_dim=self.spec.action_dim, seed=cfg.seed + 17)
         ap = cfg.async_pipeline
         self.publisher = SnapshotPublisher(weight_sync_interval=ap.weight_sync_interval,
                                            max_policy_lag=ap.max_policy_lag, get_weights=self.learner.policy.weights)
@@ -330,18 +332,20 @@ class Driver:
     def _log_throughput(self) -> None:
         """Buffer statistics, throughput, time shares and policy lag to TensorBoard."""
         m = self.metrics()
-        self.logger.log({"buffer/transitions": self.buffer.num_transitions,
-                         "buffer/segments": self.buffer.num_segments,
-                         "buffer/bytes": self.buffer.nbytes,
-                         "throughput/env_steps_per_s": m["env_steps_per_s"],
-                         "throughput/updates_per_s": m["updates_per_s"],
-                         "throughput/env_steps": m["env_steps"],
-                         "time_share/collect": m["time_share_collect"],
-                         "time_share/train": m["time_share_train"],
-                         "time_share/eval": m["time_share_eval"],
-                         "policy_lag/launch_mean": m["policy_lag_launch_mean"],
-                         "policy_lag/return_mean": m["policy_lag_return_mean"],
-                         "collect/episode_return_mean": m["collect_return_mean"]}, self.train_iter)
+        scalars = {"buffer/transitions": self.buffer.num_transitions,
+                   "buffer/segments": self.buffer.num_segments,
+                   "buffer/bytes": self.buffer.nbytes,
+                   "throughput/env_steps_per_s": m["env_steps_per_s"],
+                   "throughput/updates_per_s": m["updates_per_s"],
+                   "throughput/env_steps": m["env_steps"],
+                   "time_share/collect": m["time_share_collect"],
+                   "time_share/train": m["time_share_train"],
+                   "time_share/eval": m["time_share_eval"],
+                   "policy_lag/launch_mean": m["policy_lag_launch_mean"],
+                   "policy_lag/return_mean": m["policy_lag_return_mean"]}
+        if math.isfinite(m["collect_return_mean"]):  # NaN until an episode ends (long episodes): no point
+            scalars["collect/episode_return_mean"] = m["collect_return_mean"]
+        self.logger.log(scalars, self.train_iter)
 
     def _on_budget_complete(self) -> None:
         freq = self.cfg.buffer.buffer_reanalyze_freq

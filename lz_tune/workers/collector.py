@@ -24,7 +24,7 @@ from lz_tune.algos.base import Policy
 from lz_tune.buffer.segment import GameSegment, SegmentBuilder
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
-from lz_tune.workers.common import WeightSnapshot, env_spec_for, make_env
+from lz_tune.workers.common import WeightSnapshot, carry_previous_action, env_spec_for, make_env, no_previous_action
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,12 @@ class SegmentCollector:
         self.builders = [
             SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
                            td_steps=b.td_steps, frame_stack=self.env.frame_stack,
-                           action_space_size=self.env.action_space_size, step_columns=step_columns)
+                           action_space_size=self.env.action_space_size, step_columns=step_columns,
+                           policy_target_size=algo.policy_target_size(cfg, self.spec), action_dim=self.spec.action_dim)
             for _ in range(self.env.num_envs)
         ]
         self._batch = None
-        self._previous_action = np.full(self.env.num_envs, -1, np.int64)
+        self._previous_action = no_previous_action(self.env.num_envs, self.spec.action_dim)
         self.total_env_steps = 0
 
     def load_snapshot(self, snapshot: WeightSnapshot) -> None:
@@ -118,7 +119,7 @@ class SegmentCollector:
         if self._batch is None:
             self._batch = self.env.reset(seed=self.seed)
             self.policy.reset(np.arange(self.env.num_envs))
-            self._previous_action[:] = -1
+            self._previous_action = no_previous_action(self.env.num_envs, self.spec.action_dim)
             for i, builder in enumerate(self.builders):
                 builder.begin_episode(self._stack_frames(self._batch.observation[i]))
         segments: list[GameSegment] = []
@@ -132,10 +133,10 @@ class SegmentCollector:
                                   previous_action=self._previous_action.copy())
             res = self.env.step(act.action)
             done = res.done
-            self._previous_action = np.where(done, -1, act.action).astype(np.int64)
+            self._previous_action = carry_previous_action(act.action, done)
             for i, builder in enumerate(self.builders):
                 segments.extend(builder.add_step(
-                    action=int(act.action[i]), reward=float(res.reward[i]), root_value=float(act.root_value[i]),
+                    action=act.action[i], reward=float(res.reward[i]), root_value=float(act.root_value[i]),
                     pred_value=float(act.pred_value[i]), policy_target=act.policy_target[i],
                     action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
                     timestep=int(batch.timestep[i]), next_frame=None if done[i] else res.batch.frame[i],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from lz_tune.config import Config, EnvConfig
@@ -48,3 +49,20 @@ def env_spec_for(cfg: Config) -> EnvSpecInfo:
     """Observation / frame shapes and action count of the config's env (cached; raises
     ValueError naming the env id if it does not exist)."""
     return _probe(cfg.env)
+
+
+def no_previous_action(num_envs: int, action_dim: int) -> np.ndarray:
+    """"No previous action" for ``num_envs`` envs: ``[N] int64`` -1 (discrete), ``[N, D]``
+    float32 NaN (continuous): what ``Policy.act`` receives right after a reset."""
+    if action_dim:
+        return np.full((num_envs, action_dim), np.nan, np.float32)
+    return np.full(num_envs, -1, np.int64)
+
+
+def carry_previous_action(action: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """The previous actions for the next step: ``action`` ([N] or [N, D]), with the "none"
+    value of :func:`no_previous_action` where ``done [N]``."""
+    action = np.asarray(action)
+    if action.ndim == 2:
+        return np.where(np.asarray(done)[:, None], np.float32(np.nan), action).astype(np.float32)
+    return np.where(done, -1, action).astype(np.int64)

@@ -17,7 +17,7 @@ from lz_tune.algos import get_algorithm
 from lz_tune.algos.base import Policy
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
-from lz_tune.workers.common import WeightSnapshot, env_spec_for, make_env
+from lz_tune.workers.common import WeightSnapshot, carry_previous_action, env_spec_for, make_env, no_previous_action
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Evaluator:
         self.seed = seed
         self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.evaluator_env_num, seed=seed,
                                                         mode="eval")
-        self.policy: Policy = get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg), device=device)
+        self.spec = env_spec_for(cfg)
+        self.policy: Policy = get_algorithm(cfg.policy_type).make_policy(cfg, self.spec, device=device)
         self.rng = np.random.default_rng(seed + 11)
         self.num_evaluations = 0
 
@@ -66,13 +67,13 @@ class Evaluator:
         lengths: list[int] = []
         batch = self.env.reset(seed=self.seed)  # same episodes every time: scores comparable across snapshots
         self.policy.reset(np.arange(num_envs))  # every evaluation episode starts with fresh inference state
-        previous_action = np.full(num_envs, -1, np.int64)
+        previous_action = no_previous_action(num_envs, self.spec.action_dim)
         self.num_evaluations += 1
         steps = 0
         while (finished < quota).any():
             act = self.policy.act(batch, mode="eval", temperature=1.0, rng=self.rng, previous_action=previous_action)
             res = self.env.step(act.action)
-            previous_action = np.where(res.done, -1, act.action).astype(np.int64)
+            previous_action = carry_previous_action(act.action, res.done)
             if res.done.any():
                 self.policy.reset(np.flatnonzero(res.done))
             steps += num_envs

@@ -1,0 +1,173 @@
+"""Sampled MuZero (Hubert et al. 2021, "Learning and Planning in Complex Action Spaces"):
+MuZero that plans over K actions sampled from its policy, for continuous (Box) action spaces
+and for large discrete ones.
+
+Search. The tree is MuZero's pUCT tree (:class:`lz_tune.mcts.PUCT`) over K child slots per
+node instead of A actions. When a node is expanded, K actions are drawn from its predicted
+policy (:mod:`lz_tune.algos.sampling`: i.i.d. tanh-Gaussian samples, or K distinct discrete
+actions by Gumbel-top-k) and kept in the per-node state store beside the latent, so the
+search loop, the selection kernel and the backup are the ones every type uses. The
+recurrent step looks up the real action of the chosen slot, runs the type's own model step
+(MuZero's, or EfficientZero's value prefix in ``sampled_efficientzero``) and samples the new
+node's K actions. Child priors are the paper's ``beta_hat / beta * pi`` (uniform 1/K for
+i.i.d. samples; pi renormalised over a distinct discrete sample), and collection mixes
+Dirichlet noise into the root priors, which therefore changes the root selection.
+
+Acting. A root slot is picked from the visit counts (``collector.temperature``; the most
+visited in evaluation) and its action is played: an index, or a ``[D]`` vector in [-1, 1]
+that the env scales to its bounds.
+
+Targets and loss. Every step stores its K root actions (step column ``sampled_actions``,
+``[K, D]`` float32 or ``[K]`` int64) and the visit distribution over them (the policy target,
+``[K]``); reanalysis replaces both together. The policy loss is the cross-entropy
+``-sum_k pi_hat_k log pi(a_k)`` with the exact log-density of each sample (or the KL,
+``sampled.policy_loss_type``), and ``learner.policy_entropy_weight`` weighs the entropy of
+the Gaussian (or categorical) policy. Value, reward and SSL terms are MuZero's.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from lz_tune.algos.base import ActResult, Reanalysis
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.sampling import make_sampler
+from lz_tune.buffer import StepColumn, TrainBatch
+from lz_tune.config import Config, ConfigError
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo
+from lz_tune.mcts import RootInput, SearchOutput, run_search, select_action
+
+__all__ = ["SampledSearch", "SampledLoss", "SampledMuZeroPolicy", "SampledMuZeroLearner", "make_policy",
+           "make_learner", "step_columns", "policy_target_size", "check_num_samples"]
+
+
+def check_num_samples(cfg: Config, spec: EnvSpecInfo) -> int:
+    """K = ``sampled.num_samples``; raises ConfigError naming the key and the env when K
+    distinct discrete actions cannot be drawn (K > A)."""
+    k = cfg.sampled.num_samples
+    if not spec.is_continuous and k > spec.action_space_size:
+        raise ConfigError(f"sampled.num_samples: K={k} distinct actions cannot be sampled from the "
+                          f"{spec.action_space_size} actions of env {cfg.env.env_id!r}; use K <= {spec.action_space_size}")
+    return k
+
+
+class SampledSearch:
+    """The sampled search and acting, on top of a MuZero-family Policy (MuZero, EfficientZero):
+    reuses its ``search_backend`` (root state + recurrent step) and ``strategy`` (pUCT)."""
+
+    continuous_actions = True
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, **kwargs) -> None:
+        self.num_samples = check_num_samples(cfg, spec)
+        super().__init__(cfg, spec, **kwargs)
+        s = cfg.sampled
+        self.sampler = make_sampler(action_dim=spec.action_dim, num_actions=spec.action_space_size,
+                                    min_std=s.min_std, max_std=s.max_std)
+
+    def sampled_search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *,
+                       num_simulations: int, noise: bool,
+                       rng: np.random.Generator) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
+        """Batched sampled search from observations ``[B, *obs_shape]``.
+
+        Returns ``(SearchOutput over the K root slots, pred_value [B], root_actions [B, K, *action_shape])``.
+        """
+        k, sampler = self.num_samples, self.sampler
+        with torch.inference_mode():
+            inner_state, pred_value, policy_out, inner_fn = self.search_backend(obs)
+            root_actions, root_logits, valid = sampler.sample(policy_out, k, rng, action_mask)
+            is_tuple = isinstance(inner_state, tuple)
+            parts = inner_state if is_tuple else (inner_state,)
+            width = len(parts)
+            rows = np.arange(obs.shape[0])
+
+            def recurrent_fn(state, slot: np.ndarray):
+                """state = (*model state, sampled actions [B, K, ...]); slot: [B] chosen child slots."""
+                inner, sampled = state[:width], state[width]
+                action = np.ascontiguousarray(sampled[rows, slot])
+                next_inner, reward, value, child_out = inner_fn(inner if is_tuple else inner[0], action)
+                child_actions, child_logits, _ = sampler.sample(child_out, k, rng)
+                next_parts = next_inner if is_tuple else (next_inner,)
+                return (*next_parts, child_actions), reward, value, child_logits
+
+            root = RootInput(latent=(*parts, root_actions), value=pred_value, policy_logits=root_logits,
+                             action_mask=valid, to_play=to_play)
+            out = run_search(strategy=self.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
+                             num_simulations=num_simulations, discount=self.cfg.mcts.discount_factor, rng=rng)
+        return out, pred_value, root_actions
+
+    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+            previous_action: Optional[np.ndarray] = None) -> ActResult:
+        collect = mode == "collect"
+        m = self.cfg.mcts
+        sims = m.num_simulations if collect else (m.eval_num_simulations or m.num_simulations)
+        out, pred_value, root_actions = self.sampled_search(batch.observation, batch.action_mask, batch.to_play,
+                                                            num_simulations=sims, noise=collect, rng=rng)
+        slot = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
+        action = root_actions[np.arange(slot.shape[0]), slot]
+        return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,
+                         policy_target=out.policy_target, extras={"sampled_actions": root_actions})
+
+    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
+                  rng: np.random.Generator) -> Reanalysis:
+        """A fresh sampled search: new K root actions AND the visits over them, together."""
+        out, _, root_actions = self.sampled_search(obs, action_mask, to_play,
+                                                   num_simulations=self.cfg.mcts.num_simulations, noise=False, rng=rng)
+        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value,
+                          extras={"sampled_actions": root_actions})
+
+
+class SampledLoss:
+    """The policy loss over the K stored root samples, on top of a MuZero-family Learner."""
+
+    def policy_targets(self, batch: TrainBatch):
+        """``(visit distribution [B, U+1, K], sampled actions [B, U+1, K, *action_shape])``."""
+        return (torch.from_numpy(batch.target_policy).to(self.device),
+                torch.from_numpy(batch.extras["sampled_actions"]).to(self.device))
+
+    def policy_loss(self, policy_out: torch.Tensor, target) -> torch.Tensor:
+        """[N] ``-sum_k pi_hat_k log pi(a_k)`` (+ ``sum_k pi_hat_k log pi_hat_k`` for the KL);
+        0 where the target is all zero (past an episode end)."""
+        probs, actions = target
+        log_prob = self.policy.sampler.log_prob(policy_out, actions)        # [N, K]
+        loss = -(probs * log_prob).sum(-1)
+        if self.cfg.sampled.policy_loss_type == "kl":
+            loss = loss + torch.xlogy(probs, probs).sum(-1)
+        return loss
+
+    def policy_entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
+        """[N] entropy of the Gaussian (pre-tanh) or categorical policy."""
+        return self.policy.sampler.entropy(policy_out)
+
+
+class SampledMuZeroPolicy(SampledSearch, MuZeroPolicy):
+    """MuZero network (Gaussian policy head for Box actions) + the sampled search."""
+
+
+class SampledMuZeroLearner(SampledLoss, MuZeroLearner):
+    """MuZero's unrolled loss with the policy term over the K sampled root actions."""
+
+    policy_class = SampledMuZeroPolicy
+
+
+def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
+    """The K sampled root actions of every step: ``[K, D]`` float32 (continuous) or ``[K]`` int64."""
+    k = check_num_samples(cfg, spec)
+    if spec.is_continuous:
+        return (StepColumn("sampled_actions", (k, spec.action_dim), "float32"),)
+    return (StepColumn("sampled_actions", (k,), "int64"),)
+
+
+def policy_target_size(cfg: Config, spec: EnvSpecInfo) -> int:
+    """P = K: the visit distribution over the sampled root actions."""
+    return check_num_samples(cfg, spec)
+
+
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> SampledMuZeroPolicy:
+    return SampledMuZeroPolicy(cfg, spec, device=device)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> SampledMuZeroLearner:
+    return SampledMuZeroLearner(cfg, spec)

@@ -1,0 +1,174 @@
+"""Policy distributions of the sampled types (Hubert et al. 2021, "Learning and Planning in
+Complex Action Spaces") and how the search draws K actions from them.
+
+Two samplers, one interface (``sample`` in numpy for the search, ``log_prob`` / ``entropy``
+in torch for the loss):
+
+- :class:`TanhGaussian` (continuous, ``D`` action dims): the policy output ``[.., 2D]`` holds a
+  Gaussian's mean and raw scale per dimension, ``std = softplus(raw) + min_std``; an action is
+  ``a = tanh(u)``, ``u ~ N(mean, std)``, so it lies in (-1, 1). Its exact log-density is
+
+      log pi(a) = sum_d [ log N(u_d; mean_d, std_d) - log(1 - tanh(u_d)^2) ],  u = atanh(a)
+
+  with ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` (stable for large |u|; the
+  original's sampled EfficientZero subtracts the log of the SUM of the Jacobian terms
+  instead of the sum of their logs). K samples are i.i.d.
+- :class:`CategoricalSampler` (discrete, ``A`` actions): K DISTINCT actions without
+  replacement by the Gumbel-top-k trick (the K largest of ``logits + Gumbel`` over the legal
+  actions), for K <= A; with fewer than K legal actions the extra slots are marked invalid.
+
+Child priors (sample-based policy improvement, the paper's ``beta_hat / beta * pi``). The
+proposal beta is the policy itself, so for i.i.d. samples the prior of sample k is
+``beta_hat(a_k) = 1/K``: uniform over the K slots (:meth:`TanhGaussian.sample` returns zero
+logits). Without replacement (discrete) the sampled set is distinct and the prior is ``pi``
+renormalised over it (the logits gathered at the K indices). At the root the search then mixes
+Dirichlet noise into these priors (:class:`lz_tune.mcts.PUCT`), so noise changes which
+child is selected; in the original's C++ trees the prior term is a constant 1/K and the
+root noise is inert.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["TanhGaussian", "CategoricalSampler", "Sampler", "make_sampler", "tanh_log_det_jacobian"]
+
+_ACTION_EPS = 1e-6  # stored actions are clamped to +-(1 - eps) before atanh
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG2 = math.log(2.0)
+
+
+def tanh_log_det_jacobian(u: torch.Tensor) -> torch.Tensor:
+    """``log(1 - tanh(u)^2)`` element-wise, stable for large ``|u|``."""
+    return 2.0 * (_LOG2 - u - F.softplus(-2.0 * u))
+
+
+def _softplus_np(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TanhGaussian:
+    """Tanh-squashed diagonal Gaussian over ``[-1, 1]^D`` (see the module docstring)."""
+
+    action_dim: int
+    """D, action dimensions; the policy output is ``[.., 2D]`` (mean, raw scale)."""
+    min_std: float = 1e-3
+    """Added to ``softplus(raw)``: the smallest standard deviation (pre-tanh units)."""
+    max_std: float = 5.0
+    """Upper clamp of the standard deviation (pre-tanh units)."""
+
+    def __post_init__(self) -> None:
+        if self.action_dim < 1:
+            raise ValueError(f"action_dim must be >= 1, got {self.action_dim}")
+        if not 0.0 < self.min_std < self.max_std:
+            raise ValueError(f"need 0 < min_std < max_std, got {self.min_std}, {self.max_std}")
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return (self.action_dim,)
+
+    def params(self, policy_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``policy_out [.., 2D]`` -> ``(mean [.., D], std [.., D])``."""
+        mean, raw = policy_out.split(self.action_dim, dim=-1)
+        return mean, (F.softplus(raw) + self.min_std).clamp(max=self.max_std)
+
+    def params_np(self, policy_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """numpy twin of :meth:`params`."""
+        d = self.action_dim
+        return policy_out[..., :d], np.minimum(_softplus_np(policy_out[..., d:]) + self.min_std, self.max_std)
+
+    def sample(self, policy_out: np.ndarray, num_samples: int, rng: np.random.Generator,
+               action_mask: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """K i.i.d. actions per row of ``policy_out [B, 2D]``.
+
+        Returns ``(actions [B, K, D] float32 in (-1, 1), prior_logits [B, K] float32 (zeros: the
+        uniform 1/K prior), valid [B, K] bool (all True))``; ``action_mask`` is ignored.
+        """
+        mean, std = self.params_np(np.asarray(policy_out, np.float32))
+        noise = rng.standard_normal((mean.shape[0], num_samples, self.action_dim)).astype(np.float32)
+        actions = np.tanh(mean[:, None, :] + std[:, None, :] * noise)
+        np.clip(actions, -1.0 + _ACTION_EPS, 1.0 - _ACTION_EPS, out=actions)
+        batch = mean.shape[0]
+        return actions.astype(np.float32), np.zeros((batch, num_samples), np.float32), np.ones((batch, num_samples), bool)
+
+    def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log pi(a_k)`` of ``actions [N, K, D]`` under ``policy_out [N, 2D]`` -> ``[N, K]``."""
+        mean, std = self.params(policy_out)
+        a = actions.to(mean.dtype).clamp(-1.0 + _ACTION_EPS, 1.0 - _ACTION_EPS)
+        u = torch.atanh(a)
+        z = (u - mean.unsqueeze(-2)) / std.unsqueeze(-2)
+        log_normal = -0.5 * z * z - torch.log(std).unsqueeze(-2) - _LOG_SQRT_2PI
+        return (log_normal - tanh_log_det_jacobian(u)).sum(-1)
+
+    def entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
+        """``[N]`` entropy of the pre-tanh Gaussian, ``sum_d log(std_d sqrt(2 pi e))`` (the
+        squashed density has no closed form; this is the bonus the paper and LightZero use)."""
+        _, std = self.params(policy_out)
+        return (torch.log(std) + 0.5 + _LOG_SQRT_2PI).sum(-1)
+
+    def greedy(self, policy_out: np.ndarray) -> np.ndarray:
+        """``[B, D]`` the squashed mean, ``tanh(mean)``."""
+        mean, _ = self.params_np(np.asarray(policy_out, np.float32))
+        return np.tanh(mean).astype(np.float32)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CategoricalSampler:
+    """K distinct actions out of A by Gumbel-top-k (see the module docstring)."""
+
+    num_actions: int
+    """A."""
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return ()
+
+    def sample(self, policy_out: np.ndarray, num_samples: int, rng: np.random.Generator,
+               action_mask: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """K distinct legal actions per row of the logits ``policy_out [B, A]``.
+
+        action_mask: ``[B, A]`` bool legal actions (None: all legal).
+        Returns ``(actions [B, K] int64, prior_logits [B, K] float32 (the logits at the sampled
+        actions: softmax over them is pi renormalised over the sample), valid [B, K] bool)``.
+        Invalid slots (fewer than K legal actions) repeat the first sample, with logit -inf.
+        """
+        logits = np.asarray(policy_out, np.float32)
+        batch, num_actions = logits.shape
+        if num_samples > num_actions:
+            raise ValueError(f"cannot draw {num_samples} distinct actions out of {num_actions}")
+        keys = logits + rng.gumbel(size=logits.shape).astype(np.float32)
+        if action_mask is not None:
+            keys = np.where(action_mask, keys, -np.inf)
+        order = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+        rows = np.arange(batch)[:, None]
+        valid = np.isfinite(keys[rows, order])
+        actions = np.where(valid, order, order[:, :1]).astype(np.int64)
+        prior = np.where(valid, logits[rows, actions], -np.inf).astype(np.float32)
+        return actions, prior, valid
+
+    def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log pi(a_k)`` of indices ``actions [N, K]`` under logits ``[N, A]`` -> ``[N, K]``."""
+        return F.log_softmax(policy_out, dim=-1).gather(-1, actions.long())
+
+    def entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
+        """``[N]`` entropy of the categorical policy."""
+        logp = F.log_softmax(policy_out, dim=-1)
+        return -(logp.exp() * logp).sum(-1)
+
+
+Sampler = Union[TanhGaussian, CategoricalSampler]
+
+
+def make_sampler(*, action_dim: int, num_actions: int, min_std: float = 1e-3, max_std: float = 5.0) -> Sampler:
+    """The sampler of an action space: :class:`TanhGaussian` when ``action_dim >= 1``, else
+    :class:`CategoricalSampler` over ``num_actions``."""
+    if action_dim:
+        return TanhGaussian(action_dim=action_dim, min_std=min_std, max_std=max_std)
+    return CategoricalSampler(num_actions=num_actions)
