@@ -25,9 +25,11 @@ CONV = ("env.env_id=ALE/Pong-v5", "model.kind=conv", "model.num_channels=8", "mo
 def _batch_and_learners(cfg, seed: int = 0):
     spec = env_spec_for(cfg)
     collector = SegmentCollector(cfg.with_overrides(["mcts.num_simulations=2"]), seed=seed)
-    b = cfg.buffer
+    b, algo = cfg.buffer, get_algorithm(cfg.policy_type)
     buffer = GameBuffer(capacity_transitions=10_000, num_unroll_steps=b.num_unroll_steps, td_steps=b.td_steps,
-                        discount=0.99, frame_stack=spec.frame_stack, action_space_size=spec.action_space_size, seed=1)
+                        discount=0.99, frame_stack=spec.frame_stack, action_space_size=spec.action_space_size,
+                        step_columns=algo.step_columns(cfg, spec), policy_target_size=algo.policy_target_size(cfg, spec),
+                        action_dim=spec.action_dim, seed=1)
     while buffer.num_transitions < 60:
         buffer.push(collector.collect(temperature=1.0).segments)
     collector.close()
@@ -56,14 +58,18 @@ def _grads_of_one_update(learner, batch):
 
 CASES = [(t, kind, extra) for t in sorted(IMPLEMENTED) for kind in ("mlp", "conv")
          for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
+# continuous actions (tanh-Gaussian policy, float actions) for the sampled types
+CASES += [(t, "pendulum", extra) for t in sorted(IMPLEMENTED) if t.startswith("sampled_")
+          for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
 
 
 @pytest.mark.parametrize("policy_type,kind,extra", CASES,
                          ids=[f"{t}-{k}-{'ssl' if not e else 'entropy'}" for t, k, e in CASES])
 def test_fused_path_equals_eager_path(tiny_cfg, policy_type, kind, extra):
     torch.manual_seed(0)
+    env = CONV if kind == "conv" else ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if kind == "pendulum" else ()
     cfg = tiny_cfg(f"policy_type={policy_type}", "efficientzero.lstm_hidden_size=8",
-                   "efficientzero.lstm_horizon_len=2", *(CONV if kind == "conv" else ()), *extra)
+                   "efficientzero.lstm_horizon_len=2", "sampled.num_samples=2", *env, *extra)
     batch, learners = _batch_and_learners(cfg)
     fused = _grads_of_one_update(learners["fused"], batch)
     eager = _grads_of_one_update(learners["eager"], batch)
