@@ -9,13 +9,16 @@ torch's 1 thread) and with ``mcts.inference=torch`` (the reference path), same w
 Then the same case with the Gumbel search (``gumbel_muzero``: same network and engine,
 max_num_considered_actions 16) and the EfficientZero search (``efficientzero``: the same MLP
 plus a 64-wide value-prefix LSTM; torch path, per-node state (latent, h, c, prefix, depth)).
+With ``sampled_muzero`` in ``--types``: the sampled search on continuous actions (tanh-Gaussian
+policy, K = 5 and 20 samples per expansion, action dims 1 and 6, batch 8; torch path, K
+actions per node in the state store).
 
 Prints sims/s (batch x simulations / MEDIAN seconds of one search over the repeats, root
 inference included; ``best``: the fastest repeat, i.e. the code's speed without interference) and
 the share of search time spent outside the model calls (tree kernels, numpy glue, latent
 gathering). The LAST line is one JSON object with the figures.
 
-    python benchmarks/mcts_speed.py [--repeats 30] [--types muzero,gumbel_muzero,efficientzero]
+    python benchmarks/mcts_speed.py [--repeats 30] [--types muzero,gumbel_muzero,efficientzero,sampled_muzero]
 """
 
 from __future__ import annotations
@@ -35,15 +38,21 @@ NUM_SIMULATIONS = 50
 
 
 def bench_case(num_actions: int, batch: int, repeats: int, inference: str, obs_dim: int = 4,
-               policy_type: str = "muzero") -> dict[str, float]:
+               policy_type: str = "muzero", action_dim: int = 0, num_samples: int = 5) -> dict[str, float]:
+    """action_dim > 0: a continuous action space of that many dims (``num_actions`` unused),
+    searched by a sampled type with ``num_samples`` samples per expansion."""
     cfg = Config().with_updates({"policy_type": policy_type, "mcts.inference": inference, "model.kind": "mlp",
                                  "model.latent_dim": 64, "model.hidden_sizes": (64,),
                                  "model.value_support_size": 300, "model.reward_support_size": 300,
-                                 "mcts.num_simulations": NUM_SIMULATIONS, "efficientzero.lstm_hidden_size": 64})
+                                 "mcts.num_simulations": NUM_SIMULATIONS, "efficientzero.lstm_hidden_size": 64,
+                                 "sampled.num_samples": num_samples})
     spec = EnvSpecInfo(observation_shape=(obs_dim,), frame_shape=(obs_dim,), frame_stack=1,
-                       action_space_size=num_actions, is_atari=False)
+                       action_space_size=1 if action_dim else num_actions, is_atari=False, action_dim=action_dim,
+                       action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
     torch.manual_seed(0)
     policy = get_algorithm(policy_type).make_policy(cfg, spec)
+    search = policy.sampled_search if hasattr(policy, "sampled_search") else policy.search
+    num_actions = spec.action_space_size
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(batch, obs_dim)).astype(np.float32)
     mask = np.ones((batch, num_actions), bool)
@@ -65,13 +74,13 @@ def bench_case(num_actions: int, batch: int, repeats: int, inference: str, obs_d
 
     policy.search_backend = timed_backend  # type: ignore[method-assign]
     for _ in range(3):  # warm-up (numba compile / cache load, allocator)
-        policy.search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
+        search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
     times = []
     model_shares = []
     for _ in range(repeats):
         model_time[0] = 0.0
         t = time.perf_counter()
-        policy.search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
+        search(obs, mask, to_play, num_simulations=NUM_SIMULATIONS, noise=True, rng=rng)
         dt = time.perf_counter() - t
         times.append(dt)
         model_shares.append(model_time[0] / dt)
@@ -94,7 +103,8 @@ def main() -> None:
     torch.set_num_threads(1)
     engines = ["auto", "torch"] if args.inference == "both" else [args.inference]
     types = args.types.split(",")
-    runs = [("muzero", e) for e in engines if "muzero" in types] + [(t, "auto") for t in types if t != "muzero"]
+    runs = [("muzero", e) for e in engines if "muzero" in types] + \
+        [(t, "auto") for t in types if t != "muzero" and not t.startswith("sampled_")]
     results = {}
     print(f"{'case':<14}{'type':<15}{'inference':<11}{'sims/s':>10}{'best sims/s':>13}{'ms/search':>12}"
           f"{'outside model':>16}")
@@ -110,6 +120,18 @@ def main() -> None:
             results[f"{key}_share_outside_model{suffix}"] = round(r["share_outside_model"], 3)
             print(f"A={a:<3} B={b:<6}{policy_type:<15}{inference:<11}{r['sims_per_s']:>10.0f}{r['sims_per_s_best']:>13.0f}"
                   f"{r['search_ms']:>12.2f}{r['share_outside_model']:>15.1%}")
+    for policy_type in [t for t in types if t.startswith("sampled_")]:
+        for action_dim in (1, 6):
+            for k in (5, 20):
+                r = bench_case(0, 8, args.repeats, "auto", policy_type=policy_type, action_dim=action_dim,
+                               num_samples=k)
+                key = f"d{action_dim}_k{k}_b8"
+                suffix = "" if policy_type == "sampled_muzero" else f"_{policy_type}"
+                results[f"{key}_sims_per_s{suffix}"] = round(r["sims_per_s"], 1)
+                results[f"{key}_sims_per_s_best{suffix}"] = round(r["sims_per_s_best"], 1)
+                results[f"{key}_share_outside_model{suffix}"] = round(r["share_outside_model"], 3)
+                print(f"D={action_dim} K={k:<3} B=8   {policy_type:<22}{'auto':<4}{r['sims_per_s']:>10.0f}"
+                      f"{r['sims_per_s_best']:>13.0f}{r['search_ms']:>12.2f}{r['share_outside_model']:>15.1%}")
     print(json.dumps(results))
 
 

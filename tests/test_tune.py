@@ -70,7 +70,10 @@ def test_tuner_api_works_too(ray_cluster, tmp_path):
 
 
 @pytest.mark.parametrize("module", ["search_spaces.cartpole_muzero", "search_spaces.pong_muzero",
-                                    "search_spaces.cartpole_efficientzero", "search_spaces.cartpole_gumbel_muzero"])
+                                    "search_spaces.cartpole_efficientzero", "search_spaces.cartpole_gumbel_muzero",
+                                    "search_spaces.pendulum_sampled_muzero",
+                                    "search_spaces.pendulum_sampled_efficientzero",
+                                    "search_spaces.acrobot_sampled_muzero"])
 def test_search_spaces_name_existing_keys(module):
     import importlib
 

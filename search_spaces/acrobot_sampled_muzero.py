@@ -1,0 +1,26 @@
+"""Tune search space for Sampled MuZero on Acrobot-v1 with K = 2 of 3 discrete actions.
+
+    from ray import tune
+    from lz_tune.tune import MuZeroTrainable
+    from search_spaces.acrobot_sampled_muzero import space, stop, scheduler
+    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
+             metric="eval/reward_mean", mode="max")
+"""
+
+from ray import tune
+
+from search_spaces.pendulum_sampled_muzero import scheduler
+
+space = {
+    "config": "zoo.classic_control.acrobot_sampled_muzero",
+    "step_seconds": 20.0,
+    "learner.learning_rate": tune.loguniform(1e-3, 1e-2),
+    "learner.update_per_collect": tune.choice([50, 100, 200]),
+    "mcts.num_simulations": tune.choice([16, 25, 50]),
+    "collector.temperature": tune.choice([0.25, 0.5, 1.0]),
+}
+
+#: stop a trial once solved or after 100k env steps
+stop = {"eval/reward_mean": -100.0, "env_steps": 100_000}
+
+__all__ = ["space", "stop", "scheduler"]

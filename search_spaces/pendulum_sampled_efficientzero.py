@@ -1,0 +1,22 @@
+"""Tune search space for Sampled EfficientZero on Pendulum-v1: the Sampled MuZero space plus
+the value-prefix keys.
+
+    from ray import tune
+    from lz_tune.tune import MuZeroTrainable
+    from search_spaces.pendulum_sampled_efficientzero import space, stop, scheduler
+    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
+             metric="eval/reward_mean", mode="max")
+"""
+
+from ray import tune
+
+from search_spaces.pendulum_sampled_muzero import scheduler, space as sampled_space, stop
+
+space = {
+    **sampled_space,
+    "config": "zoo.classic_control.pendulum_sampled_efficientzero",
+    "efficientzero.lstm_horizon_len": tune.choice([3, 5]),
+    "efficientzero.lstm_hidden_size": tune.choice([32, 64]),
+}
+
+__all__ = ["space", "stop", "scheduler"]

@@ -1,0 +1,34 @@
+"""Tune search space for Sampled MuZero on Pendulum-v1 (sync trials: one bundle of 1 CPU each).
+
+    from ray import tune
+    from lz_tune.tune import MuZeroTrainable
+    from search_spaces.pendulum_sampled_muzero import space, stop, scheduler
+    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
+             metric="eval/reward_mean", mode="max")
+"""
+
+from ray import tune
+
+space = {
+    "config": "zoo.classic_control.pendulum_sampled_muzero",
+    "step_seconds": 20.0,
+    "learner.learning_rate": tune.loguniform(1e-3, 1e-2),
+    "learner.update_per_collect": tune.choice([50, 100, 200]),
+    # K: actions sampled per expansion; more covers the torque range better, costs search time
+    "sampled.num_samples": tune.choice([5, 10, 20]),
+    "mcts.num_simulations": tune.choice([25, 50]),
+    # entropy bonus of the Gaussian policy: keeps the K samples spread out
+    "learner.policy_entropy_weight": tune.loguniform(1e-4, 2e-2),
+}
+
+#: stop a trial once solved or after 100k env steps
+stop = {"eval/reward_mean": -200.0, "env_steps": 100_000}
+
+
+def scheduler() -> tune.schedulers.TrialScheduler:
+    """ASHA on eval return, per Tune iteration (step_seconds of training each)."""
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=6,
+                                         reduction_factor=3)
+
+
+__all__ = ["space", "stop", "scheduler"]
