@@ -70,6 +70,11 @@ def load_state_dict(buffer: "GameBuffer", state: dict) -> None:
     mine["step_columns"] = [c.describe() for c in buffer.step_columns]
     if config != mine:
         raise ValueError(f"buffer state was saved with {config}, this buffer has {mine}")
+    segments = state["tables"]["segments"]
+    if segments["columns"] and "truncated" not in segments["columns"]:  # files before truncation bootstrap: no segment was truncated
+        count = len(next(iter(segments["columns"].values()))) if segments["columns"] else 0
+        columns = {**segments["columns"], "truncated": np.zeros(count, bool)}
+        state = {**state, "tables": {**state["tables"], "segments": {**segments, "columns": columns}}}
     buffer._reset_storage()
     for name, store in (
         ("steps", buffer._steps),

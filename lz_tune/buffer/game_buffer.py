@@ -194,6 +194,7 @@ class GameBuffer:
             timesteps=col("timestep"),
             num_owned=int(seg["num_owned"]),
             terminal=bool(seg["terminal"]),
+            truncated=bool(seg["truncated"]),
             extras={c.name: col(_EXTRA + c.name) for c in self.step_columns},
         )
 
@@ -250,7 +251,7 @@ class GameBuffer:
             )
         check_extras(self.step_columns, segment.extras, rows=segment.num_steps, where="GameBuffer.push")
         need = self.num_unroll_steps + self.td_steps
-        if not segment.terminal and segment.num_padding < need:
+        if not segment.terminal and not segment.truncated and segment.num_padding < need:
             raise ValueError(
                 f"a non-terminal segment needs >= U+T={need} padding steps to build its targets, "
                 f"got {segment.num_padding}"
@@ -296,6 +297,7 @@ class GameBuffer:
             num_obs=np.array([segment.num_obs], dtype=np.int64),
             num_owned=np.array([n], dtype=np.int64),
             terminal=np.array([segment.terminal]),
+            truncated=np.array([segment.truncated]),
         )
 
     def _evict_to(self, capacity: int) -> None:

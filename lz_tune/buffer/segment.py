@@ -75,8 +75,12 @@ class GameSegment:
       to_play: `[m] int64`, player to move (-1 for single-player games).
       timesteps: `[m] int64`, step index inside the episode.
       num_owned: n, 1 <= n <= m. Positions 0..n-1 belong to this segment.
-      terminal: the episode ended (terminated or truncated) right after action m-1; then
-        there is no observation after the last step and n_obs = m, else n_obs = m + 1.
+      terminal: the episode ended right after action m-1 with no observation kept after it
+        (terminated, or truncated by an env that cannot report its last state); then
+        n_obs = m, else n_obs = m + 1.
+      truncated: the episode hit a time limit right after action m-1 and the observation it
+        reached is stored (n_obs = m + 1) but no step follows: the value targets of the last
+        positions bootstrap from that observation, and the segment needs no padding.
       extras: the policy type's extra per-step columns (see `columns.StepColumn`),
         `{name: [m, *shape]}`; empty for MuZero.
     """
@@ -93,6 +97,7 @@ class GameSegment:
     num_owned: int
     terminal: bool
     extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    truncated: bool = False
 
     def __post_init__(self):
         continuous = np.asarray(self.actions).ndim == 2
@@ -111,6 +116,9 @@ class GameSegment:
         object.__setattr__(self, "frames", np.asarray(self.frames))
         object.__setattr__(self, "num_owned", int(self.num_owned))
         object.__setattr__(self, "terminal", bool(self.terminal))
+        object.__setattr__(self, "truncated", bool(self.truncated))
+        if self.terminal and self.truncated:
+            raise ValueError("a segment is terminal (no observation after its last step) or truncated, not both")
 
         m = self.actions.shape[0]
         if m < 1:
@@ -228,7 +236,7 @@ class _Draft:
         self.extras: list[dict[str, np.ndarray]] = []
         self.num_owned: int | None = None  # set when the draft stops owning new steps
 
-    def build(self, *, terminal: bool, columns: Sequence[StepColumn]) -> GameSegment:
+    def build(self, *, terminal: bool, columns: Sequence[StepColumn], truncated: bool = False) -> GameSegment:
         (actions, rewards, root_values, pred_values, policy_targets, action_mask, to_play, timesteps) = zip(*self.steps)
         extras = {c.name: np.stack([e[c.name] for e in self.extras]).astype(c.dtype, copy=False) for c in columns}
         return GameSegment(
@@ -244,6 +252,7 @@ class _Draft:
             num_owned=self.num_owned if self.num_owned is not None else len(self.steps),
             terminal=terminal,
             extras=extras,
+            truncated=truncated,
         )
 
 
@@ -254,7 +263,9 @@ class SegmentBuilder:
     starts at the next position (its history = the true previous S-1 frames); the following
     steps are also appended to the pending segment until it holds U + T padding steps, then it
     is emitted. At the end of an episode every pending segment and the current one are emitted
-    with `terminal=True` (shorter padding, no observation after the last step).
+    with `terminal=True` (shorter padding, no observation after the last step); at a time limit
+    whose last observation is known (`truncated=True` with `next_frame`), with `truncated=True`
+    and that observation stored.
 
     Every step added is owned by exactly one emitted segment, or is still in progress
     (`num_steps_in_progress`); owned positions of consecutive segments are contiguous.
@@ -342,6 +353,7 @@ class SegmentBuilder:
         next_frame: np.ndarray | None,
         done: bool,
         extras: Mapping[str, np.ndarray] | None = None,
+        truncated: bool = False,
     ) -> list[GameSegment]:
         """Records one transition; returns the segments it completed (oldest first).
 
@@ -352,9 +364,11 @@ class SegmentBuilder:
           policy_target: `[P]` the policy target (normalised visits or improved policy).
           action_mask: `[A]` bool legal actions.
           to_play, timestep: player to move and step index at the current position.
-          next_frame: `[*frame_shape]` newest frame of the next observation; ignored (may be
-            None) when `done`.
+          next_frame: `[*frame_shape]` newest frame of the next observation; when `done`, the
+            frame of the last observation of a truncated episode (None: not known, or terminated).
           done: the episode terminated or was truncated after this action.
+          truncated: the episode hit a time limit (with `next_frame` given, the emitted segments
+            keep that observation and bootstrap from it).
           extras: one value `[*shape]` per declared `StepColumn` (None when none are declared).
         """
         if self._current is None:
@@ -381,17 +395,19 @@ class SegmentBuilder:
             draft.steps.append(step)
             draft.extras.append(row)
 
+        keep_last = done and truncated and next_frame is not None
+        if next_frame is None and not done:
+            raise ValueError("next_frame is required unless done")
+        if not done or keep_last:
+            frame = np.array(next_frame, dtype=self._frame_dtype)
+            if frame.shape != self._frame_shape:
+                raise ValueError(f"next_frame has shape {frame.shape}, expected {self._frame_shape}")
+            for draft in drafts:
+                draft.frames.append(frame)
         if done:
             self._current, self._pending = None, []
-            return [draft.build(terminal=True, columns=self.step_columns) for draft in drafts]
-
-        if next_frame is None:
-            raise ValueError("next_frame is required unless done")
-        frame = np.array(next_frame, dtype=self._frame_dtype)
-        if frame.shape != self._frame_shape:
-            raise ValueError(f"next_frame has shape {frame.shape}, expected {self._frame_shape}")
-        for draft in drafts:
-            draft.frames.append(frame)
+            return [draft.build(terminal=not keep_last, truncated=keep_last, columns=self.step_columns)
+                    for draft in drafts]
 
         current = self._current
         if len(current.steps) == self.segment_length:

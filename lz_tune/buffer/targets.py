@@ -3,13 +3,18 @@
 For position t of a segment with m steps and n_obs observations, T = td_steps, gamma = discount:
 
   t >= m:  z_t = 0 (absorbing state past the episode end)
-  t <  m:  z_t = sum_{i < k} gamma^i r_{t+i} + gamma^T v(o_{t+T}) * bootstrap_mask,
-           k = min(T, m - t),  bootstrap_mask = 1 iff t + T < n_obs.
+  t <  m:  z_t = sum_{i < k} gamma^i r_{t+i} + gamma^k v(o_{t+k}) * bootstrap_mask,
+           k = min(T, m - t),
+           bootstrap_mask = 1 iff t + T < n_obs, or the segment ends in a truncation.
 
 The bootstrap never reaches past a terminal end (n_obs = m there), and a segment cut inside an
-episode bootstraps from the observation after its last step when t + T = m. Rewards past the
-end count as 0, which is the same as summing k terms. v(o) is the target network's value of
-the stacked observation, or the stored search root value (then t + T < m is required).
+episode bootstraps from the observation after its last step when t + T = m. A segment whose
+episode hit a time limit (truncated: its last observation o_m is stored, n_obs = m + 1)
+bootstraps every position from o_{min(t+T, m)}: a time limit is not a terminal state, and
+treating it as one makes the value depend on the (unobserved) time left. Rewards past the end
+count as 0, which is the same as summing k terms. v(o) is the target network's value of the
+stacked observation, or the stored search root value (then only positions with t + k < m
+bootstrap).
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ class ValueTargetPlan:
       reward_index: `[P, T] int64`, t + i clipped into [0, m-1] (safe to gather with).
       reward_mask: `[P, T] float32`, 1 iff t + i < m.
       bootstrap_position: `[P] int64`, t + T clipped into [0, n_obs-1].
-      bootstrap_mask: `[P] float32`, 1 iff t + T < n_obs.
+      bootstrap_mask: `[P] float32`, 1 iff t + T < n_obs, or t < m in a truncated segment.
       step_mask: `[P] float32`, 1 iff t < m (a real step exists at t).
+      bootstrap_steps: `[P] int64`, k = bootstrap_position - t, the discount exponent.
     """
 
     reward_index: np.ndarray
@@ -45,10 +51,12 @@ class ValueTargetPlan:
     bootstrap_position: np.ndarray
     bootstrap_mask: np.ndarray
     step_mask: np.ndarray
+    bootstrap_steps: np.ndarray
 
 
 def plan_value_targets(
-    positions: np.ndarray, num_steps: np.ndarray, num_obs: np.ndarray, *, td_steps: int
+    positions: np.ndarray, num_steps: np.ndarray, num_obs: np.ndarray, *, td_steps: int,
+    truncated: np.ndarray | None = None,
 ) -> ValueTargetPlan:
     """Index plan of the n-step targets.
 
@@ -57,6 +65,7 @@ def plan_value_targets(
       num_steps: `[P] int` m of each position's segment (>= 1).
       num_obs: `[P] int` n_obs of each position's segment (m or m + 1).
       td_steps: T >= 1.
+      truncated: `[P] bool` the position's segment ends in a truncation (None: none does).
     """
     if td_steps < 1:
         raise ValueError(f"td_steps must be >= 1, got {td_steps}")
@@ -65,12 +74,17 @@ def plan_value_targets(
     n_obs = np.asarray(num_obs, dtype=np.int64)
     window = t[:, None] + np.arange(td_steps)
     bootstrap = t + td_steps
+    position = np.minimum(bootstrap, n_obs - 1)
+    mask = bootstrap < n_obs
+    if truncated is not None:
+        mask = mask | (np.asarray(truncated, dtype=bool) & (t < m))
     return ValueTargetPlan(
         reward_index=np.minimum(window, m[:, None] - 1),
         reward_mask=(window < m[:, None]).astype(np.float32),
-        bootstrap_position=np.minimum(bootstrap, n_obs - 1),
-        bootstrap_mask=(bootstrap < n_obs).astype(np.float32),
+        bootstrap_position=position,
+        bootstrap_mask=mask.astype(np.float32),
         step_mask=(t < m).astype(np.float32),
+        bootstrap_steps=np.maximum(position - t, 0),
     )
 
 
@@ -81,21 +95,24 @@ def n_step_value_targets(
     bootstrap_mask: np.ndarray,
     *,
     discount: float,
+    bootstrap_steps: np.ndarray | None = None,
 ) -> np.ndarray:
-    """z = sum_i gamma^i r_i mask_i + gamma^T v * bootstrap_mask.
+    """z = sum_i gamma^i r_i mask_i + gamma^k v * bootstrap_mask.
 
     Args:
       rewards: `[P, T]` r_{t+i} (any value where masked out).
       reward_mask: `[P, T]` 1 iff t + i < m.
-      bootstrap_values: `[P]` v(o_{t+T}) (any finite value where masked out).
-      bootstrap_mask: `[P]` 1 iff t + T < n_obs.
+      bootstrap_values: `[P]` v(o_{t+k}) (any finite value where masked out).
+      bootstrap_mask: `[P]` 1 where the target bootstraps.
+      bootstrap_steps: `[P]` k, the discount exponent of the bootstrap (None: T everywhere).
     Returns:
       `[P] float32`. Rows with t >= m have an all-zero mask and give 0.
     """
     td_steps = rewards.shape[-1]
     powers = np.float64(discount) ** np.arange(td_steps + 1)
     reward_part = (np.asarray(rewards, np.float64) * reward_mask) @ powers[:td_steps]
-    bootstrap_part = powers[td_steps] * np.asarray(bootstrap_values, np.float64) * bootstrap_mask
+    exponent = td_steps if bootstrap_steps is None else np.minimum(np.asarray(bootstrap_steps), td_steps)
+    bootstrap_part = powers[exponent] * np.asarray(bootstrap_values, np.float64) * bootstrap_mask
     return (reward_part + bootstrap_part).astype(np.float32)
 
 
@@ -131,10 +148,15 @@ def segment_value_targets(
     positions = np.asarray(positions, dtype=np.int64)
     count = positions.shape[0]
     plan = plan_value_targets(
-        positions, np.full(count, segment.num_steps), np.full(count, segment.num_obs), td_steps=td_steps
+        positions, np.full(count, segment.num_steps), np.full(count, segment.num_obs), td_steps=td_steps,
+        truncated=np.full(count, segment.truncated),
     )
     rewards = segment.rewards[plan.reward_index]
     needed = plan.bootstrap_mask > 0
+    mask = plan.bootstrap_mask
+    if use_root_value and segment.truncated:  # no root value at the stored last observation
+        needed &= plan.bootstrap_position < segment.num_steps
+        mask = needed.astype(np.float32)
     values = np.zeros(count, dtype=np.float32)
     if needed.any():
         where = plan.bootstrap_position[needed]
@@ -146,4 +168,5 @@ def segment_value_targets(
             raise ValueError("value_fn is required unless use_root_value")
         else:
             values[needed] = np.asarray(value_fn(segment.stacked_obs(where)), dtype=np.float32).reshape(-1)
-    return n_step_value_targets(rewards, plan.reward_mask, values, plan.bootstrap_mask, discount=discount)
+    return n_step_value_targets(rewards, plan.reward_mask, values, mask, discount=discount,
+                                bootstrap_steps=plan.bootstrap_steps)

@@ -135,17 +135,23 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
         raise ValueError("value_fn is required unless use_root_value=True")
     pos, m, n_obs = win.positions, win.num_steps, win.num_obs
     shape = pos.shape
+    truncated = buffer._segments.array("truncated")[buffer._segment_row(win.index.segment_ids)]  # [B]
     plan = plan_value_targets(pos.ravel(), np.broadcast_to(m, shape).ravel(), np.broadcast_to(n_obs, shape).ravel(),
-                              td_steps=buffer.td_steps)
+                              td_steps=buffer.td_steps, truncated=np.repeat(truncated, shape[1]))
     step0_flat = np.repeat(win.step0, shape[1])
     steps = buffer._steps
     rewards = steps.array("reward")[step0_flat[:, None] + plan.reward_index]
     needed = plan.bootstrap_mask > 0
+    bootstrap_mask = plan.bootstrap_mask
+    if use_root_value:  # truncated segments: no root value at the stored last observation
+        needed &= plan.bootstrap_position < np.broadcast_to(m, shape).ravel()
+        bootstrap_mask = needed.astype(np.float32)
     values = np.zeros(needed.shape[0], dtype=np.float32)
     if needed.any():
         where = plan.bootstrap_position[needed]
         if use_root_value:
-            # push guarantees t + T < m wherever an observation exists (padding >= U + T)
+            # push guarantees t + T < m wherever an observation exists (padding >= U + T), except
+            # at the end of a truncated segment, masked out above
             values[needed] = steps.array("root_value")[step0_flat[needed] + where]
         else:
             frame_rows = np.repeat(win.frame0, shape[1])[needed] + where
@@ -155,5 +161,6 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
             if out.shape[0] != unique_rows.shape[0] or not np.all(np.isfinite(out)):
                 raise ValueError(f"value_fn must return {unique_rows.shape[0]} finite values, got {out.shape}")
             values[needed] = out[inverse]
-    targets = n_step_value_targets(rewards, plan.reward_mask, values, plan.bootstrap_mask, discount=buffer.discount)
+    targets = n_step_value_targets(rewards, plan.reward_mask, values, bootstrap_mask, discount=buffer.discount,
+                                   bootstrap_steps=plan.bootstrap_steps)
     return targets.reshape(shape)

@@ -147,12 +147,14 @@ class GymVectorEnv(VectorEnv):
                              self._action_low, self._action_low + 2.0 * self._action_scale).astype(np.float32)
         n = self.num_envs
         frames = np.empty((n, *self.frame_shape), dtype=self.observation_dtype)
+        final = np.empty_like(frames)
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         for i, env in enumerate(self._envs):
             obs, r, term, trunc, info = env.step(scaled[i] if self.action_dim else int(actions[i]) + self._action_start)
             reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
+            final[i] = obs
             if term or trunc:
                 obs, info = env.reset()
             frames[i] = obs
@@ -171,6 +173,7 @@ class GymVectorEnv(VectorEnv):
             episode_return=episode_return,
             episode_length=episode_length,
             real_episode_end=done.copy(),
+            final_frame=final,
         )
 
     def close(self) -> None:

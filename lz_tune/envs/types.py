@@ -60,6 +60,10 @@ class StepResult:
         real_episode_end: ``[N]`` bool, the real game ended. Differs from
             ``terminated | truncated`` only with episodic life, where a lost life
             terminates a training episode but not the game.
+        final_frame: ``[N, *frame_shape]`` the newest frame of the observation each env
+            reached with this step, before an autoreset replaced it (equal to ``batch.frame``
+            where no episode ended); None when the env cannot report it. The collector uses
+            it to bootstrap the value targets of a truncated episode from its last state.
     """
 
     batch: EnvBatch
@@ -69,6 +73,7 @@ class StepResult:
     episode_return: np.ndarray
     episode_length: np.ndarray
     real_episode_end: np.ndarray
+    final_frame: np.ndarray | None = None
 
     @property
     def done(self) -> np.ndarray:

@@ -103,6 +103,16 @@ class SegmentCollector:
             self.policy_version = snapshot.version
             self.policy_train_iter = snapshot.train_iter
 
+    @staticmethod
+    def _next_frame(res, i: int):
+        """The frame after env ``i``'s step: the next observation's, the last observation's of
+        a truncated episode (so its value targets bootstrap from it), None after a terminal one."""
+        if not res.done[i]:
+            return res.batch.frame[i]
+        if res.truncated[i] and not res.terminated[i] and res.final_frame is not None:
+            return res.final_frame[i]
+        return None
+
     def _stack_frames(self, observation: np.ndarray) -> np.ndarray:
         """[S, *frame_shape] frames of one stacked observation."""
         return observation.reshape(self.env.frame_stack, *self.env.frame_shape)
@@ -139,8 +149,9 @@ class SegmentCollector:
                     action=act.action[i], reward=float(res.reward[i]), root_value=float(act.root_value[i]),
                     pred_value=float(act.pred_value[i]), policy_target=act.policy_target[i],
                     action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
-                    timestep=int(batch.timestep[i]), next_frame=None if done[i] else res.batch.frame[i],
-                    done=bool(done[i]), extras={k: v[i] for k, v in act.extras.items()}))
+                    timestep=int(batch.timestep[i]), next_frame=self._next_frame(res, i),
+                    done=bool(done[i]), truncated=bool(res.truncated[i] and not res.terminated[i]),
+                    extras={k: v[i] for k, v in act.extras.items()}))
                 if done[i]:
                     builder.begin_episode(self._stack_frames(res.batch.observation[i]))
                 if res.real_episode_end[i]:
