@@ -1,13 +1,16 @@
-"""CartPole-v1 time-to-solve per policy type: each (variant, seed) is one real
-``python -m lz_tune train`` run of the variant's zoo config until the mean eval return reaches the
-stop value (195 over 8 episodes) or ``--max-env-step`` env steps. Variants are interleaved by seed
-so that box noise spreads over all of them.
+"""Time-to-solve per policy type: each (variant, seed) is one real ``python -m lz_tune train``
+run of the variant's zoo config until the mean eval return reaches the config's stop value
+(CartPole-v1: 195 over 8 episodes; Pendulum-v1: -200; Acrobot-v1: -100) or ``--max-env-step``
+env steps. Variants are interleaved by seed so that box noise spreads over all of them. The
+default variants are the CartPole ones; the sampled types' tasks are named explicitly.
 
 Prints one row per run (solved, learner updates and env steps at the solving evaluation, driver
 and process wall-clock), a per-variant median, and as the LAST line one JSON object.
 
     python benchmarks/cartpole_solve.py                       # all variants, seeds 0 1 2
     python benchmarks/cartpole_solve.py --variants gumbel_muzero_4sims --seeds 0
+    python benchmarks/cartpole_solve.py --variants pendulum_sampled_muzero,pendulum_sampled_efficientzero \
+        --max-env-step 60000 --timeout 3600
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "efficientzero": ("zoo/classic_control/cartpole_efficientzero.py", ()),
     "gumbel_muzero": ("zoo/classic_control/cartpole_gumbel_muzero.py", ()),
     "gumbel_muzero_4sims": ("zoo/classic_control/cartpole_gumbel_muzero.py", ("mcts.num_simulations=4",)),
+    "pendulum_sampled_muzero": ("zoo/classic_control/pendulum_sampled_muzero.py", ()),
+    "pendulum_sampled_efficientzero": ("zoo/classic_control/pendulum_sampled_efficientzero.py", ()),
+    "acrobot_sampled_muzero": ("zoo/classic_control/acrobot_sampled_muzero.py", ()),
 }
+DEFAULT_VARIANTS = ("muzero", "efficientzero", "gumbel_muzero", "gumbel_muzero_4sims")
 
 _DONE = re.compile(r"done: (stop value reached|stop value NOT reached).*?env_steps=(\d+) train_iter=(\d+) "
                    r"wall=([\d.]+)s")
@@ -57,7 +64,8 @@ def run_one(variant: str, seed: int, max_env_step: int, timeout: float, extra: t
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {list(VARIANTS)}")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help=f"comma-separated, from {list(VARIANTS)}")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-env-step", type=int, default=20_000)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
@@ -68,20 +76,20 @@ def main() -> None:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
-    print(f"{'variant':<22}{'seed':>5}{'solved':>8}{'updates':>9}{'env steps':>11}{'driver s':>10}{'process s':>11}")
+    print(f"{'variant':<32}{'seed':>5}{'solved':>8}{'updates':>9}{'env steps':>11}{'driver s':>10}{'process s':>11}")
     rows = []
     for seed in args.seeds:
         for variant in variants:
             r = run_one(variant, seed, args.max_env_step, args.timeout, tuple(args.set))
             rows.append(r)
-            print(f"{variant:<22}{seed:>5}{str(r['solved']):>8}{r['train_iter']:>9}{r['env_steps']:>11}"
+            print(f"{variant:<32}{seed:>5}{str(r['solved']):>8}{r['train_iter']:>9}{r['env_steps']:>11}"
                   f"{r['driver_s']:>10.1f}{r['process_s']:>11.1f}", flush=True)
     summary = {}
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
         med = {k: float(np.median([r[k] for r in mine])) for k in ("train_iter", "env_steps", "driver_s")}
         solved = sum(r["solved"] for r in mine)
-        print(f"{variant + ' median':<22}{'':>5}{f'{solved}/{len(mine)}':>8}{med['train_iter']:>9.0f}"
+        print(f"{variant + ' median':<32}{'':>5}{f'{solved}/{len(mine)}':>8}{med['train_iter']:>9.0f}"
               f"{med['env_steps']:>11.0f}{med['driver_s']:>10.1f}")
         summary[variant] = {"solved": solved, "runs": len(mine), **{f"median_{k}": v for k, v in med.items()}}
     print(json.dumps({"runs": rows, "summary": summary}))

@@ -11,13 +11,39 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Optional, Sequence
 
-from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
-from lz_tune.config import Config, ConfigError, load_config_module
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, containers, batch schedulers), handled like Ctrl-C."""
+
+
+_SIGTERM_SEEN: list[int] = []
+
+
+def _raise_on_sigterm() -> None:
+    def handler(signum, frame):
+        _SIGTERM_SEEN.append(signum)
+        raise _Terminated()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
+if __name__ == "__main__":  # a signal while torch & co load: one line, no traceback
+    _raise_on_sigterm()
+try:
+    from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
+    from lz_tune.config import Config, ConfigError, load_config_module
+except KeyboardInterrupt:
+    print("interrupted before training started; nothing was written", file=sys.stderr)
+    sys.exit(143 if _SIGTERM_SEEN else 130)
 
 
 def _train_parser(sub) -> None:
@@ -172,6 +198,30 @@ def _resolve_resume(path: Optional[str]) -> Optional[str]:
     return path
 
 
+def _shutdown_ray_if_started() -> None:
+    """After an interrupt while the driver was starting: stop what ray.init started."""
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While training, SIGTERM raises KeyboardInterrupt (so the run closes its workers and exits
+    with a clear line, keeping what is written); yields a list that is non-empty once a SIGTERM
+    arrived. The previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    _SIGTERM_SEEN.clear()
+    _raise_on_sigterm()
+    try:
+        yield _SIGTERM_SEEN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = build_config(args.config, args.overrides, seed=args.seed, async_pipeline=args.async_pipeline)
     resume = _resolve_resume(args.resume)
@@ -185,15 +235,24 @@ def cmd_train(args: argparse.Namespace) -> int:
     from lz_tune.pipeline import Driver
 
     printer = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
-    driver = Driver(cfg, exp_dir=exp_dir, resume_from=resume, print_fn=printer)
-    mode = "async" if cfg.async_pipeline.enabled else "sync"
-    printer(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, exp dir {exp_dir}")
-    try:
-        m = driver.run()
-    except KeyboardInterrupt:
-        print("interrupted: shutting down workers", file=sys.stderr)
-        driver.close()
-        return 130
+    driver = None
+    with _sigterm_as_interrupt() as received:
+        try:
+            driver = Driver(cfg, exp_dir=exp_dir, resume_from=resume, print_fn=printer)
+            _raise_on_sigterm()  # again: starting Ray may have installed its own handler
+            mode = "async" if cfg.async_pipeline.enabled else "sync"
+            printer(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, "
+                    f"exp dir {exp_dir}")
+            m = driver.run()
+        except KeyboardInterrupt:
+            name = "SIGTERM" if received else "Ctrl-C"
+            print(f"interrupted ({name}): shutting down workers; checkpoints written so far are kept"
+                  + (f" (continue with --resume {exp_dir})" if driver is not None else ""), file=sys.stderr, flush=True)
+            if driver is not None:
+                driver.close()
+            else:
+                _shutdown_ray_if_started()
+            return 143 if received else 130
     driver.close()
     best = m.get("eval_reward_mean_best")
     best_text = "n/a" if best is None else f"{best:.1f}"
@@ -223,6 +282,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return cmd_train(args)
         if args.command == "tune":
             return cmd_tune(args)
+    except KeyboardInterrupt:  # while starting (imports, env probe): nothing to close yet
+        print("interrupted before training started; nothing was written", file=sys.stderr)
+        _shutdown_ray_if_started()
+        return 143 if _SIGTERM_SEEN else 130
     except (ConfigError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -237,4 +300,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # a second signal while shutting down
+        print("interrupted", file=sys.stderr)
+        sys.exit(143 if _SIGTERM_SEEN else 130)
