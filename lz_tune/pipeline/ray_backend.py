@@ -80,10 +80,24 @@ def _snapshot_from_store(snapshot: WeightSnapshot) -> WeightSnapshot:
     return WeightSnapshot(version=snapshot.version, train_iter=snapshot.train_iter, weights=weights)
 
 
+def actor_device(num_gpus: float) -> str:
+    """Torch device of an actor's policy: ``cuda`` when its Ray bundle reserves a GPU (Ray sets
+    the actor's CUDA_VISIBLE_DEVICES, so ``cuda`` is that GPU), else ``cpu``."""
+    return "cuda" if num_gpus > 0 else "cpu"
+
+
+def _check_device(device: str, key: str) -> None:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"async_pipeline.{key} > 0 reserves a GPU for this actor, but torch sees no CUDA device "
+                           f"here (CPU-only torch build, or no GPU on the node)")
+
+
 class CollectorWorker:
     """Body of a collector actor: a SegmentCollector plus snapshot caching."""
 
-    def __init__(self, cfg_dict: dict, seed: int, worker_id: int, num_threads: int) -> None:
+    def __init__(self, cfg_dict: dict, seed: int, worker_id: int, num_threads: int, device: str = "cpu") -> None:
         import torch
 
         from lz_tune.config import Config
@@ -91,7 +105,8 @@ class CollectorWorker:
 
         torch.set_num_threads(max(1, num_threads))
         _normal_priority()
-        self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id)
+        _check_device(device, "collector_num_gpus")
+        self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id, device=device)
 
     def collect(self, version: int, snapshot_box: list, temperature: float):
         if version != self.collector.policy_version:
@@ -116,15 +131,16 @@ class CollectorWorker:
 class EvaluatorWorker:
     """Body of an evaluator actor."""
 
-    def __init__(self, cfg_dict: dict, seed: int, num_threads: int) -> None:
+    def __init__(self, cfg_dict: dict, seed: int, num_threads: int, device: str = "cpu") -> None:
         import torch
 
         from lz_tune.config import Config
         from lz_tune.workers import Evaluator
 
         torch.set_num_threads(max(1, num_threads))
+        _check_device(device, "evaluator_num_gpus")
         # evaluators keep Ray's lower priority: they use spare cycles instead of slowing collection
-        self.evaluator = Evaluator(Config.from_dict(cfg_dict), seed=seed)
+        self.evaluator = Evaluator(Config.from_dict(cfg_dict), seed=seed, device=device)
 
     def evaluate(self, snapshot_box: list):
         import ray
@@ -189,14 +205,15 @@ class RayBackend(WorkerBackend):
         self._spawn_count += 1
         cls = self.ray.remote(CollectorWorker).options(**self._options(1 + k, ap.collector_num_cpus,
                                                                          ap.collector_num_gpus))
-        return cls.remote(self._cfg_dict, seed, k, max(1, int(ap.collector_num_cpus)))
+        return cls.remote(self._cfg_dict, seed, k, max(1, int(ap.collector_num_cpus)),
+                          actor_device(ap.collector_num_gpus))
 
     def _make_evaluator(self, k: int):
         ap = self.cfg.async_pipeline
         seed = self.cfg.seed + EVALUATOR_SEED_OFFSET + k
         cls = self.ray.remote(EvaluatorWorker).options(**self._options(1 + ap.num_collector_actors + k,
                                                                          ap.evaluator_num_cpus, ap.evaluator_num_gpus))
-        return cls.remote(self._cfg_dict, seed, max(1, int(ap.evaluator_num_cpus)))
+        return cls.remote(self._cfg_dict, seed, max(1, int(ap.evaluator_num_cpus)), actor_device(ap.evaluator_num_gpus))
 
     def _restart(self, kind: str, k: int) -> None:
         self._restarts += 1
