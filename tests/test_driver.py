@@ -3,6 +3,7 @@ taken at evaluation launch, resume, and failing early on a bad checkpoint or env
 
 from __future__ import annotations
 
+import copy
 import os
 
 import numpy as np
@@ -323,3 +324,64 @@ def test_replay_buffer_file_that_does_not_fit_is_a_checkpoint_error(tiny_cfg, tm
             other.load_buffer(str(tmp_path / "junk.pt"))
     finally:
         other.close()
+
+
+def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tiny_cfg, tmp_path):
+    """Everything a resume reads comes from the moment the evaluated weights were launched: the
+    RNG state and the replay-buffer file too (they used to be taken when the result arrived,
+    after more collection), so no transition in the buffer file is missing from the counters."""
+    from lz_tune.checkpoint import load_buffer_state, load_checkpoint
+
+    from lz_tune.pipeline.backends import InProcessBackend, PollResult
+
+    class SlowEvaluator(InProcessBackend):
+        """Eval results arrive two polls after their launch (collection goes on meanwhile), as
+        with evaluator actors."""
+
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self._held = []
+
+        @property
+        def evals_in_flight(self):
+            return len(self._done.evals) + sum(len(h) for h in self._held)
+
+        def poll(self, timeout_s):
+            done = super().poll(timeout_s)
+            self._held.append(done.evals)
+            ready = self._held.pop(0) if len(self._held) > 2 else []
+            return PollResult(collects=done.collects, evals=ready, failures=done.failures)
+
+    cfg = tiny_cfg("max_env_step=120", "buffer.save_in_checkpoint=True", "evaluator.eval_freq=3")
+    driver = _quiet(cfg, exp_dir=str(tmp_path / "exp"), backend=SlowEvaluator(cfg))
+    at_launch = {}
+    launch = driver._launch_eval
+
+    def recording_launch():
+        snapshot = driver.publisher.current(driver.train_iter)
+        at_launch.setdefault(snapshot.version, (driver.buffer.num_transitions, driver.counters.env_steps,
+                                                copy.deepcopy(driver.rng.bit_generator.state)))
+        return launch()
+
+    driver._launch_eval = recording_launch
+    on_eval, written = driver._on_eval, []
+    ckpt_dir = tmp_path / "exp" / "ckpt"
+
+    def recording_on_eval(result):  # what a resume right after this evaluation would read
+        on_eval(result)
+        ckpt = load_checkpoint(ckpt_dir / "ckpt_latest.pt", policy_type=cfg.policy_type)
+        buffer_state = load_buffer_state(str(ckpt_dir / "replay_buffer.pt"))
+        written.append((ckpt, len(buffer_state["tables"]["positions"]["columns"]["segment_id"])))
+
+    driver._on_eval = recording_on_eval
+    try:
+        driver.run()
+    finally:
+        driver.close()
+    assert len(written) >= 3
+    for ckpt, transitions_in_file in written:
+        transitions, env_steps, rng = at_launch[ckpt["eval"]["version"]]
+        assert ckpt["counters"]["env_steps"] == env_steps
+        assert ckpt["rng"]["numpy"] == rng
+        assert transitions_in_file == transitions
+    assert not list((tmp_path / "exp" / "ckpt").glob("*.pending.pt"))  # no pending file left behind

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import deque
 import math
 import os
+import shutil
+import tempfile
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
@@ -166,6 +168,8 @@ class Driver:
         self.last_eval_env_steps: Optional[int] = None  # training env steps behind the last evaluated snapshot
         self.eval_history: deque[dict[str, Any]] = deque(maxlen=10_000)  # bounded for runs of weeks
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
+        self._tmp_buffer_dir: Optional[str] = None
+        self._last_eval_buffer_file: Optional[str] = None  # buffer of _last_eval_payload (Tune)
         self._last_eval_launch_iter: Optional[int] = None
         # recent policy lags (bounded: a run of days must not grow memory)
         self._launch_lags: deque[int] = deque(maxlen=1000)
@@ -381,14 +385,21 @@ class Driver:
             return True  # this version is being evaluated already
         # the checkpoint of this evaluation: exactly these weights + the learner state behind them;
         # states of evaluations that never came back (evaluator died) are dropped oldest first
+        # (and the RNG state and replay buffer of this same moment, so that a resume from it
+        # continues from one consistent point: nothing collected after it is in its buffer file)
         while len(self._pending_eval_states) > self.cfg.async_pipeline.max_eval_inflight:
-            self._pending_eval_states.pop(next(iter(self._pending_eval_states)))
-        self._pending_eval_states[snapshot.version] = {
+            self._discard_pending(self._pending_eval_states.pop(next(iter(self._pending_eval_states))))
+        state = {
             "learner": copy.deepcopy(self.learner.state_dict()),
             "counters": asdict(self.counters) | {"train_iter": self.train_iter},
+            "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
         }
+        if self.cfg.buffer.save_in_checkpoint:
+            state["buffer_file"] = os.path.join(self._buffer_dir(), f"replay_buffer.v{snapshot.version}.pending.pt")
+            self.save_buffer(state["buffer_file"])
+        self._pending_eval_states[snapshot.version] = state
         if not self.backend.launch_eval(snapshot):
-            del self._pending_eval_states[snapshot.version]
+            self._discard_pending(self._pending_eval_states.pop(snapshot.version))
             return False
         self._last_eval_launch_iter = self.train_iter
         return True
@@ -417,12 +428,17 @@ class Driver:
         if state is not None:
             payload = self._checkpoint_payload(state, result)
             self._last_eval_payload = payload
+            buffer_file = state.get("buffer_file")
             if self.ckpt_dir:
                 save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
                 if is_best:
                     save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
-                if self.cfg.buffer.save_in_checkpoint:
-                    self.save_buffer(os.path.join(self.ckpt_dir, BUFFER_FILE))
+                if buffer_file:  # the buffer as it was when these weights were evaluated
+                    os.replace(buffer_file, os.path.join(self.ckpt_dir, BUFFER_FILE))
+                    buffer_file = None
+            if self._last_eval_buffer_file and self._last_eval_buffer_file != buffer_file:
+                self._discard_pending({"buffer_file": self._last_eval_buffer_file})
+            self._last_eval_buffer_file = buffer_file
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -496,8 +512,32 @@ class Driver:
                 "reward_min": result.reward_min, "reward_max": result.reward_max,
                 "episode_length_mean": result.episode_length_mean, "env_steps": result.env_steps},
             "best_eval_reward_mean": self.best_reward_mean,
-            "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
+            "rng": state.get("rng") or {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
         }
+
+    def _buffer_dir(self) -> str:
+        """Where replay-buffer files of pending evaluations are written: the checkpoint folder, or
+        (Tune: no driver checkpoints) a temporary folder removed by :meth:`close`."""
+        if self.ckpt_dir:
+            os.makedirs(self.ckpt_dir, exist_ok=True)
+            return self.ckpt_dir
+        if self._tmp_buffer_dir is None:
+            self._tmp_buffer_dir = tempfile.mkdtemp(prefix="lz_tune_buffer_")
+        return self._tmp_buffer_dir
+
+    @staticmethod
+    def _discard_pending(state: dict[str, Any]) -> None:
+        path = state.get("buffer_file")
+        if path and os.path.exists(path):
+            os.remove(path)
+
+    def save_buffer_of_last_checkpoint(self, path: str) -> None:
+        """Write the replay buffer that belongs to :meth:`last_checkpoint_payload` to ``path``: the
+        one saved when the evaluated weights were launched, or (before any evaluation) the current one."""
+        if self._last_eval_payload is not None and self._last_eval_buffer_file:
+            shutil.copyfile(self._last_eval_buffer_file, path)
+        else:
+            self.save_buffer(path)
 
     def last_checkpoint_payload(self) -> dict[str, Any]:
         """The checkpoint of the latest finished evaluation (exactly the evaluated weights and the
@@ -522,6 +562,8 @@ class Driver:
         self.resume_from = path
         self._restore(ckpt)
         self._load_buffer_beside(path)
+        for state in self._pending_eval_states.values():
+            self._discard_pending(state)
         self._pending_eval_states.clear()
         self._final_eval_launched = self._final_eval_wanted = False
         self.stop = StopReason()
@@ -585,6 +627,11 @@ class Driver:
         flush the TensorBoard files."""
         if hasattr(self, "backend") and not keep_backend:
             self.backend.close()
+        for state in getattr(self, "_pending_eval_states", {}).values():
+            self._discard_pending(state)
+        if getattr(self, "_tmp_buffer_dir", None):
+            shutil.rmtree(self._tmp_buffer_dir, ignore_errors=True)
+            self._tmp_buffer_dir = None
         if hasattr(self, "logger"):
             self.logger.flush()
             self.logger.close()

@@ -190,7 +190,7 @@ class MuZeroTrainable(tune.Trainable):
         ``buffer.save_in_checkpoint`` is on."""
         save_checkpoint(os.path.join(checkpoint_dir, CHECKPOINT_FILE), self.driver.last_checkpoint_payload())
         if self.cfg.buffer.save_in_checkpoint:
-            self.driver.save_buffer(os.path.join(checkpoint_dir, BUFFER_FILE))
+            self.driver.save_buffer_of_last_checkpoint(os.path.join(checkpoint_dir, BUFFER_FILE))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         """Weights, counters and RNG of the checkpoint (and its replay buffer when saved)."""
