@@ -28,5 +28,5 @@ def make_config() -> Config:
                     "ssl_loss_weight": 2.0, "target_update_freq": 20, "policy_entropy_weight": 5e-3,
                     "num_threads": 2},
         "collector": {"temperature": 1.0},
-        "evaluator": {"eval_freq": 200, "n_evaluator_episode": 8, "stop_value": -200.0},
+        "evaluator": {"eval_freq": 500, "n_evaluator_episode": 8, "stop_value": -200.0},
     })
