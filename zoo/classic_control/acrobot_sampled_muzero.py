@@ -26,5 +26,5 @@ def make_config() -> Config:
                     "piecewise_decay_lr_scheduler": False, "weight_decay": 1e-4, "update_per_collect": 100,
                     "ssl_loss_weight": 2.0, "target_update_freq": 20, "num_threads": 2},
         "collector": {"temperature": 0.5},
-        "evaluator": {"eval_freq": 200, "n_evaluator_episode": 8, "stop_value": -100.0},
+        "evaluator": {"eval_freq": 500, "n_evaluator_episode": 8, "stop_value": -100.0},
     })
