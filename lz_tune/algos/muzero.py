@@ -114,13 +114,18 @@ class MuZeroPolicy(Policy):
                              num_simulations=num_simulations, discount=self.cfg.mcts.discount_factor, rng=rng)
         return out, pred_value
 
+    def num_simulations(self, *, collect: bool) -> int:
+        """Simulations per search: mcts.num_simulations, or mcts.eval_num_simulations when set
+        and not collecting."""
+        m = self.cfg.mcts
+        return m.num_simulations if collect else (m.eval_num_simulations or m.num_simulations)
+
     # ------------------------------------------------------------------ Policy interface
 
     def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
             previous_action: Optional[np.ndarray] = None) -> ActResult:
         collect = mode == "collect"
-        sims = self.cfg.mcts.num_simulations if collect else (self.cfg.mcts.eval_num_simulations
-                                                              or self.cfg.mcts.num_simulations)
+        sims = self.num_simulations(collect=collect)
         out, pred_value = self.search(batch.observation, batch.action_mask, batch.to_play, num_simulations=sims,
                                       noise=collect, rng=rng)
         action = out.action if out.action is not None else select_action(

@@ -101,10 +101,9 @@ class SampledSearch:
     def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
             previous_action: Optional[np.ndarray] = None) -> ActResult:
         collect = mode == "collect"
-        m = self.cfg.mcts
-        sims = m.num_simulations if collect else (m.eval_num_simulations or m.num_simulations)
         out, pred_value, root_actions = self.sampled_search(batch.observation, batch.action_mask, batch.to_play,
-                                                            num_simulations=sims, noise=collect, rng=rng)
+                                                            num_simulations=self.num_simulations(collect=collect),
+                                                            noise=collect, rng=rng)
         slot = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         action = root_actions[np.arange(slot.shape[0]), slot]
         return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,

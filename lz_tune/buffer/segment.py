@@ -227,11 +227,10 @@ class GameSegment:
 class _Draft:
     """A segment under construction: per-step lists plus its frames (history first)."""
 
-    __slots__ = ("frames", "steps", "extras", "num_owned", "continuous")
+    __slots__ = ("frames", "steps", "extras", "num_owned")
 
-    def __init__(self, frames: list[np.ndarray], continuous: bool):
+    def __init__(self, frames: list[np.ndarray]):
         self.frames = frames
-        self.continuous = continuous
         self.steps: list[tuple] = []
         self.extras: list[dict[str, np.ndarray]] = []
         self.num_owned: int | None = None  # set when the draft stops owning new steps
@@ -241,7 +240,7 @@ class _Draft:
         extras = {c.name: np.stack([e[c.name] for e in self.extras]).astype(c.dtype, copy=False) for c in columns}
         return GameSegment(
             frames=np.stack(self.frames),
-            actions=np.stack(actions).astype(np.float32) if self.continuous else np.array(actions, dtype=np.int64),
+            actions=np.array(actions, dtype=np.float32 if np.ndim(actions[0]) else np.int64),
             rewards=np.array(rewards, dtype=np.float32),
             root_values=np.array(root_values, dtype=np.float32),
             pred_values=np.array(pred_values, dtype=np.float32),
@@ -331,7 +330,7 @@ class SegmentBuilder:
             self._frame_shape, self._frame_dtype = tuple(stacked_frames.shape[1:]), stacked_frames.dtype
         elif tuple(stacked_frames.shape[1:]) != self._frame_shape:
             raise ValueError(f"frame shape changed from {self._frame_shape} to {stacked_frames.shape[1:]}")
-        self._current = _Draft([np.array(f, dtype=self._frame_dtype) for f in stacked_frames], self.action_dim > 0)
+        self._current = _Draft([np.array(f, dtype=self._frame_dtype) for f in stacked_frames])
 
     def abandon_episode(self) -> int:
         """Drops the episode in progress (e.g. after a weight exploit); returns the steps dropped."""
@@ -413,7 +412,7 @@ class SegmentBuilder:
         if len(current.steps) == self.segment_length:
             current.num_owned = self.segment_length
             self._pending.append(current)
-            self._current = _Draft(current.frames[-self.frame_stack:], self.action_dim > 0)
+            self._current = _Draft(current.frames[-self.frame_stack:])
 
         emitted = []
         while self._pending and len(self._pending[0].steps) - self._pending[0].num_owned >= self.num_padding:
