@@ -1,7 +1,8 @@
 """Typed experiment configuration.
 
 One frozen dataclass per concern (env, model, mcts, buffer, learner, collector, evaluator,
-async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel, sampled),
+async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel, sampled,
+stochastic),
 gathered in :class:`Config`. Every field has a docstring-style comment and a
 default; values are checked when the object is built, so a wrong key or value fails with a
 :class:`ConfigError` naming the dotted key before any env or actor starts.
@@ -472,6 +473,36 @@ class SampledConfig(_Section):
 
 
 @dataclass(frozen=True)
+class StochasticConfig(_Section):
+    """Stochastic MuZero (``policy_type=stochastic_muzero``): afterstates and chance outcomes
+    in the model and the tree (Antonoglou et al. 2022). Ignored by other types."""
+
+    _prefix = "stochastic"
+    chance_space_size: int = 32
+    """C: chance codes of an afterstate (learned codes: the chance encoder's one-hot width;
+    true labels: at least the env's number of chance outcomes, 32 for 2048)."""
+    use_true_chance_label: bool = False
+    """Train with the env's true chance outcome (``StepResult.info_columns['chance_outcome']``,
+    stored per step) as the dynamics code and the sigma target instead of the chance
+    encoder's code. Needs an env that reports chance outcomes."""
+    chance_loss_weight: float = 1.0
+    """Weight of the cross-entropy of the afterstate's chance distribution sigma against the
+    code that happened (the encoder's one-hot, detached; or the true label)."""
+    afterstate_value_loss_weight: float = 0.25
+    """Weight of the afterstate value Q's cross-entropy against the value target z_k."""
+    commitment_loss_weight: float = 1.0
+    """Weight of the commitment term ||softmax(c_e) - sg(one_hot(argmax c_e))||^2 that pulls
+    the chance encoder's distribution to its own one-hot code (learned codes only)."""
+    q_normalization: Literal["tree", "node"] = "tree"
+    """Q normalisation at decision nodes: ``tree`` (min-max over the whole tree, MuZero) or
+    ``node`` (per node, as mctx)."""
+
+    def _check(self) -> None:
+        self._positive("chance_space_size")
+        self._non_negative("chance_loss_weight", "afterstate_value_loss_weight", "commitment_loss_weight")
+
+
+@dataclass(frozen=True)
 class AsyncPipelineConfig(_Section):
     """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
 
@@ -562,6 +593,7 @@ class Config(_Section):
     efficientzero: EfficientZeroConfig = field(default_factory=EfficientZeroConfig)
     gumbel: GumbelConfig = field(default_factory=GumbelConfig)
     sampled: SampledConfig = field(default_factory=SampledConfig)
+    stochastic: StochasticConfig = field(default_factory=StochasticConfig)
 
     def _check(self) -> None:
         if self.policy_type not in POLICY_TYPES:

@@ -27,6 +27,7 @@ SMOKE_CONFIG = {
     "gumbel_muzero": "zoo/classic_control/cartpole_gumbel_muzero.py",
     "sampled_muzero": "zoo/classic_control/pendulum_sampled_muzero.py",
     "sampled_efficientzero": "zoo/classic_control/pendulum_sampled_efficientzero.py",
+    "stochastic_muzero": "zoo/classic_control/cartpole_stochastic_muzero.py",
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]

@@ -21,6 +21,7 @@ IMPLEMENTED: dict[str, str] = {
     "gumbel_muzero": "lz_tune.algos.gumbel_muzero",
     "sampled_muzero": "lz_tune.algos.sampled_muzero",
     "sampled_efficientzero": "lz_tune.algos.sampled_efficientzero",
+    "stochastic_muzero": "lz_tune.algos.stochastic_muzero",
 }
 
 

@@ -208,6 +208,12 @@ class MuZeroLearner(Learner):
         """[N] entropy of the policy ``logits [N, A]`` (its bonus has weight policy_entropy_weight)."""
         return entropy(logits)
 
+    def extra_losses(self, batch: TrainBatch) -> dict[str, tuple[float, torch.Tensor]]:
+        """The type's loss terms beyond MuZero's, from the forward pass that just ran:
+        ``{log name: (weight, [B] per-sample sum over the unroll)}`` (MuZero: none). Added to
+        the per-sample loss before the importance weights and the 1/U scaling."""
+        return {}
+
     # ------------------------------------------------------------------ the unrolled losses
 
     def _ssl_targets(self, net, obs: torch.Tensor, num_unroll: int) -> torch.Tensor:
@@ -326,6 +332,9 @@ class MuZeroLearner(Learner):
             per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
                           + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
                           - lc.policy_entropy_weight * policy_entropy)
+            extra = self.extra_losses(batch)  # the type's own terms of this forward pass
+            for weight, term in extra.values():
+                per_sample = per_sample + weight * term
             loss = (weights * per_sample).mean() / max(num_unroll, 1)
 
         for group in self.optimizer.param_groups:
@@ -347,9 +356,10 @@ class MuZeroLearner(Learner):
             priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
             scalars = torch.stack([loss.detach(), policy_loss.mean(), value_loss.mean(), reward_loss.mean(),
                                    ssl_loss.mean(), policy_entropy.mean(), grad_norm.to(loss.dtype),
-                                   target_value[:, 0].mean(), pred_value0.mean()]).tolist()
+                                   target_value[:, 0].mean(), pred_value0.mean(),
+                                   *(term.detach().mean() for _, term in extra.values())]).tolist()
         names = ["loss/total", "loss/policy", "loss/value", self.reward_loss_name, "loss/ssl", "policy/entropy",
-                 "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean"]
+                 "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean", *extra]
         logs = dict(zip(names, scalars))
         logs["learner/lr"] = self.optimizer.param_groups[0]["lr"]
         return logs, priorities

@@ -1,4 +1,5 @@
-"""Env id resolution: ALE registration on demand, Atari detection, helpful unknown-id errors."""
+"""Env id resolution: ALE registration on demand, Atari detection, lz_tune's own envs (2048),
+helpful unknown-id errors."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from dataclasses import dataclass
 import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
-__all__ = ["ResolvedEnvId", "resolve_env_id", "ALE_ENTRY_POINT"]
+from lz_tune.envs import game_2048
+
+__all__ = ["ResolvedEnvId", "resolve_env_id", "ALE_ENTRY_POINT", "LZ_TUNE_ENV_ALIASES"]
 
 ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 """Entry point of every env that ale_py registers (``ALE/Pong-v5``, ``PongNoFrameskip-v4``)."""
+
+LZ_TUNE_ENV_ALIASES = {game_2048.SHORT_ENV_ID: game_2048.ENV_ID}
+"""Short ids of lz_tune's own envs (``Game2048-v0``) and the gymnasium ids they stand for."""
 
 _ale_registered = False
 
@@ -30,6 +36,11 @@ class ResolvedEnvId:
     env_id: str
     spec: EnvSpec
     is_atari: bool
+
+    @property
+    def is_game_2048(self) -> bool:
+        """True for ``lz_tune/Game2048-v0`` (served by :class:`lz_tune.envs.game_2048.Game2048VectorEnv`)."""
+        return self.env_id == game_2048.ENV_ID
 
     @property
     def atari_game(self) -> str:
@@ -59,7 +70,7 @@ def _register_ale() -> None:
 
 
 def _unknown_id_error(env_id: str) -> ValueError:
-    ids = list(gymnasium.registry.keys())
+    ids = list(gymnasium.registry.keys()) + list(LZ_TUNE_ENV_ALIASES)
     by_lower = {i.lower(): i for i in ids}
     close = difflib.get_close_matches(env_id.lower(), list(by_lower), n=5, cutoff=0.6)
     hint = (
@@ -74,7 +85,7 @@ def resolve_env_id(env_id: str) -> ResolvedEnvId:
     """Look ``env_id`` up in the gymnasium registry without creating anything.
 
     ALE ids are registered on first need. A ``module:EnvId`` id imports ``module`` first
-    (as ``gymnasium.make`` does).
+    (as ``gymnasium.make`` does). ``Game2048-v0`` stands for ``lz_tune/Game2048-v0``.
 
     Raises:
         ValueError: the id is unknown; the message names it and suggests close matches.
@@ -88,6 +99,9 @@ def resolve_env_id(env_id: str) -> ResolvedEnvId:
             importlib.import_module(module)
         except ImportError as exc:
             raise ValueError(f"env id {env_id!r}: cannot import module {module!r} ({exc})") from exc
+    name = LZ_TUNE_ENV_ALIASES.get(name, name)
+    if name in LZ_TUNE_ENV_ALIASES.values():
+        game_2048.register_gymnasium_env()
     if name not in gymnasium.registry or name.startswith("ALE/"):
         _register_ale()
     spec = gymnasium.registry.get(name)

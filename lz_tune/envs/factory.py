@@ -11,6 +11,7 @@ from lz_tune.envs.atari_vector import AtariVectorEnv, atari_action_space_size
 from lz_tune.envs.base import VectorEnv
 from lz_tune.envs.env_ids import resolve_env_id
 from lz_tune.envs.frame_stack import stacked_shape
+from lz_tune.envs.game_2048 import CHANCE_SPACE_SIZE, NUM_ACTIONS, OBSERVATION_SIZE, Game2048VectorEnv
 from lz_tune.envs.gym_vector import GymVectorEnv, check_gym_spaces, observation_dtype_of
 from lz_tune.envs.options import AtariOptions, Mode, check_mode
 from lz_tune.envs.types import EnvSpecInfo
@@ -58,7 +59,9 @@ def make_vector_env(
     """Create N envs of ``env_id`` stepped together.
 
     ALE ids (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) get an :class:`AtariVectorEnv`,
-    every other gymnasium id a :class:`GymVectorEnv`. The id is checked before anything
+    ``Game2048-v0`` (or ``lz_tune/Game2048-v0``) a
+    :class:`~lz_tune.envs.game_2048.Game2048VectorEnv`, every other gymnasium id a
+    :class:`GymVectorEnv`. The id is checked before anything
     is created. Call ``reset()`` on the result: the first unseeded reset seeds env ``i``
     with ``seed + i``.
 
@@ -88,6 +91,13 @@ def make_vector_env(
         return AtariVectorEnv(
             env_id=resolved.env_id, num_envs=num_envs, mode=mode, options=options, seed=seed
         )
+    if resolved.is_game_2048:
+        return Game2048VectorEnv(
+            num_envs=num_envs,
+            seed=seed,
+            frame_stack=1 if frame_stack is None else frame_stack,
+            max_episode_steps=max_episode_steps,
+        )
     return GymVectorEnv(
         env_id=resolved.env_id,
         num_envs=num_envs,
@@ -105,8 +115,8 @@ def probe_env_spec(
 ) -> EnvSpecInfo:
     """Shapes, action count and dtype of ``env_id`` as :func:`make_vector_env` would serve it.
 
-    Nothing stays open: Atari ids only load the ROM to count actions (~0.2 s), other ids
-    create one env, read its spaces and close it.
+    Nothing stays open: Atari ids only load the ROM to count actions (~0.2 s), 2048 creates
+    nothing, other ids create one env, read its spaces and close it.
 
     Raises:
         ValueError: as :func:`make_vector_env`.
@@ -125,6 +135,16 @@ def probe_env_spec(
             observation_dtype=np.dtype(np.uint8),
         )
     stack = 1 if frame_stack is None else frame_stack
+    if resolved.is_game_2048:
+        return EnvSpecInfo(
+            observation_shape=stacked_shape((OBSERVATION_SIZE,), stack),
+            frame_shape=(OBSERVATION_SIZE,),
+            frame_stack=stack,
+            action_space_size=NUM_ACTIONS,
+            is_atari=False,
+            observation_dtype=np.dtype(np.float32),
+            chance_space_size=CHANCE_SPACE_SIZE,
+        )
     try:
         env = gymnasium.make(resolved.env_id)
     except (gymnasium.error.DependencyNotInstalled, ImportError) as e:  # e.g. Box2D envs without box2d

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -64,6 +65,10 @@ class StepResult:
             reached with this step, before an autoreset replaced it (equal to ``batch.frame``
             where no episode ended); None when the env cannot report it. The collector uses
             it to bootstrap the value targets of a truncated episode from its last state.
+        info_columns: per-env values the env reports with each step, ``{name: [N, ...]}``;
+            empty for envs that report none. 2048: ``{'chance_outcome': [N] int64}``, the
+            tile spawned after the move (for an env that ended, the outcome of its final
+            spawn, before the autoreset).
     """
 
     batch: EnvBatch
@@ -74,6 +79,7 @@ class StepResult:
     episode_length: np.ndarray
     real_episode_end: np.ndarray
     final_frame: np.ndarray | None = None
+    info_columns: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def done(self) -> np.ndarray:
@@ -98,6 +104,9 @@ class EnvSpecInfo:
             D >= 1 for a Box action space of shape ``(D,)``: actions are float32 ``[D]``
             normalised to [-1, 1], scaled to ``[action_low, action_high]`` by the env.
         action_low, action_high: the Box bounds (``[D]`` each), empty for Discrete.
+        chance_space_size: number of true chance outcomes the env reports in
+            ``StepResult.info_columns['chance_outcome']`` (2048: 32, a cell times a 2 or
+            a 4); 0: the env reports none.
     """
 
     observation_shape: tuple[int, ...]
@@ -109,6 +118,7 @@ class EnvSpecInfo:
     action_dim: int = 0
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    chance_space_size: int = 0
 
     @property
     def is_continuous(self) -> bool:

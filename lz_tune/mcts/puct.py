@@ -21,6 +21,8 @@ Score of action ``a`` at node ``n`` (LightZero / MuZero appendix):
 ``mean_q(n)`` is the mean Q of the visited children, averaged together with the parent's
 mean_q (plain mean at the root). ``normalise`` is min-max over every Q seen in the tree with
 a minimum spread of ``value_delta_max``; before two distinct values exist, Q is used raw.
+With ``q_normalization="node"`` the strategy uses mctx's rule instead: per node, over the
+node's value and its visited children's Q, and 0 for unvisited children.
 Exact ties are broken by ``1e-7 * noise`` where the noise is a hash of (seed, simulation,
 tree, action) in [0, 1): random across searches, reproducible for a given seed, and free.
 
@@ -92,12 +94,68 @@ def _tie_noise(seed, sim, b, a):
     return (h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def choose_child(children_index, children_prior, node_visits, node_value_sum, node_reward, root_legal, b, node,
+                 is_root, parent_q, lo, hi, disc, num_actions, pb_c_base, pb_c_init, value_delta_max, node_norm,
+                 noise_seed, sim):
+    """The pUCT choice at ``node`` of tree ``b`` over action slots ``[0, num_actions)``.
+
+    disc: discount of the edges into the children (gamma; 1 below a stochastic decision node,
+    whose children are afterstates). parent_q: mean_q of the parent (0 at the root).
+    node_norm: mctx's per-node normalisation instead of the tree-wide min-max ``lo, hi``:
+    ``(Q - min S) / max(max S - min S, 1e-8)`` with S = {V(node)} and the visited children's
+    Q, and 0 for unvisited children (no mean_q).
+    Returns (action, mean_q of this node).
+    """
+    total_q = 0.0
+    n_visited = 0
+    node_lo = node_value_sum[b, node] / node_visits[b, node]
+    node_hi = node_lo
+    for a in range(num_actions):
+        c = children_index[b, node, a]
+        if c >= 0:
+            q = node_reward[b, c] + disc * node_value_sum[b, c] / node_visits[b, c]
+            total_q += q
+            n_visited += 1
+            node_lo = min(node_lo, q)
+            node_hi = max(node_hi, q)
+    node_span = max(node_hi - node_lo, 1e-8)
+    if is_root and n_visited > 0:
+        mean_q = total_q / n_visited
+    else:
+        mean_q = (parent_q + total_q) / (n_visited + 1)
+
+    n_node = node_visits[b, node]
+    pb_c = (math.log((n_node + pb_c_base + 1.0) / pb_c_base) + pb_c_init) * math.sqrt(n_node)
+    best = _NEG_INF
+    best_a = -1
+    for a in range(num_actions):
+        if is_root and not root_legal[b, a]:
+            continue
+        c = children_index[b, node, a]
+        if c >= 0:
+            visits = node_visits[b, c]
+            q = node_reward[b, c] + disc * node_value_sum[b, c] / visits
+            q_hat = (q - node_lo) / node_span if node_norm else _normalise(q, lo, hi, value_delta_max)
+        else:
+            visits = 0
+            q_hat = 0.0 if node_norm else _normalise(mean_q, lo, hi, value_delta_max)
+        score = pb_c * children_prior[b, node, a] / (visits + 1) + q_hat
+        score += 1e-7 * _tie_noise(noise_seed, sim, b, a)
+        if score > best:
+            best = score
+            best_a = a
+    return best_a, mean_q
+
+
 @numba.njit(cache=True, nogil=True)
 def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, root_legal,
-                  discount, min_max, pb_c_base, pb_c_init, value_delta_max, noise_seed, sim, out_parent,
+                  discount, min_max, pb_c_base, pb_c_init, value_delta_max, node_norm, noise_seed, sim, out_parent,
                   out_action, out_flat):
     """Descend every tree to an unexpanded edge.
 
+    node_norm: mctx's per-node Q normalisation (see :func:`choose_child`) instead of the
+    tree-wide min-max.
     noise_seed, sim: seed of the tie-breaking noise and the simulation index.
     out_parent: [B] int32, the node to expand from; out_action: [B] int64, the action to take;
     out_flat: [B] int64, ``parent * B + b`` (row of the parent's latent in the latent store).
@@ -111,38 +169,9 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
         hi = min_max[b, 1]
         disc = discount[b]
         while True:
-            total_q = 0.0
-            n_visited = 0
-            for a in range(A):
-                c = children_index[b, node, a]
-                if c >= 0:
-                    total_q += node_reward[b, c] + disc * node_value_sum[b, c] / node_visits[b, c]
-                    n_visited += 1
-            if is_root and n_visited > 0:
-                mean_q = total_q / n_visited
-            else:
-                mean_q = (parent_q + total_q) / (n_visited + 1)
-            parent_q = mean_q
-
-            n_node = node_visits[b, node]
-            pb_c = (math.log((n_node + pb_c_base + 1.0) / pb_c_base) + pb_c_init) * math.sqrt(n_node)
-            best = _NEG_INF
-            best_a = -1
-            for a in range(A):
-                if is_root and not root_legal[b, a]:
-                    continue
-                c = children_index[b, node, a]
-                if c >= 0:
-                    visits = node_visits[b, c]
-                    q = node_reward[b, c] + disc * node_value_sum[b, c] / visits
-                else:
-                    visits = 0
-                    q = mean_q
-                score = pb_c * children_prior[b, node, a] / (visits + 1) + _normalise(q, lo, hi, value_delta_max)
-                score += 1e-7 * _tie_noise(noise_seed, sim, b, a)
-                if score > best:
-                    best = score
-                    best_a = a
+            best_a, parent_q = choose_child(children_index, children_prior, node_visits, node_value_sum, node_reward,
+                                            root_legal, b, node, is_root, parent_q, lo, hi, disc, A, pb_c_base,
+                                            pb_c_init, value_delta_max, node_norm, noise_seed, sim)
             c = children_index[b, node, best_a]
             if c < 0:
                 out_parent[b] = node

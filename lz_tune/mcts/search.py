@@ -111,6 +111,9 @@ class SearchStrategy(Protocol):
     def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
         """Read the result off the trees."""
 
+    # Optional attribute ``num_chance_outcomes: int`` (C > 0: a stochastic search, see
+    # :class:`lz_tune.mcts.tree.Tree`); strategies without it plan over plain trees.
+
 
 def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: RecurrentFn, num_simulations: int,
                discount: float, rng: np.random.Generator) -> SearchOutput:
@@ -118,6 +121,10 @@ def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: Recur
 
     discount: gamma; trees whose root has ``to_play >= 0`` (two-player) use -gamma so that
     values alternate sign between plies.
+
+    A strategy with ``num_chance_outcomes = C > 0`` plans over stochastic trees: ``recurrent_fn``
+    then receives slot indices in ``[0, A + C)`` (``< A``: an action from a decision node,
+    ``>= A``: chance outcome ``slot - A`` from a chance node) and returns ``[B, A + C]`` logits.
     """
     if num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
@@ -125,8 +132,9 @@ def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: Recur
     batch, num_actions = mask.shape
     if not mask.any(axis=1).all():
         raise ValueError("every root needs at least one legal action")
-    tree = allocate_tree(batch, num_simulations + 1, num_actions)
-    tree.root_legal[:] = mask
+    num_chance = int(getattr(strategy, "num_chance_outcomes", 0))
+    tree = allocate_tree(batch, num_simulations + 1, num_actions, num_chance)
+    tree.root_legal[:, :num_actions] = mask
     tree.discount[:] = np.where(np.asarray(root.to_play) >= 0, -discount, discount)
     ctx = strategy.init_roots(tree, root, rng)
 
@@ -141,7 +149,8 @@ def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: Recur
         store.put(new_node, next_state)
         expand_and_backup(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
                           tree.node_reward, tree.node_raw_value, tree.node_parent, tree.node_action,
-                          tree.discount, tree.min_max, new_node, parents, actions, reward, value, logits)
+                          tree.discount, tree.min_max, tree.node_is_chance, num_chance, new_node, parents, actions,
+                          reward, value, logits)
     return strategy.finish(tree, ctx)
 
 

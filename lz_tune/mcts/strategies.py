@@ -7,6 +7,9 @@ keyword-only hyperparameters whose methods call the strategy's numba kernels.
 - :class:`Gumbel`: Gumbel MuZero (Danihelka et al. 2022): Gumbel top-k + sequential halving at
   the root, deterministic interior selection, completed Q (kernels in :mod:`lz_tune.mcts.gumbel`).
   Policy target: the improved policy; the search chooses the action.
+- :class:`StochasticPUCT`: Stochastic MuZero (Antonoglou et al. 2022): decision nodes use the
+  pUCT rule, chance nodes ``argmax sigma / (N + 1)`` (kernels in :mod:`lz_tune.mcts.stochastic`).
+  Policy target: the visit distribution over the root's actions.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lz_tune.mcts import gumbel, puct
+from lz_tune.mcts import gumbel, puct, stochastic
 from lz_tune.mcts.search import RootInput, SearchOutput, run_search
 from lz_tune.mcts.tree import Tree
 
@@ -47,8 +50,16 @@ class PUCT:
     root_noise_weight: float = 0.0
     """Dirichlet mix at the root (0.25 for collection, 0 for evaluation)."""
     value_delta_max: float = 0.01
+    q_normalization: str = "tree"
+    """``tree``: min-max over every decision-node Q of the tree (MuZero paper, LightZero);
+    ``node``: mctx's per-node normalisation (unvisited children count as 0)."""
+
+    def __post_init__(self) -> None:
+        if self.q_normalization not in ("tree", "node"):
+            raise ValueError(f"q_normalization must be 'tree' or 'node', got {self.q_normalization!r}")
 
     def init_roots(self, tree: Tree, root: RootInput, rng: np.random.Generator) -> Any:
+        """Root priors over the action slots (chance slots, if any, keep prior 0)."""
         batch, num_actions = tree.root_legal.shape
         noise = (dirichlet_noise(rng, tree.root_legal, self.root_dirichlet_alpha) if self.root_noise_weight > 0
                  else np.zeros((batch, num_actions), np.float32))
@@ -61,10 +72,33 @@ class PUCT:
         seed, flat = ctx
         puct.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
                            tree.node_reward, tree.root_legal, tree.discount, tree.min_max, float(self.pb_c_base),
-                           float(self.pb_c_init), float(self.value_delta_max), seed, sim, parents, actions, flat)
+                           float(self.pb_c_init), float(self.value_delta_max), self.q_normalization == "node", seed,
+                           sim, parents, actions, flat)
 
     def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
         return tree_output(tree)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StochasticPUCT(PUCT):
+    """Stochastic MuZero's search over trees with ``num_chance_outcomes`` chance slots per node
+    (see :mod:`lz_tune.mcts.stochastic`); the pUCT hyperparameters are :class:`PUCT`'s."""
+
+    num_chance_outcomes: int = 1
+    """C, the chance outcomes (codes) of an afterstate."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_chance_outcomes < 1:
+            raise ValueError(f"num_chance_outcomes must be >= 1, got {self.num_chance_outcomes}")
+
+    def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
+        seed, flat = ctx
+        stochastic.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
+                                 tree.node_reward, tree.node_is_chance, tree.root_legal, tree.min_max,
+                                 int(self.num_chance_outcomes), float(self.pb_c_base), float(self.pb_c_init),
+                                 float(self.value_delta_max), self.q_normalization == "node", seed, sim, parents,
+                                 actions, flat)
 
 
 def puct_search(*, root: RootInput, recurrent_fn, num_simulations: int, discount: float, rng: np.random.Generator,

@@ -9,6 +9,13 @@ Value convention: ``node_value_sum / node_visits`` is the value of a node from t
 the player to move there; the value of taking action ``a`` at ``parent`` is
 ``Q = reward(child) + discount_sign * gamma * V(child)``, where ``discount_sign`` is -1 for
 two-player alternating games (zero-sum: the child's value is the opponent's) and +1 else.
+
+Stochastic trees (Stochastic MuZero, ``num_chance_outcomes = C > 0``): every node has
+``A + C`` child slots, ``[0, A)`` for actions and ``[A, A + C)`` for chance outcomes, and the
+levels alternate: a decision node's children are chance nodes (afterstates) and a chance
+node's children are decision nodes. The edge into a chance node has reward 0 and discount 1
+(``Q(s, a) = V(afterstate)``); the edge into a decision node carries the env reward and the
+(signed) discount, so gamma applies once per real env step.
 """
 
 from __future__ import annotations
@@ -43,7 +50,11 @@ class Tree:
     discount: np.ndarray
     """[B] float32: signed discount per tree (gamma, or -gamma for two-player games)."""
     min_max: np.ndarray
-    """[B, 2] float32: running (min, max) of the Q values seen in each tree."""
+    """[B, 2] float32: running (min, max) of the Q values of the edges out of decision nodes."""
+    node_is_chance: np.ndarray
+    """[B, N] bool: the node is a chance node (an afterstate); all False unless stochastic."""
+    num_chance_outcomes: int = 0
+    """C: chance slots per node after the A action slots (0: a plain tree)."""
 
     @property
     def batch_size(self) -> int:
@@ -55,11 +66,17 @@ class Tree:
 
     @property
     def num_actions(self) -> int:
+        """A, the action slots of a node (the chance slots follow them)."""
+        return self.children_index.shape[2] - self.num_chance_outcomes
+
+    @property
+    def num_slots(self) -> int:
+        """A + C child slots per node."""
         return self.children_index.shape[2]
 
     def root_visit_counts(self) -> np.ndarray:
         """[B, A] int32: visits of each root child (0 for unexpanded children)."""
-        idx = self.children_index[:, 0, :]
+        idx = self.children_index[:, 0, :self.num_actions]
         rows = np.arange(self.batch_size)[:, None]
         visits = self.node_visits[rows, np.maximum(idx, 0)]
         return np.where(idx >= 0, visits, 0).astype(np.int32)
@@ -70,17 +87,19 @@ class Tree:
 
     def root_q_values(self) -> np.ndarray:
         """[B, A] float32: Q of each root child; NaN for unexpanded children."""
-        idx = self.children_index[:, 0, :]
+        idx = self.children_index[:, 0, :self.num_actions]
         rows = np.arange(self.batch_size)[:, None]
         safe = np.maximum(idx, 0)
         value = self.node_value_sum[rows, safe] / np.maximum(self.node_visits[rows, safe], 1)
-        q = self.node_reward[rows, safe] + self.discount[:, None] * value
+        discount = np.where(self.node_is_chance[rows, safe], np.float32(1.0), self.discount[:, None])
+        q = self.node_reward[rows, safe] + discount * value
         return np.where(idx >= 0, q, np.nan).astype(np.float32)
 
 
-def allocate_tree(batch_size: int, num_nodes: int, num_actions: int) -> Tree:
-    """Zeroed arrays for ``batch_size`` trees of ``num_nodes`` nodes (see :class:`Tree`)."""
-    b, n, a = batch_size, num_nodes, num_actions
+def allocate_tree(batch_size: int, num_nodes: int, num_actions: int, num_chance_outcomes: int = 0) -> Tree:
+    """Zeroed arrays for ``batch_size`` trees of ``num_nodes`` nodes with ``num_actions`` action
+    slots (+ ``num_chance_outcomes`` chance slots) per node (see :class:`Tree`)."""
+    b, n, a = batch_size, num_nodes, num_actions + num_chance_outcomes
     return Tree(
         children_index=np.full((b, n, a), -1, np.int32),
         children_prior=np.zeros((b, n, a), np.float32),
@@ -93,4 +112,6 @@ def allocate_tree(batch_size: int, num_nodes: int, num_actions: int) -> Tree:
         root_legal=np.zeros((b, a), np.bool_),
         discount=np.zeros((b,), np.float32),
         min_max=np.zeros((b, 2), np.float32),
+        node_is_chance=np.zeros((b, n), np.bool_),
+        num_chance_outcomes=int(num_chance_outcomes),
     )

@@ -81,6 +81,7 @@ class SegmentCollector:
         algo = get_algorithm(cfg.policy_type)
         self.policy: Policy = algo.make_policy(cfg, self.spec, device=device)
         step_columns = algo.step_columns(cfg, self.spec)
+        self._column_names = tuple(c.name for c in step_columns)
         self.policy_version = -1
         self.policy_train_iter = 0
         self.rng = np.random.default_rng(seed + 7)
@@ -102,6 +103,19 @@ class SegmentCollector:
             self.policy.load_weights(snapshot.weights)
             self.policy_version = snapshot.version
             self.policy_train_iter = snapshot.train_iter
+
+    def _step_extras(self, from_policy, res) -> dict:
+        """The type's step columns of this step ``{name: [N, ...]}``: what the policy's search
+        returned, completed by what the env reports (``res.info_columns``, e.g. the true chance
+        outcome); a declared column that neither gives fails in the segment builder."""
+        if not self._column_names:
+            return from_policy
+        extras = dict(from_policy)
+        info = getattr(res, "info_columns", None) or {}
+        for name in self._column_names:
+            if name not in extras and name in info:
+                extras[name] = np.asarray(info[name])
+        return extras
 
     @staticmethod
     def _next_frame(res, i: int):
@@ -143,6 +157,7 @@ class SegmentCollector:
                                   previous_action=self._previous_action.copy())
             res = self.env.step(act.action)
             done = res.done
+            step_extras = self._step_extras(act.extras, res)
             self._previous_action = carry_previous_action(act.action, done)
             for i, builder in enumerate(self.builders):
                 segments.extend(builder.add_step(
@@ -151,7 +166,7 @@ class SegmentCollector:
                     action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
                     timestep=int(batch.timestep[i]), next_frame=self._next_frame(res, i),
                     done=bool(done[i]), truncated=bool(res.truncated[i] and not res.terminated[i]),
-                    extras={k: v[i] for k, v in act.extras.items()}))
+                    extras={k: v[i] for k, v in step_extras.items()}))
                 if done[i]:
                     builder.begin_episode(self._stack_frames(res.batch.observation[i]))
                 if res.real_episode_end[i]:

@@ -1,0 +1,220 @@
+"""Stochastic MuZero (Antonoglou et al. 2022, "Planning in Stochastic Environments with a
+Learned Model"): afterstates and chance codes in the model and the tree.
+
+Search: :class:`lz_tune.mcts.StochasticPUCT` over trees whose decision and chance nodes
+alternate (A action slots + C chance slots per node). Every simulation is ONE call of
+:meth:`StochasticMuZeroPolicy._recurrent` for all trees: the trees that expand a decision
+node get ``phi`` + ``psi`` (afterstate, sigma, Q), the ones that expand a chance node get
+``g`` + ``f`` (next state, reward, policy, value), each sub-batch run once.
+
+Loss of one batch, per sample, for unroll steps k = 1..U on top of MuZero's (policy, value,
+reward, optional SSL, entropy bonus), with ``as_{k-1} = phi(s_{k-1}, a_{k-1})``:
+
+    afterstate value : CE(Q_{k-1}, two_hot(h(z_{k-1})))        stochastic.afterstate_value_loss_weight
+    chance           : CE(sigma_{k-1}, sg(c_{k-1})) * mask_k    stochastic.chance_loss_weight
+    commitment       : ||softmax(c^e) - sg(c)||^2 * mask_k      stochastic.commitment_loss_weight (learned codes)
+
+where the code ``c_{k-1}`` is the chance encoder's straight-through one-hot of
+``e(o_{t+k-1}, o_{t+k})`` (or, with ``stochastic.use_true_chance_label``, the env's true
+outcome), and ``s_k = g(as_{k-1}, c_{k-1})``. The encoder gets gradient through the code
+(straight-through into g, and so from the reward, value and policy losses) and through the
+commitment term. The original's commitment ``MSE(c^e, ST_onehot(c^e))`` has an exactly zero
+gradient (forward and straight-through path cancel), so its encoder learns nothing; here the
+one-hot target is detached and the encoder's softmax is pulled to it.
+
+Differences from the original, all following the paper: gamma once per env step in the
+search (the original applies it at every tree level), chance nodes select
+``argmax sigma / (N + 1)`` (the original samples), and true labels of the 32 (cell, tile)
+outcomes of 2048 (the original's env reports the cell only).
+
+``learner.update_path`` has no effect here: the unroll has one path (the eager one).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lz_tune.algos.common import build_network, entropy, resolve_model_kind, scale_gradient, soft_ce
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
+from lz_tune.buffer import StepColumn, TrainBatch
+from lz_tune.config import Config, ConfigError
+from lz_tune.envs.types import EnvSpecInfo
+from lz_tune.mcts import StochasticPUCT
+from lz_tune.models.stochastic import StochasticMuZeroNetwork, straight_through_one_hot
+from lz_tune.models.support import support_to_scalar, support_to_scalar_np
+
+__all__ = ["StochasticMuZeroPolicy", "StochasticMuZeroLearner", "make_policy", "make_learner", "step_columns",
+           "policy_target_size", "check_chance_config", "CHANCE_COLUMN"]
+
+CHANCE_COLUMN = "chance_outcome"
+"""Name of the env's true chance outcome, in ``StepResult.info_columns`` and as a step column."""
+
+
+def check_chance_config(cfg: Config, spec: EnvSpecInfo) -> None:
+    """Raise ConfigError (naming the key and the env) for settings the env cannot serve."""
+    st = cfg.stochastic
+    if resolve_model_kind(cfg, spec) != "mlp":
+        raise ConfigError(f"model.kind: stochastic_muzero has an MLP network only; env {cfg.env.env_id!r} gives "
+                          f"observations {spec.observation_shape}")
+    if st.use_true_chance_label:
+        if spec.chance_space_size == 0:
+            raise ConfigError(f"stochastic.use_true_chance_label: env {cfg.env.env_id!r} reports no chance outcomes; "
+                              f"set it to false (learned chance codes)")
+        if st.chance_space_size < spec.chance_space_size:
+            raise ConfigError(f"stochastic.chance_space_size: {st.chance_space_size} codes cannot hold the "
+                              f"{spec.chance_space_size} chance outcomes of env {cfg.env.env_id!r}")
+
+
+class StochasticMuZeroPolicy(MuZeroPolicy):
+    """Stochastic MuZero network + the alternating decision / chance search."""
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                 network: Optional[torch.nn.Module] = None) -> None:
+        check_chance_config(cfg, spec)
+        super().__init__(cfg, spec, device=device, network=network)
+        self.num_chance = cfg.stochastic.chance_space_size
+
+    @staticmethod
+    def build_network(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroNetwork:
+        return StochasticMuZeroNetwork(build_network(cfg, spec), chance_space_size=cfg.stochastic.chance_space_size)
+
+    def search_backend(self, obs: np.ndarray):
+        """Root state (torch latents), value [K], policy logits [K, A] and the stochastic
+        recurrent function."""
+        init = self.network.initial_inference(self._obs_tensor(obs))
+        value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
+        return init.latent, value, init.policy_logits.float().cpu().numpy(), self._recurrent
+
+    def _recurrent(self, state: torch.Tensor, slot: np.ndarray):
+        """One simulation for all trees. ``state [B, D]``: the parents' latents (states or
+        afterstates); ``slot [B]``: ``< A`` an action from a decision node, ``>= A`` chance code
+        ``slot - A`` from a chance node. Returns (child latents [B, D], reward [B], value [B],
+        logits [B, A + C] with -inf in the other node kind's slots)."""
+        net, A, C = self.network, self.spec.action_space_size, self.num_chance
+        batch = slot.shape[0]
+        decision = slot < A
+        logits = np.full((batch, A + C), -np.inf, np.float32)
+        reward = np.zeros(batch, np.float32)
+        value = np.empty(batch, np.float32)
+        rows_d, rows_c = np.flatnonzero(decision), np.flatnonzero(~decision)
+        out = state if rows_c.size == 0 or rows_d.size == 0 else torch.empty_like(state)
+        if rows_d.size:  # decision node -> afterstate: phi, psi
+            index = torch.from_numpy(rows_d).to(state.device)
+            parent = state if rows_c.size == 0 else state.index_select(0, index)
+            afterstate = net.afterstate_dynamics(parent, torch.from_numpy(slot[rows_d]).to(state.device))
+            chance_logits, q_logits = net.afterstate_prediction(afterstate)
+            logits[rows_d, A:] = self._numpy(chance_logits)
+            value[rows_d] = support_to_scalar_np(self._numpy(q_logits))
+            out = afterstate if rows_c.size == 0 else out.index_copy_(0, index, afterstate)
+        if rows_c.size:  # chance node -> next state: g, f
+            index = torch.from_numpy(rows_c).to(state.device)
+            parent = state if rows_d.size == 0 else state.index_select(0, index)
+            latent, reward_logits = net.dynamics(parent, torch.from_numpy(slot[rows_c] - A).to(state.device))
+            policy_logits, value_logits = net.prediction(latent)
+            logits[rows_c, :A] = self._numpy(policy_logits)
+            value[rows_c] = support_to_scalar_np(self._numpy(value_logits))
+            reward[rows_c] = support_to_scalar_np(self._numpy(reward_logits))
+            out = latent if rows_d.size == 0 else out.index_copy_(0, index, latent)
+        return out, reward, value, logits
+
+    def strategy(self, *, noise: bool) -> StochasticPUCT:
+        m = self.cfg.mcts
+        return StochasticPUCT(pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init, root_dirichlet_alpha=m.root_dirichlet_alpha,
+                              root_noise_weight=m.root_noise_weight if noise else 0.0,
+                              value_delta_max=m.value_delta_max, num_chance_outcomes=self.num_chance,
+                              q_normalization=self.cfg.stochastic.q_normalization)
+
+
+class StochasticMuZeroLearner(MuZeroLearner):
+    """MuZero's learner with the afterstate unroll and the chance losses (module docstring)."""
+
+    policy_class = StochasticMuZeroPolicy
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
+        super().__init__(cfg, spec)
+        self._batch: Optional[TrainBatch] = None
+        self._extra: dict[str, tuple[float, torch.Tensor]] = {}
+
+    def learn(self, batch: TrainBatch):
+        self._batch = batch
+        try:
+            return super().learn(batch)
+        finally:
+            self._batch, self._extra = None, {}
+
+    def extra_losses(self, batch: TrainBatch) -> dict[str, tuple[float, torch.Tensor]]:
+        return self._extra
+
+    def _chance_codes(self, net: StochasticMuZeroNetwork, obs: torch.Tensor, k: int):
+        """The code of transition t+k-1 -> t+k, ``[B, C]``, and the encoder's logits (None
+        with true labels)."""
+        if self.cfg.stochastic.use_true_chance_label:
+            labels = torch.from_numpy(self._batch.extras[CHANCE_COLUMN][:, k - 1]).to(obs.device)
+            return F.one_hot(labels.clamp(0, net.chance_space_size - 1), net.chance_space_size).float(), None
+        encoder_logits = net.encode_chance(obs[:, k - 1], obs[:, k])
+        return straight_through_one_hot(encoder_logits), encoder_logits
+
+    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+        """MuZero's terms (returned) plus the afterstate-value, chance and commitment terms
+        (kept for :meth:`extra_losses`), step by step."""
+        lc, st = self.cfg.learner, self.cfg.stochastic
+        num_unroll = actions.shape[1]
+        latent = net.representation(obs[:, 0])
+        policy_logits, value_logits = net.prediction(latent)
+        value_loss = soft_ce(value_logits, value_t[:, 0])
+        policy_loss = self.policy_loss(policy_logits, _map(lambda t: t[:, 0], target_policy))
+        policy_entropy = entropy(policy_logits)
+        with torch.no_grad():
+            pred_value0 = support_to_scalar(value_logits)
+        zeros = torch.zeros_like(value_loss)
+        reward_loss, ssl_loss, q_loss, chance_loss, commitment = (zeros.clone() for _ in range(5))
+        if num_unroll and lc.ssl_loss_weight > 0:
+            target_proj = self._ssl_targets(net, obs, num_unroll)
+        for k in range(1, num_unroll + 1):
+            afterstate = net.afterstate_dynamics(scale_gradient(latent, 0.5), actions[:, k - 1])
+            chance_logits, q_logits = net.afterstate_prediction(afterstate)
+            q_loss = q_loss + soft_ce(q_logits, value_t[:, k - 1])
+            code, encoder_logits = self._chance_codes(net, obs, k)
+            chance_loss = chance_loss + soft_ce(chance_logits, code.detach()) * mask[:, k]
+            if encoder_logits is not None:
+                probs = F.softmax(encoder_logits, dim=-1)
+                commitment = commitment + ((probs - code.detach()) ** 2).sum(-1) * mask[:, k]
+            latent, reward_logits = net.dynamics(afterstate, code)
+            reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
+            policy_logits, value_logits = net.prediction(latent)
+            value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
+            policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
+            policy_entropy = policy_entropy + entropy(policy_logits)
+            if lc.ssl_loss_weight > 0:
+                cos = F.cosine_similarity(net.project(latent, with_grad=True), target_proj[:, k - 1], dim=-1)
+                ssl_loss = ssl_loss + (-cos) * mask[:, k]
+        self._extra = {"loss/afterstate_value": (st.afterstate_value_loss_weight, q_loss),
+                       "loss/chance": (st.chance_loss_weight, chance_loss)}
+        if not st.use_true_chance_label:
+            self._extra["loss/commitment"] = (st.commitment_loss_weight, commitment)
+        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
+
+    _losses_fused = _losses_eager  # one path (see the module docstring)
+
+
+def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
+    """With true chance labels, the env's outcome of every step (``[m]`` int64)."""
+    check_chance_config(cfg, spec)
+    return (StepColumn(CHANCE_COLUMN, (), "int64"),) if cfg.stochastic.use_true_chance_label else ()
+
+
+def policy_target_size(cfg: Config, spec: EnvSpecInfo) -> int:
+    """P = A: the visit distribution over the root's actions."""
+    return spec.action_space_size
+
+
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> StochasticMuZeroPolicy:
+    return StochasticMuZeroPolicy(cfg, spec, device=device)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroLearner:
+    return StochasticMuZeroLearner(cfg, spec)
