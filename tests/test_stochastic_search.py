@@ -105,6 +105,11 @@ class _Lottery:
     def optimum(self, gamma: float) -> float:
         return max(1.0, 3 * self.p) + gamma * 1.0
 
+    def play(self, first_action: int, gamma: float, rng: np.random.Generator) -> float:
+        """The game itself: one episode's discounted return."""
+        first = (3.0 if rng.random() < self.p else 0.0) if first_action == 1 else 1.0
+        return first + gamma * (2.0 if rng.random() < 0.5 else 0.0)
+
     def recurrent(self, state, slot):
         """state [B, 2]: (steps taken, last action)."""
         A, C, p = self.A, self.C, self.p
@@ -138,6 +143,12 @@ class _Lottery:
                 next_state[i, 0] = steps[i] + 1
                 logits[i, :A] = 0.0
         return next_state, reward, value, logits
+
+
+def test_the_lottery_optimum_is_the_games_best_mean_return():
+    game, gamma, rng = _Lottery(0.25), 0.9, np.random.default_rng(0)
+    means = [np.mean([game.play(a, gamma, rng) for _ in range(40_000)]) for a in (0, 1)]
+    assert abs(max(means) - game.optimum(gamma)) < 0.02 and int(np.argmax(means)) == 0
 
 
 @pytest.mark.parametrize("p, best", [(0.25, 0), (0.5, 1)])

@@ -73,7 +73,8 @@ def test_tuner_api_works_too(ray_cluster, tmp_path):
                                     "search_spaces.cartpole_efficientzero", "search_spaces.cartpole_gumbel_muzero",
                                     "search_spaces.pendulum_sampled_muzero",
                                     "search_spaces.pendulum_sampled_efficientzero",
-                                    "search_spaces.acrobot_sampled_muzero"])
+                                    "search_spaces.acrobot_sampled_muzero",
+                                    "search_spaces.game_2048_stochastic_muzero"])
 def test_search_spaces_name_existing_keys(module):
     import importlib
 
