@@ -2,7 +2,7 @@
 
 One frozen dataclass per concern (env, model, mcts, buffer, learner, collector, evaluator,
 async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel, sampled,
-stochastic),
+stochastic, context),
 gathered in :class:`Config`. Every field has a docstring-style comment and a
 default; values are checked when the object is built, so a wrong key or value fails with a
 :class:`ConfigError` naming the dotted key before any env or actor starts.
@@ -473,6 +473,24 @@ class SampledConfig(_Section):
 
 
 @dataclass(frozen=True)
+class ContextConfig(_Section):
+    """History-conditioned inference (``policy_type=muzero_context`` and ``muzero_rnn_full_obs``):
+    per-env state carried across real env steps. Ignored by other types."""
+
+    _prefix = "context"
+    context_length_init: int = 4
+    """Restart each env's carried state from its real observation every this many env steps
+    (counted per env from its episode start). muzero_context: in between, the root latent is
+    ``dynamics(previous root latent, real action)``; muzero_rnn_full_obs: the GRU history is
+    zeroed. 1: every step (no history)."""
+    rnn_hidden_size: int = 256
+    """muzero_rnn_full_obs: width H of the GRU history."""
+
+    def _check(self) -> None:
+        self._positive("context_length_init", "rnn_hidden_size")
+
+
+@dataclass(frozen=True)
 class StochasticConfig(_Section):
     """Stochastic MuZero (``policy_type=stochastic_muzero``): afterstates and chance outcomes
     in the model and the tree (Antonoglou et al. 2022). Ignored by other types."""
@@ -594,6 +612,7 @@ class Config(_Section):
     gumbel: GumbelConfig = field(default_factory=GumbelConfig)
     sampled: SampledConfig = field(default_factory=SampledConfig)
     stochastic: StochasticConfig = field(default_factory=StochasticConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
 
     def _check(self) -> None:
         if self.policy_type not in POLICY_TYPES:

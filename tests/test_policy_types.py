@@ -28,10 +28,12 @@ SMOKE_CONFIG = {
     "sampled_muzero": "zoo/classic_control/pendulum_sampled_muzero.py",
     "sampled_efficientzero": "zoo/classic_control/pendulum_sampled_efficientzero.py",
     "stochastic_muzero": "zoo/classic_control/cartpole_stochastic_muzero.py",
+    "muzero_context": "zoo/classic_control/cartpole_muzero_context.py",
+    "muzero_rnn_full_obs": "zoo/classic_control/cartpole_muzero_rnn_full_obs.py",
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
-EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3")
+EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8")
 ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
          "async_pipeline.evaluator_num_cpus=0.5", "env.max_episode_steps=40")
 

@@ -22,6 +22,8 @@ IMPLEMENTED: dict[str, str] = {
     "sampled_muzero": "lz_tune.algos.sampled_muzero",
     "sampled_efficientzero": "lz_tune.algos.sampled_efficientzero",
     "stochastic_muzero": "lz_tune.algos.stochastic_muzero",
+    "muzero_context": "lz_tune.algos.muzero_context",
+    "muzero_rnn_full_obs": "lz_tune.algos.muzero_rnn_full_obs",
 }
 
 

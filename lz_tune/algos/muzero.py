@@ -80,8 +80,9 @@ class MuZeroPolicy(Policy):
         value = support_to_scalar_np(self._numpy(out.value_logits))
         return out.latent, reward, value, self._numpy(out.policy_logits)
 
-    def search_backend(self, obs: np.ndarray):
-        """Root state and recurrent function for the search from observations ``[K, *obs_shape]``.
+    def search_backend(self, obs: np.ndarray, root_latent: Optional[torch.Tensor] = None):
+        """Root state and recurrent function for the search from observations ``[K, *obs_shape]``
+        (or from given root latents ``[K, *latent]``, e.g. muzero_context's).
 
         ``mcts.inference=auto`` and a MuZero MLP network on the CPU: representation in torch,
         then the numpy engine (root prediction included) on numpy latents. Otherwise torch
@@ -90,12 +91,18 @@ class MuZeroPolicy(Policy):
         """
         if self.cfg.mcts.inference == "auto" and MLPSearchInference.supports(self.network):
             self._engine.bind(self.network)  # fresh views: the learner may have stepped since the last search
-            latent = self.network.representation(self._obs_tensor(obs)).numpy()
+            latent = (self.network.representation(self._obs_tensor(obs)) if root_latent is None
+                      else root_latent).numpy()
             value, policy_logits = self._engine.prediction(latent)
             return latent, value, policy_logits, self._engine
-        init = self.network.initial_inference(self._obs_tensor(obs))
-        value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
-        return init.latent, value, init.policy_logits.float().cpu().numpy(), self._recurrent
+        if root_latent is None:
+            init = self.network.initial_inference(self._obs_tensor(obs))
+            latent, value_logits, policy_logits = init.latent, init.value_logits, init.policy_logits
+        else:
+            latent = root_latent
+            policy_logits, value_logits = self.network.prediction(latent)
+        value = support_to_scalar_np(value_logits.float().cpu().numpy())
+        return latent, value, policy_logits.float().cpu().numpy(), self._recurrent
 
     def strategy(self, *, noise: bool):
         """The search strategy: pUCT, with root Dirichlet noise when ``noise`` (collection)."""
@@ -104,10 +111,13 @@ class MuZeroPolicy(Policy):
                     root_noise_weight=m.root_noise_weight if noise else 0.0, value_delta_max=m.value_delta_max)
 
     def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
-               noise: bool, rng: np.random.Generator) -> tuple[SearchOutput, np.ndarray]:
-        """Batched search from stacked observations [K, *obs_shape]; returns (SearchOutput, pred_value [K])."""
+               noise: bool, rng: np.random.Generator,
+               root_latent: Optional[torch.Tensor] = None) -> tuple[SearchOutput, np.ndarray]:
+        """Batched search from stacked observations [K, *obs_shape] (or from ``root_latent``
+        [K, *latent] when given); returns (SearchOutput, pred_value [K])."""
         with torch.inference_mode():
-            state, pred_value, policy_logits, recurrent_fn = self.search_backend(obs)
+            state, pred_value, policy_logits, recurrent_fn = (
+                self.search_backend(obs) if root_latent is None else self.search_backend(obs, root_latent=root_latent))
             root = RootInput(latent=state, value=pred_value, policy_logits=policy_logits,
                              action_mask=action_mask, to_play=to_play)
             out = run_search(strategy=self.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
@@ -124,10 +134,15 @@ class MuZeroPolicy(Policy):
 
     def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
             previous_action: Optional[np.ndarray] = None) -> ActResult:
+        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng)
+
+    def _act_from(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+                  root_latent: Optional[torch.Tensor] = None) -> ActResult:
+        """Search (from ``root_latent`` when given, else from the observations) and pick actions."""
         collect = mode == "collect"
         sims = self.num_simulations(collect=collect)
         out, pred_value = self.search(batch.observation, batch.action_mask, batch.to_play, num_simulations=sims,
-                                      noise=collect, rng=rng)
+                                      noise=collect, rng=rng, root_latent=root_latent)
         action = out.action if out.action is not None else select_action(
             out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,

@@ -1,0 +1,161 @@
+"""muzero_rnn_full_obs: MuZero with a GRU history of the real (latent, action) sequence that
+conditions prediction (:class:`lz_tune.models.rnn_full_obs.RNNFullObsNetwork`).
+
+Inference (collection, evaluation): every real step of env i feeds its previous (encoded real
+observation, real action) through the GRU, ``h_t = GRU([z_{t-1}, a_{t-1}], h_{t-1})``; the root
+is ``(z_t = repr(o_t), h_t)``. The history restarts from zero at each episode start and every
+``context.context_length_init`` steps of that env, and after any weight change (state tagged with
+the weights version, :class:`lz_tune.algos.history.EnvHistory`). Inside the search a node's state
+is ``(latent, h)``: MuZero's dynamics on the latent, the GRU step on the history.
+
+Training (per sample, unroll k = 0..U, history zeroed at the sampled position t):
+
+    z_k = repr(o_{t+k})                         the TRUE encoded observation of every step
+    h_0 = 0,  h_k = GRU([z_{k-1}, a_{t+k-1}], h_{k-1})
+    policy, value : f(z_k, h_k) against the targets of step k
+    reward        : dynamics(z_k, a_{t+k}) -> r_k            (k < U)
+    consistency   : -cos(proj(dynamics(z_k, a_{t+k}).latent), sg(proj(z_{k+1}))) * mask_{k+1}
+                    (learner.ssl_loss_weight: the predicted next latent against the encoder)
+
+Bootstrap values and reanalysis (buffer side) use an EMPTY history (``initial_inference``): the
+buffer keeps no per-step GRU state, and an empty history is exactly the conditioning of the
+value head's k = 0 training term at every sampled position, so the bootstrap matches what was
+trained (the inference history of up to ``context_length_init - 1`` steps is not rebuilt).
+
+``learner.update_path`` has no effect here: the unroll has one path.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lz_tune.algos.base import ActResult
+from lz_tune.algos.common import build_network, entropy, scale_gradient, soft_ce
+from lz_tune.algos.history import EnvHistory
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
+from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
+from lz_tune.config import Config
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo
+from lz_tune.models.rnn_full_obs import RNNFullObsNetwork
+from lz_tune.models.support import support_to_scalar, support_to_scalar_np
+
+__all__ = ["RNNFullObsPolicy", "RNNFullObsLearner", "make_policy", "make_learner", "step_columns",
+           "policy_target_size"]
+
+
+class RNNFullObsPolicy(MuZeroPolicy):
+    """RNN network + MuZero's search over ``(latent, history)`` node states."""
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                 network: Optional[torch.nn.Module] = None) -> None:
+        super().__init__(cfg, spec, device=device, network=network)
+        self.history = EnvHistory(cfg.context.context_length_init)
+        self._last_latent: Optional[torch.Tensor] = None  # [N, *latent] encoded obs of each env's last step
+        self._last_history: Optional[torch.Tensor] = None  # [N, H] GRU history at each env's last step
+
+    @staticmethod
+    def build_network(cfg: Config, spec: EnvSpecInfo) -> RNNFullObsNetwork:
+        return RNNFullObsNetwork(build_network(cfg, spec), hidden_size=cfg.context.rnn_hidden_size)
+
+    # ------------------------------------------------------------------ per-env state
+
+    def on_weights_loaded(self) -> None:
+        self.history.on_weights_loaded()
+
+    def reset(self, env_ids: np.ndarray) -> None:
+        self.history.reset(env_ids)
+
+    def root_state(self, obs: np.ndarray, previous_action: Optional[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(latent [N, *L], history [N, H])`` of this step's roots; the per-env state moves on."""
+        num_envs = obs.shape[0]
+        carried = self.history.carried(num_envs, previous_action)
+        with torch.inference_mode():
+            latent = self.network.representation(self._obs_tensor(obs))
+            history = self.network.empty_history(num_envs, like=latent)
+            if carried.any():
+                rows = torch.from_numpy(np.flatnonzero(carried)).to(self.device)
+                action = torch.from_numpy(np.asarray(previous_action)[carried].astype(np.int64)).to(self.device)
+                stepped = self.network.history_step(self._last_latent.index_select(0, rows), action,
+                                                    self._last_history.index_select(0, rows))
+                history.index_copy_(0, rows, stepped)
+        self.history.advance(carried)
+        self._last_latent, self._last_history = latent.clone(), history.clone()
+        return latent, history
+
+    # ------------------------------------------------------------------ search
+
+    def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None):
+        """Root state ``(latent, history)`` (an empty history unless ``root_latent`` gives one),
+        value [K], policy logits [K, A] and the recurrent function."""
+        if root_latent is None:
+            latent = self.network.representation(self._obs_tensor(obs))
+            history = self.network.empty_history(latent.shape[0], like=latent)
+        else:
+            latent, history = root_latent
+        policy_logits, value_logits = self.network.prediction(latent, history)
+        value = support_to_scalar_np(self._numpy(value_logits))
+        return (latent, history), value, self._numpy(policy_logits), self._recurrent
+
+    def _recurrent(self, state: tuple, action: np.ndarray):
+        latent, history = state
+        a = torch.from_numpy(action).to(self.device)
+        next_history = self.network.history_step(latent, a, history)
+        next_latent, reward_logits = self.network.dynamics(latent, a)
+        policy_logits, value_logits = self.network.prediction(next_latent, next_history)
+        return ((next_latent, next_history), support_to_scalar_np(self._numpy(reward_logits)),
+                support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
+
+    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+            previous_action: Optional[np.ndarray] = None) -> ActResult:
+        root = self.root_state(batch.observation, previous_action)
+        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng, root_latent=root)
+
+
+class RNNFullObsLearner(MuZeroLearner):
+    """The true-observation unroll of the module docstring."""
+
+    policy_class = RNNFullObsPolicy
+
+    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+        lc = self.cfg.learner
+        batch, num_unroll = actions.shape[:2]
+        steps = num_unroll + 1
+        latents = net.representation(obs.reshape(batch * steps, *obs.shape[2:]))
+        latents = latents.view(batch, steps, *latents.shape[1:])           # [B, U+1, *L] true encodings
+        history = net.empty_history(batch, like=latents)
+        zeros = latents.new_zeros(batch)
+        policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy = (zeros.clone() for _ in range(5))
+        if num_unroll and lc.ssl_loss_weight > 0:
+            target_proj = self._ssl_targets(net, obs, num_unroll)
+        pred_value0 = None
+        for k in range(steps):
+            if k > 0:
+                history = net.history_step(latents[:, k - 1], actions[:, k - 1], history)
+            policy_logits, value_logits = net.prediction(latents[:, k], history)
+            value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
+            policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
+            policy_entropy = policy_entropy + entropy(policy_logits)
+            if k == 0:
+                with torch.no_grad():
+                    pred_value0 = support_to_scalar(value_logits)
+            if k < num_unroll:
+                next_latent, reward_logits = net.dynamics(scale_gradient(latents[:, k], 0.5), actions[:, k])
+                reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k])
+                if lc.ssl_loss_weight > 0:
+                    cos = F.cosine_similarity(net.project(next_latent, with_grad=True), target_proj[:, k], dim=-1)
+                    ssl_loss = ssl_loss + (-cos) * mask[:, k + 1]
+        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
+
+    _losses_fused = _losses_eager  # one path (see the module docstring)
+
+
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> RNNFullObsPolicy:
+    return RNNFullObsPolicy(cfg, spec, device=device)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> RNNFullObsLearner:
+    return RNNFullObsLearner(cfg, spec)

@@ -1,0 +1,233 @@
+"""The history-conditioned types. muzero_context: per-env root latents carried across env steps,
+reset per env, re-encoded on a per-env schedule, never used across weight versions.
+muzero_rnn_full_obs: the GRU history of the real (latent, action) sequence under the same rules,
+and a training unroll on the true encoded observations. Both: continuous across collect() calls,
+fresh for every evaluation episode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lz_tune.algos import get_algorithm
+from lz_tune.config import ConfigError
+from lz_tune.workers import env_spec_for, make_env
+
+
+@pytest.fixture
+def policy_and_env(tiny_cfg):
+    torch.manual_seed(0)
+    cfg = tiny_cfg("policy_type=muzero_context", "context.context_length_init=3", "env.collector_env_num=3")
+    spec = env_spec_for(cfg)
+    policy = get_algorithm(cfg.policy_type).make_policy(cfg, spec)
+    env = make_env(cfg, num_envs=3, seed=0, mode="collect")
+    yield cfg, policy, env
+    env.close()
+
+
+def _encode(policy, obs):
+    with torch.inference_mode():
+        return policy.network.representation(torch.from_numpy(obs))
+
+
+def _roll(policy, latent, action):
+    with torch.inference_mode():
+        return policy.network.dynamics(latent, torch.from_numpy(np.asarray(action, np.int64)))[0]
+
+
+def test_root_is_dynamics_of_the_previous_root_and_a_reset_is_per_env(policy_and_env):
+    cfg, policy, env = policy_and_env
+    batch = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    first = policy.root_latents(batch.observation, None)
+    torch.testing.assert_close(first, _encode(policy, batch.observation))
+    actions = np.array([0, 1, 1])
+    batch = env.step(actions).batch
+    second = policy.root_latents(batch.observation, actions)
+    torch.testing.assert_close(second, _roll(policy, first, actions))  # from the ROOT latents
+    policy.reset(np.array([0]))                                        # env 0's episode ended
+    actions = np.array([-1, 0, 1])
+    batch = env.step(np.array([1, 0, 1])).batch
+    third = policy.root_latents(batch.observation, actions)
+    torch.testing.assert_close(third[0], _encode(policy, batch.observation[:1])[0])
+    torch.testing.assert_close(third[1:], _roll(policy, second[1:], actions[1:]))
+    # the search itself does not move the carried state
+    out = policy.act(env.step(np.array([0, 0, 0])).batch, mode="collect", temperature=1.0, rng=rng,
+                     previous_action=np.array([0, 0, 0]))
+    assert out.action.shape == (3,)
+
+
+def test_re_encode_schedule_is_counted_per_env(policy_and_env):
+    """context_length_init=3: env 1 re-encodes at steps 0, 3, 6; env 0, reset after step 1,
+    at 0, 2, 5 (its own count restarts)."""
+    cfg, policy, env = policy_and_env
+    batch = env.reset(seed=0)
+    carried = []
+    previous = None
+    for step in range(7):
+        carried.append(policy.carried_envs(3, previous).copy())
+        policy.root_latents(batch.observation, previous)
+        previous = np.zeros(3, np.int64)
+        if step == 1:
+            policy.reset(np.array([0]))
+            previous[0] = -1
+        batch = env.step(np.zeros(3, np.int64)).batch
+    carried = np.array(carried)
+    np.testing.assert_array_equal(~carried[:, 1], [True, False, False, True, False, False, True])
+    np.testing.assert_array_equal(~carried[:, 0], [True, False, True, False, False, True, False])
+
+
+def test_state_of_old_weights_is_never_used(policy_and_env):
+    cfg, policy, env = policy_and_env
+    batch = env.reset(seed=0)
+    policy.root_latents(batch.observation, None)
+    batch = env.step(np.zeros(3, np.int64)).batch
+    assert policy.carried_envs(3, np.zeros(3, np.int64)).all()
+    new = {k: v + 0.01 for k, v in policy.weights().items()}
+    policy.load_weights(new)  # a snapshot arrives
+    assert not policy.carried_envs(3, np.zeros(3, np.int64)).any()
+    latent = policy.root_latents(batch.observation, np.zeros(3, np.int64))
+    torch.testing.assert_close(latent, _encode(policy, batch.observation))  # re-encoded with the new weights
+
+
+HISTORY_TYPES = ["muzero_context", "muzero_rnn_full_obs"]
+
+
+@pytest.mark.parametrize("policy_type", HISTORY_TYPES)
+def test_two_collects_give_the_steps_of_one_long_collect(tiny_cfg, policy_type):
+    from lz_tune.workers.collector import SegmentCollector
+
+    cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "context.rnn_hidden_size=8")
+
+    def run(chunks):
+        torch.manual_seed(0)
+        collector = SegmentCollector(cfg, seed=5)
+        steps = []
+        original = collector.env.step
+        collector.env.step = lambda a: (steps.append(np.array(a)), original(a))[1]
+        for n in chunks:
+            collector.collect(temperature=1.0, num_segments=n)
+        collector.close()
+        return np.concatenate(steps)
+
+    split, whole = run([2, 2]), run([6])
+    assert len(whole) >= len(split) > 10
+    np.testing.assert_array_equal(split, whole[:len(split)])
+
+
+@pytest.mark.parametrize("policy_type", HISTORY_TYPES)
+def test_every_evaluation_episode_starts_fresh(tiny_cfg, monkeypatch, policy_type):
+    from lz_tune.algos.history import EnvHistory
+    from lz_tune.workers import Evaluator, WeightSnapshot
+
+    cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "env.max_episode_steps=12",
+                   "context.rnn_hidden_size=8")
+    evaluator = Evaluator(cfg, seed=3)
+    seen = []
+    original = EnvHistory.carried
+
+    def spy(self, num_envs, previous_action):
+        out = original(self, num_envs, previous_action)
+        seen.append((None if previous_action is None else np.array(previous_action), out.copy()))
+        return out
+
+    monkeypatch.setattr(EnvHistory, "carried", spy)
+    snapshot = WeightSnapshot(version=1, train_iter=1, weights=evaluator.policy.weights())
+    first = evaluator.evaluate(snapshot, n_episodes=4)
+    start_of_second = len(seen)
+    second = evaluator.evaluate(snapshot, n_episodes=4)
+    assert first.returns == second.returns  # same episodes, nothing carried over
+    for index in (0, start_of_second):
+        assert not seen[index][1].any()  # the first step of an evaluation re-encodes every env
+    for previous, carried in seen:
+        if previous is not None:
+            assert not carried[previous < 0].any()  # right after an episode end: re-encoded
+    evaluator.close()
+
+
+@pytest.mark.parametrize("key", ["context.context_length_init", "context.rnn_hidden_size"])
+def test_bad_context_keys(tiny_cfg, key):
+    with pytest.raises(ConfigError, match=key):
+        tiny_cfg("policy_type=muzero_rnn_full_obs", f"{key}=0")
+
+
+# ---------------------------------------------------------------------------- muzero_rnn_full_obs
+
+
+@pytest.fixture
+def rnn_policy_and_env(tiny_cfg):
+    torch.manual_seed(0)
+    cfg = tiny_cfg("policy_type=muzero_rnn_full_obs", "context.context_length_init=3", "context.rnn_hidden_size=8")
+    spec = env_spec_for(cfg)
+    policy = get_algorithm(cfg.policy_type).make_policy(cfg, spec)
+    with torch.no_grad():  # a non-zero history read-in, so that the history changes predictions
+        policy.network.history_to_latent.weight.normal_(0, 0.5)
+    env = make_env(cfg, num_envs=3, seed=0, mode="collect")
+    yield cfg, policy, env
+    env.close()
+
+
+def test_rnn_history_follows_the_real_steps_and_resets_per_env(rnn_policy_and_env):
+    cfg, policy, env = rnn_policy_and_env
+    net = policy.network
+    batch = env.reset(seed=0)
+    latent0, history0 = policy.root_state(batch.observation, None)
+    assert float(history0.abs().max()) == 0.0  # episode start: empty history
+    actions = np.array([0, 1, 0])
+    batch = env.step(actions).batch
+    latent1, history1 = policy.root_state(batch.observation, actions)
+    with torch.inference_mode():
+        expected = net.history_step(latent0, torch.from_numpy(actions), history0)
+    torch.testing.assert_close(history1, expected)
+    torch.testing.assert_close(latent1, _encode(policy, batch.observation))  # always the real observation
+    policy.reset(np.array([2]))
+    actions = np.array([1, 1, -1])
+    batch = env.step(np.array([1, 1, 0])).batch
+    _, history2 = policy.root_state(batch.observation, actions)
+    assert float(history2[2].abs().max()) == 0.0 and float(history2[:2].abs().max()) > 0.0
+    policy.load_weights(policy.weights())  # any weight load: no env continues its history
+    _, history3 = policy.root_state(env.step(np.zeros(3, np.int64)).batch.observation, np.zeros(3, np.int64))
+    assert float(history3.abs().max()) == 0.0
+    # the history conditions the search's root prediction
+    with torch.inference_mode():
+        with_history = net.prediction(latent1, history1)[0]
+        without = net.prediction(latent1, torch.zeros_like(history1))[0]
+    assert not torch.allclose(with_history, without)
+
+
+def test_rnn_bootstrap_values_use_an_empty_history(rnn_policy_and_env):
+    cfg, policy, env = rnn_policy_and_env
+    obs = env.reset(seed=0).observation
+    with torch.inference_mode():
+        latent = _encode(policy, obs)
+        expected = policy.network.prediction(latent, torch.zeros(3, cfg.context.rnn_hidden_size))[1]
+    from lz_tune.models.support import support_to_scalar_np
+
+    np.testing.assert_allclose(policy.value_targets(obs), support_to_scalar_np(expected.numpy()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("policy_type, depends", [("muzero_rnn_full_obs", True), ("muzero", False)])
+def test_training_feeds_the_true_observation_of_every_unroll_step(tiny_cfg, policy_type, depends):
+    """With the consistency loss off, the policy loss over the unroll depends on o_{t+2} for
+    muzero_rnn_full_obs (prediction reads the encoded observation) and not for MuZero (it
+    predicts from the dynamics' latent; the value head starts at zero, so the policy loss is
+    the term with a gradient at init)."""
+    from tests.test_stochastic_muzero import _batch
+
+    torch.manual_seed(0)
+    cfg = tiny_cfg(f"policy_type={policy_type}", "learner.ssl_loss_weight=0", "context.rnn_hidden_size=8")
+    spec = env_spec_for(cfg)
+    learner = get_algorithm(policy_type).make_learner(cfg, spec)
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    obs = torch.from_numpy(batch.obs)
+    obs.requires_grad_(True)
+    from lz_tune.models.support import scalar_to_support
+
+    net = learner.policy.network
+    value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
+    reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
+    out = learner._losses_eager(net, obs, torch.from_numpy(batch.actions), value_t, reward_t,
+                                torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
+    out[0].sum().backward()  # the policy loss over the unroll
+    assert (float(obs.grad[:, 2].abs().sum()) > 0) == depends
