@@ -67,3 +67,13 @@ def test_learner_speed_prints_updates_per_second():
                      timeout=300)
     assert out["cartpole_updates_per_s"] > 0 and out["cartpole_updates_per_s_eager"] > 0
     assert set(out["cartpole_ms_per_update"]) >= {"forward", "backward", "optimizer", "targets_and_rest"}
+
+
+@pytest.mark.slow
+def test_stochastic_2048_prints_scores_of_agent_and_baselines(tmp_path):
+    out = _last_json(["benchmarks/stochastic_2048.py", "--budget-s", "45", "--modes", "true", "--eval-games", "2",
+                      "--keep", str(tmp_path), "evaluator.eval_freq=10", "learner.update_per_collect=5",
+                      "mcts.num_simulations=4", "env.collector_env_num=2", "learner.batch_size=16"], timeout=400)
+    assert out["random"]["mean"] > 0 and out["greedy"]["mean"] > 0
+    agent = out["stochastic_muzero (true chance)"]
+    assert agent["mean"] > 0 and agent["train_iter"] > 0 and agent["env_steps"] > 0
