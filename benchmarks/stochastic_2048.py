@@ -12,6 +12,7 @@ Prints a table and, as the LAST line, one JSON object.
 
     python benchmarks/stochastic_2048.py                          # 30 min per mode, both modes
     python benchmarks/stochastic_2048.py --budget-s 600 --modes true
+    python benchmarks/stochastic_2048.py --keep DIR --skip-training   # evaluate the runs in DIR again
 """
 
 from __future__ import annotations
@@ -58,9 +59,8 @@ def train_for(mode: str, budget_s: float, seed: int, exp_dir: str, extra: tuple[
     """One training run of ``mode`` stopped after ``budget_s`` seconds; its last progress line."""
     cmd = [sys.executable, "-m", "lz_tune", "train", ZOO, *MODES[mode], *extra, "--seed", str(seed),
            "--exp-dir", exp_dir]
-    log_path = os.path.join(os.path.dirname(exp_dir), f"{mode}.log")
     start = time.perf_counter()
-    with open(log_path, "w") as log:
+    with open(_log_path(exp_dir, mode), "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, PYTHONPATH=ROOT))
         try:
@@ -69,15 +69,25 @@ def train_for(mode: str, budget_s: float, seed: int, exp_dir: str, extra: tuple[
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=300)
     wall = time.perf_counter() - start
-    text = open(log_path).read()
     if proc.returncode not in (0, 143, -signal.SIGTERM):
+        text = open(_log_path(exp_dir, mode)).read()
         raise RuntimeError(f"{mode}: training failed ({proc.returncode}):\n{text[-3000:]}")
+    return {"train_wall_s": round(wall, 1), **training_summary(exp_dir, mode, budget_s)}
+
+
+def _log_path(exp_dir: str, mode: str) -> str:
+    return os.path.join(os.path.dirname(exp_dir), f"{mode}.log")
+
+
+def training_summary(exp_dir: str, mode: str, budget_s: float) -> dict:
+    """Updates, env steps and the training evaluations of a finished run, from its log."""
+    text = open(_log_path(exp_dir, mode)).read()
     progress = _PROGRESS.findall(text)
     if not progress:
         raise RuntimeError(f"{mode}: no evaluation within {budget_s:.0f} s:\n{text[-3000:]}")
     train_iter, env_steps, last_eval = progress[-1]
-    return {"train_wall_s": round(wall, 1), "train_iter": int(train_iter), "env_steps": int(env_steps),
-            "last_training_eval": float(last_eval), "training_evals": [float(p[2]) for p in progress]}
+    return {"train_iter": int(train_iter), "env_steps": int(env_steps), "last_training_eval": float(last_eval),
+            "training_evals": [float(p[2]) for p in progress]}
 
 
 def evaluate(exp_dir: str, games: int, seed: int) -> np.ndarray:
@@ -96,6 +106,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--eval-seed", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", default=None, help="folder to keep the runs in (default: a temporary one)")
+    parser.add_argument("--skip-training", action="store_true",
+                        help="evaluate the runs already in --keep (e.g. after an interrupted benchmark)")
     parser.add_argument("overrides", nargs="*", help="config overrides for the training runs")
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
@@ -106,11 +118,16 @@ def main(argv=None) -> dict:
     baselines = {name: play_baseline(name, args.eval_games, args.eval_seed) for name in ("random", "greedy")}
     rows = {name: {"mean": float(s.mean()), "std": float(s.std()), "median": float(np.median(s))}
             for name, s in baselines.items()}
+    if args.skip_training and not args.keep:
+        parser.error("--skip-training needs --keep DIR with the runs to evaluate")
     root = args.keep or tempfile.mkdtemp(prefix="stochastic_2048_")
     for mode in modes:
         exp_dir = os.path.join(root, mode, "exp")
         os.makedirs(os.path.dirname(exp_dir), exist_ok=True)
-        train = train_for(mode, args.budget_s, args.seed, exp_dir, tuple(args.overrides))
+        if args.skip_training:
+            train = training_summary(exp_dir, mode, args.budget_s)
+        else:
+            train = train_for(mode, args.budget_s, args.seed, exp_dir, tuple(args.overrides))
         scores = evaluate(exp_dir, args.eval_games, args.eval_seed)
         rows[f"stochastic_muzero ({mode} chance)"] = {"mean": float(scores.mean()), "std": float(scores.std()),
                                                       "median": float(np.median(scores)), **train}
