@@ -80,7 +80,13 @@ def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
     driver.buffer.check_invariants()
 
 
-@pytest.mark.parametrize("policy_type", TYPES)
+#: local mode runs the same actor code in-process; the history types add no pipeline behaviour
+#: beyond their policy (covered by the sync and Ray rows), so their rows run with ``-m slow``
+LOCAL_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "muzero_rnn_full_obs")
+               else t for t in sorted(IMPLEMENTED)]
+
+
+@pytest.mark.parametrize("policy_type", LOCAL_TYPES)
 def test_ray_local_mode(policy_type):
     driver = Driver(_cfg(policy_type, *ASYNC, "async_pipeline.ray_local_mode=True", "max_env_step=60"),
                     print_fn=None)
