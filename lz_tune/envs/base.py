@@ -65,6 +65,16 @@ class VectorEnv(abc.ABC):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @staticmethod
+    def _check_sizes(num_envs: int, frame_stack: int, max_episode_steps: int | None) -> None:
+        """Raise ValueError for sizes no vector env accepts."""
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
+
     def _init_seed(self, seed: int | None) -> None:
         """Remember the construction seed for the first unseeded ``reset()``."""
         self._initial_seed = seed

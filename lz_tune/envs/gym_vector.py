@@ -78,12 +78,7 @@ class GymVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         make_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if frame_stack < 1:
-            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
-        if max_episode_steps is not None and max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
+        self._check_sizes(num_envs, frame_stack, max_episode_steps)
         kwargs = dict(make_kwargs or {})
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
