@@ -80,7 +80,9 @@ def test_resource_request_larger_than_the_cluster_fails_fast(ray_cluster, tmp_pa
 def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
     """PBT on the learning rate (metric = the reported learning rate, so the ranking is fixed and
     exploits happen on every perturbation): with reuse_actors=True every exploit goes through
-    reset_config; no trial process is ever started beyond the first two."""
+    reset_config. Tune does not promise to reuse a process for EVERY exploit (an actor it caches
+    while the other trial is mid-step may be stopped and a new one started: seen once in CI), so
+    the test asserts that exploits reuse processes, not that none is ever started."""
     pbt = tune.schedulers.PopulationBasedTraining(
         time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, resample_probability=0.0,
         hyperparam_mutations={"learner.learning_rate": tune.loguniform(1e-4, 1e-2)})
@@ -97,8 +99,10 @@ def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
     assert {round(r["learning_rate"], 8) for r in rows} - {1e-3, 3e-3}
     # the reported learning rate is the one the learner uses, and it follows the trial's config
     assert all(abs(r["learning_rate"] - r["config"]["learner.learning_rate"]) < 1e-12 for r in rows)
-    # ... and no new trial process was started for them
-    assert len({r["pid"] for r in rows}) <= 2
+    # ... and processes were reused for them: fewer processes than trial starts (without
+    # reset_config every restore would start one, and this would be equal)
+    starts = 2 + len(restored)
+    assert len({r["pid"] for r in rows}) < starts
 
 
 def _cli(tmp_path, *extra):
