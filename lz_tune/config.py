@@ -521,6 +521,50 @@ class StochasticConfig(_Section):
 
 
 @dataclass(frozen=True)
+class UniZeroConfig(_Section):
+    """UniZero (``policy_type=unizero``): a transformer world model over observation and action
+    tokens with per-env key/value caches (Pu et al. 2024). Ignored by other types. The loss
+    weights are the learner's (``learner.policy_loss_weight``, ``value_loss_weight``,
+    ``reward_loss_weight``, ``policy_entropy_weight``; ``ssl_loss_weight`` weighs the latent
+    consistency MSE)."""
+
+    _prefix = "unizero"
+    embed_dim: int = 256
+    """E: width of every token (observation latents included)."""
+    num_layers: int = 2
+    """Transformer blocks."""
+    num_heads: int = 4
+    """Attention heads (E / num_heads must be even: rotary positions)."""
+    infer_context_length: int = 4
+    """H: real env steps of context. Every token attends to itself and the 2H - 1 tokens before
+    it (the window C = 2H), in training, collection, evaluation and search alike."""
+    kv_cache_clear_interval: int = 2000
+    """Clear an env's key/value cache (restart its context from the current observation) every
+    this many of its env steps; 0 disables the periodic clearing (the window keeps the cache
+    bounded either way)."""
+    dropout: float = 0.0
+    """Transformer dropout in training (the original uses 0.1)."""
+    target_momentum: float = 0.05
+    """tau of the momentum target network, updated after every update: theta_target <-
+    (1 - tau) theta_target + tau theta. 1: a hard copy every update."""
+    policy_ls_eps_start: float = 0.0
+    """Policy label smoothing at train_iter 0 (target (1 - eps) pi + eps / A); 0: off."""
+    policy_ls_eps_end: float = 0.0
+    """Policy label smoothing after policy_ls_eps_decay_steps updates (linear in train_iter)."""
+    policy_ls_eps_decay_steps: int = 50_000
+    """Updates over which the label smoothing goes from start to end."""
+
+    def _check(self) -> None:
+        self._positive("embed_dim", "num_layers", "num_heads", "infer_context_length", "policy_ls_eps_decay_steps")
+        self._non_negative("kv_cache_clear_interval")
+        self._require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        self._require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
+        self._fraction("policy_ls_eps_start", "policy_ls_eps_end")
+        self._require(self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
+                      "embed_dim", f"must split into unizero.num_heads={self.num_heads} heads of even width")
+
+
+@dataclass(frozen=True)
 class AsyncPipelineConfig(_Section):
     """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
 
@@ -613,6 +657,7 @@ class Config(_Section):
     sampled: SampledConfig = field(default_factory=SampledConfig)
     stochastic: StochasticConfig = field(default_factory=StochasticConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
+    unizero: UniZeroConfig = field(default_factory=UniZeroConfig)
 
     def _check(self) -> None:
         if self.policy_type not in POLICY_TYPES:

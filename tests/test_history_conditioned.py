@@ -91,14 +91,15 @@ def test_state_of_old_weights_is_never_used(policy_and_env):
     torch.testing.assert_close(latent, _encode(policy, batch.observation))  # re-encoded with the new weights
 
 
-HISTORY_TYPES = ["muzero_context", "muzero_rnn_full_obs"]
+HISTORY_TYPES = ["muzero_context", "muzero_rnn_full_obs", "unizero"]
 
 
 @pytest.mark.parametrize("policy_type", HISTORY_TYPES)
 def test_two_collects_give_the_steps_of_one_long_collect(tiny_cfg, policy_type):
     from lz_tune.workers.collector import SegmentCollector
 
-    cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "context.rnn_hidden_size=8")
+    cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "context.rnn_hidden_size=8",
+                   "unizero.embed_dim=16")
 
     def run(chunks):
         torch.manual_seed(0)
@@ -122,7 +123,7 @@ def test_every_evaluation_episode_starts_fresh(tiny_cfg, monkeypatch, policy_typ
     from lz_tune.workers import Evaluator, WeightSnapshot
 
     cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "env.max_episode_steps=12",
-                   "context.rnn_hidden_size=8")
+                   "context.rnn_hidden_size=8", "unizero.embed_dim=16")
     evaluator = Evaluator(cfg, seed=3)
     seen = []
     original = EnvHistory.carried

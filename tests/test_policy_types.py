@@ -30,10 +30,12 @@ SMOKE_CONFIG = {
     "stochastic_muzero": "zoo/classic_control/cartpole_stochastic_muzero.py",
     "muzero_context": "zoo/classic_control/cartpole_muzero_context.py",
     "muzero_rnn_full_obs": "zoo/classic_control/cartpole_muzero_rnn_full_obs.py",
+    "unizero": "zoo/classic_control/cartpole_unizero.py",
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
-EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8")
+EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
+         "unizero.embed_dim=16")
 ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
          "async_pipeline.evaluator_num_cpus=0.5", "env.max_episode_steps=40")
 
@@ -82,7 +84,7 @@ def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
 
 #: local mode runs the same actor code in-process; the history types add no pipeline behaviour
 #: beyond their policy (covered by the sync and Ray rows), so their rows run with ``-m slow``
-LOCAL_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "muzero_rnn_full_obs")
+LOCAL_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "muzero_rnn_full_obs", "unizero")
                else t for t in sorted(IMPLEMENTED)]
 
 

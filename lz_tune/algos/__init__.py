@@ -24,6 +24,7 @@ IMPLEMENTED: dict[str, str] = {
     "stochastic_muzero": "lz_tune.algos.stochastic_muzero",
     "muzero_context": "lz_tune.algos.muzero_context",
     "muzero_rnn_full_obs": "lz_tune.algos.muzero_rnn_full_obs",
+    "unizero": "lz_tune.algos.unizero",
 }
 
 

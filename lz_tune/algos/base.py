@@ -107,8 +107,12 @@ class Learner(abc.ABC):
         primitives (``buffer.gather_window``, ``buffer.n_step_values``) and the target policy."""
 
     @abc.abstractmethod
-    def learn(self, batch: TrainBatch) -> tuple[dict[str, float], np.ndarray]:
-        """One update on ``batch``; returns (scalar logs, new priorities [B] float32)."""
+    def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> tuple[dict[str, float], np.ndarray]:
+        """One update on ``batch``; returns (scalar logs, new priorities [B] float32).
+
+        train_iter: the driver's update count before this update (the driver always passes it,
+        as the spec's learner input does); types with schedules in train_iter read it (UniZero),
+        the others ignore it. None: the learner's own ``train_iter``."""
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -165,6 +165,7 @@ class MuZeroLearner(Learner):
 
     policy_class = MuZeroPolicy
     reward_loss_name = "loss/reward"
+    ssl_loss_name = "loss/ssl"
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         self.cfg = cfg
@@ -222,6 +223,12 @@ class MuZeroLearner(Learner):
     def policy_entropy(self, logits: torch.Tensor) -> torch.Tensor:
         """[N] entropy of the policy ``logits [N, A]`` (its bonus has weight policy_entropy_weight)."""
         return entropy(logits)
+
+    def update_target(self) -> None:
+        """After every update: the target network becomes a hard copy of the learner's every
+        ``learner.target_update_freq`` updates (UniZero: a momentum average)."""
+        if self.train_iter % self.cfg.learner.target_update_freq == 0:
+            self.target_policy.load_weights(self.policy.network.state_dict())  # through on_weights_loaded
 
     def extra_losses(self, batch: TrainBatch) -> dict[str, tuple[float, torch.Tensor]]:
         """The type's loss terms beyond MuZero's, from the forward pass that just ran:
@@ -323,7 +330,8 @@ class MuZeroLearner(Learner):
 
     # ------------------------------------------------------------------ one update
 
-    def learn(self, batch: TrainBatch) -> tuple[dict[str, float], np.ndarray]:
+    def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> tuple[dict[str, float], np.ndarray]:
+        """One update (MuZero has no schedule in ``train_iter``: it is ignored)."""
         cfg, lc = self.cfg, self.cfg.learner
         net = self.policy.network
         net.train()
@@ -364,8 +372,7 @@ class MuZeroLearner(Learner):
         self.train_iter += 1
         net.eval()
         self.policy.on_weights_loaded()  # the learner's own weights changed
-        if self.train_iter % lc.target_update_freq == 0:
-            self.target_policy.load_weights(net.state_dict())  # through on_weights_loaded
+        self.update_target()
 
         with torch.no_grad():  # one host sync for all the scalar logs
             priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
@@ -373,7 +380,7 @@ class MuZeroLearner(Learner):
                                    ssl_loss.mean(), policy_entropy.mean(), grad_norm.to(loss.dtype),
                                    target_value[:, 0].mean(), pred_value0.mean(),
                                    *(term.detach().mean() for _, term in extra.values())]).tolist()
-        names = ["loss/total", "loss/policy", "loss/value", self.reward_loss_name, "loss/ssl", "policy/entropy",
+        names = ["loss/total", "loss/policy", "loss/value", self.reward_loss_name, self.ssl_loss_name, "policy/entropy",
                  "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean", *extra]
         logs = dict(zip(names, scalars))
         logs["learner/lr"] = self.optimizer.param_groups[0]["lr"]

@@ -139,10 +139,10 @@ class StochasticMuZeroLearner(MuZeroLearner):
         self._batch: Optional[TrainBatch] = None
         self._extra: dict[str, tuple[float, torch.Tensor]] = {}
 
-    def learn(self, batch: TrainBatch):
+    def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None):
         self._batch = batch
         try:
-            return super().learn(batch)
+            return super().learn(batch, train_iter=train_iter)
         finally:
             self._batch, self._extra = None, {}
 

@@ -16,11 +16,13 @@ from .columns import Reanalysis, StepColumn
 from .game_buffer import GameBuffer, ReanalyzeFn
 from .segment import GameSegment, SegmentBuilder, stack_frames
 from .targets import n_step_value_targets, plan_value_targets, segment_value_targets
-from .window import UnrollWindow, ValueFn
+from .window import BootstrapFn, History, UnrollWindow, ValueFn
 
 __all__ = [
+    "BootstrapFn",
     "GameBuffer",
     "GameSegment",
+    "History",
     "ReanalyzeFn",
     "Reanalysis",
     "SampledIndex",

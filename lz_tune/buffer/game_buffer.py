@@ -417,9 +417,14 @@ class GameBuffer:
         return window.gather_window(self, index)
 
     def n_step_values(self, win: "window.UnrollWindow", *, value_fn: "window.ValueFn | None",
-                      use_root_value: bool = False) -> np.ndarray:
+                      use_root_value: bool = False, bootstrap_fn: "window.BootstrapFn | None" = None) -> np.ndarray:
         """`[B, U+1] float32` n-step value targets over a window (see `targets`)."""
-        return window.n_step_values(self, win, value_fn=value_fn, use_root_value=use_root_value)
+        return window.n_step_values(self, win, value_fn=value_fn, use_root_value=use_root_value,
+                                    bootstrap_fn=bootstrap_fn)
+
+    def gather_history(self, segment_ids: np.ndarray, positions: np.ndarray, length: int) -> "window.History":
+        """Observations and actions of the `length` steps ending at each position (see `window`)."""
+        return window.gather_history(self, segment_ids, positions, length)
 
     # -- buffer reanalyze (see `reanalysis`) -------------------------------------------------------
     def reanalyze_oldest(self, *, num_segments: int, fn: ReanalyzeFn, fraction_oldest: float = 0.75,

@@ -22,10 +22,58 @@ from .targets import chunked_call, n_step_value_targets, plan_value_targets
 if TYPE_CHECKING:
     from .game_buffer import GameBuffer
 
-__all__ = ["UnrollWindow", "ValueFn", "gather_window", "n_step_values"]
+__all__ = ["History", "UnrollWindow", "BootstrapFn", "ValueFn", "gather_history", "gather_window", "n_step_values"]
 
 ValueFn = Callable[[np.ndarray], np.ndarray]
 """`value_fn(obs [K, *obs_shape] frame dtype) -> [K] float32`: target-network value of stacked obs."""
+
+BootstrapFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""`bootstrap_fn(segment_ids [K] int64, positions [K] int64) -> [K] float32`: target-network value
+at segment-local observation positions, for types whose value depends on more than the observation
+(e.g. UniZero's context; they read it with `gather_history`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class History:
+    """The last H steps up to K positions p of their segments: observations at p-H+1..p and the
+    actions between them, left-padded where p-H+1 < 0 (the segment's first steps).
+
+    Attributes:
+      obs: `[K, H, *obs_shape]` frame dtype (zeros where not valid).
+      actions: `[K, H-1]` int64 a_{p-H+1}..a_{p-1} (continuous `[K, H-1, D]` float32; 0 where not valid).
+      valid: `[K, H]` bool, True where the observation exists (position >= 0).
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    valid: np.ndarray
+
+
+def gather_history(buffer: "GameBuffer", segment_ids: np.ndarray, positions: np.ndarray, length: int) -> History:
+    """The observations and actions of the `length` steps ending at `positions [K]` (segment-local
+    observation positions, < n_obs) of segments `segment_ids [K]`. A segment's context starts at
+    its first step: the steps of the episode before it (an earlier segment) are not included."""
+    if length < 1:
+        raise ValueError(f"length must be >= 1, got {length}")
+    seg_rows = buffer._segment_row(segment_ids)
+    table, steps = buffer._segments, buffer._steps
+    p = np.asarray(positions, dtype=np.int64)
+    n_obs = table.array("num_obs")[seg_rows]
+    if p.size and (p.min() < 0 or np.any(p >= n_obs)):
+        raise ValueError("positions must be observation positions of their segments (0 <= p < n_obs)")
+    ctx = p[:, None] + np.arange(1 - length, 1)                                # [K, H]
+    valid = ctx >= 0
+    frame0 = table.array("frame_start")[seg_rows] - buffer._frames.base
+    obs = buffer._gather_obs(frame0[:, None] + np.maximum(ctx, 0))
+    if not valid.all():
+        obs[~valid] = 0
+    step0 = table.array("step_start")[seg_rows] - steps.base
+    act_valid = valid[:, :-1]
+    actions = steps.array("action")[step0[:, None] + np.maximum(ctx[:, :-1], 0)]
+    zero = np.zeros((), actions.dtype)
+    actions = np.where(act_valid.reshape(act_valid.shape + (1,) * (actions.ndim - 2)), actions, zero)
+    return History(obs=obs, actions=actions.astype(np.float32 if buffer.action_dim else np.int64, copy=False),
+                   valid=valid)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,15 +172,17 @@ def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
 
 
 def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn | None,
-                  use_root_value: bool = False) -> np.ndarray:
+                  use_root_value: bool = False, bootstrap_fn: BootstrapFn | None = None) -> np.ndarray:
     """`[B, U+1] float32` n-step value targets at every window position (see `targets`).
 
     value_fn: target-network values of bootstrap observations, called once per batch over the
     distinct observations needed (chunks of mini_infer_size); unused (may be None) when
-    `use_root_value`, which bootstraps from the stored root values instead.
+    `use_root_value`, which bootstraps from the stored root values instead, or when
+    `bootstrap_fn` is given: it is called once per batch with the distinct (segment, position)
+    pairs needed instead.
     """
-    if value_fn is None and not use_root_value:
-        raise ValueError("value_fn is required unless use_root_value=True")
+    if value_fn is None and not use_root_value and bootstrap_fn is None:
+        raise ValueError("value_fn is required unless use_root_value=True or a bootstrap_fn is given")
     pos, m, n_obs = win.positions, win.num_steps, win.num_obs
     shape = pos.shape
     truncated = buffer._segments.array("truncated")[buffer._segment_row(win.index.segment_ids)]  # [B]
@@ -153,6 +203,13 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
             # push guarantees t + T < m wherever an observation exists (padding >= U + T), except
             # at the end of a truncated segment, masked out above
             values[needed] = steps.array("root_value")[step0_flat[needed] + where]
+        elif bootstrap_fn is not None:
+            seg_ids = np.repeat(np.asarray(win.index.segment_ids, np.int64), shape[1])[needed]
+            pairs, inverse = np.unique(np.stack([seg_ids, where]), axis=1, return_inverse=True)
+            out = np.asarray(bootstrap_fn(pairs[0], pairs[1]), dtype=np.float32).reshape(-1)
+            if out.shape[0] != pairs.shape[1] or not np.all(np.isfinite(out)):
+                raise ValueError(f"bootstrap_fn must return {pairs.shape[1]} finite values, got {out.shape}")
+            values[needed] = out[inverse.reshape(-1)]
         else:
             frame_rows = np.repeat(win.frame0, shape[1])[needed] + where
             unique_rows, inverse = np.unique(frame_rows, return_inverse=True)

@@ -324,7 +324,7 @@ class Driver:
         cfg, b = self.cfg, self.cfg.buffer
         index = self.buffer.sample(cfg.learner.batch_size)
         batch = self.learner.make_batch(self.buffer, index, rng=self.rng)  # the type's targets
-        logs, priorities = self.learner.learn(batch)
+        logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
         if b.use_priority:
             self.buffer.update_priorities(index, priorities)
         self._last_logs = logs

@@ -1,0 +1,323 @@
+"""UniZero: a transformer world model (:class:`~lz_tune.models.unizero.UniZeroWorldModel`) searched
+with MuZero's pUCT, and its key/value-cache lifecycle.
+
+Inference (collection, evaluation). Each env has ONE cache: the keys and values of its last
+``C - 1`` tokens (``C = 2 * unizero.infer_context_length``), a
+:class:`~lz_tune.models.transformer.KVWindow` kept by the Policy. A real step appends
+``[a_{t-1}, o_t]`` to it and reads the root's policy and value at ``o_t``; the search starts
+from that window, and every node's state is its own window (the parent's plus the node's
+action token and predicted observation token), so a simulation is one batched world-model call
+for all trees and no entry is ever shared between envs. The cache of env i is tagged with the
+weights version it was built with (:class:`~lz_tune.algos.history.EnvHistory`) and dropped when:
+
+- env i's episode ends, or an evaluation starts (``reset``);
+- any weights load: a snapshot in an actor, a checkpoint restore, an update in the learner
+  (``on_weights_loaded`` bumps the version; a cache of another version is never read);
+- env i has run ``unizero.kv_cache_clear_interval`` steps on it (0: never; counted per env).
+
+Positions are rotary and attention is windowed in training too, so a cache is exact: it gives
+the outputs of recomputing the whole sequence since its last clear (tested), and it never holds
+more than ``C - 1`` tokens. The original's learner-side clearing after every collect budget has
+nothing to clear here: the learner's targets keep no caches between calls (below).
+
+Training (teacher-forced, no cache): ``[o_t, a_t, ..., a_{t+U-1}, o_{t+U}]`` through the
+transformer at once; per sample, summed over the unroll::
+
+    policy  : CE(policy_k, pi_k smoothed by eps(train_iter))   learner.policy_loss_weight
+    value   : CE(value_k, two_hot(h(z_k)))                      learner.value_loss_weight
+    reward  : CE(reward_k, two_hot(h(r_{t+k})))  (action tokens) learner.reward_loss_weight
+    latent  : MSE(next_latent_k, sg(target_encoder(o_{t+k+1}))) learner.ssl_loss_weight, masked
+    entropy : -H(policy_k)                                      learner.policy_entropy_weight
+
+divided by U + 1, PER-weighted; the target network is a momentum average
+(``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step value
+bootstraps with the target world model over the ``infer_context_length`` stored steps ending at
+the bootstrap position (the context the policy had when it acted there, cut at the segment's
+first step), and reanalysis searches from the same context.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lz_tune.algos.base import ActResult, Reanalysis
+from lz_tune.algos.common import entropy, soft_ce
+from lz_tune.algos.history import EnvHistory
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
+from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
+from lz_tune.buffer.targets import chunked_call
+from lz_tune.config import Config, ConfigError
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo
+from lz_tune.models.support import support_to_scalar, support_to_scalar_np
+from lz_tune.models.transformer import KVWindow
+from lz_tune.models.unizero import UniZeroWorldModel
+
+__all__ = ["UniZeroPolicy", "UniZeroLearner", "make_policy", "make_learner", "step_columns", "policy_target_size",
+           "build_world_model"]
+
+_NEVER = np.iinfo(np.int64).max // 4
+
+
+def build_world_model(cfg: Config, spec: EnvSpecInfo) -> UniZeroWorldModel:
+    """The world model of ``cfg.unizero`` (and ``model.value/reward_support_size``,
+    ``model.hidden_sizes`` for the vector encoder, ``model.num_channels`` for the image one)."""
+    u, m = cfg.unizero, cfg.model
+    if len(spec.observation_shape) not in (1, 3):
+        raise ConfigError(f"env.env_id: unizero encodes vector [O] or image [C, H, W] observations, "
+                          f"{cfg.env.env_id} gives {spec.observation_shape}")
+    return UniZeroWorldModel(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
+                             action_dim=spec.action_dim, embed_dim=u.embed_dim, num_layers=u.num_layers,
+                             num_heads=u.num_heads, context_tokens=2 * u.infer_context_length,
+                             value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
+                             hidden_sizes=m.hidden_sizes, num_channels=m.num_channels, dropout=u.dropout)
+
+
+def history_token_valid(valid: np.ndarray) -> np.ndarray:
+    """``[K, 2H-1]`` bool validity of the tokens ``[o, a, ..., a, o]`` of a :class:`History`
+    whose observations are ``valid [K, H]`` (the action after a real observation is real)."""
+    tokens = np.repeat(valid, 2, axis=1)[:, :-1]
+    return tokens
+
+
+class UniZeroPolicy(MuZeroPolicy):
+    """World model + pUCT over per-node KV windows; per-env caches (see the module docstring)."""
+
+    @staticmethod
+    def build_network(cfg: Config, spec: EnvSpecInfo) -> UniZeroWorldModel:
+        return build_world_model(cfg, spec)
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                 network: Optional[torch.nn.Module] = None) -> None:
+        super().__init__(cfg, spec, device=device, network=network)
+        interval = cfg.unizero.kv_cache_clear_interval
+        self.history = EnvHistory(interval if interval > 0 else _NEVER)
+        self.cache: Optional[KVWindow] = None
+        """[N] each env's window, ending at its last observation token (see ``history`` for
+        which rows are current)."""
+
+    # ------------------------------------------------------------------ per-env caches
+
+    def on_weights_loaded(self) -> None:
+        self.history.on_weights_loaded()
+
+    def reset(self, env_ids: np.ndarray) -> None:
+        self.history.reset(env_ids)
+
+    def cache_nbytes(self) -> int:
+        """Bytes held by the per-env caches (bounded: ``N * L * (C-1) * E`` keys and values)."""
+        return 0 if self.cache is None else self.cache.nbytes
+
+    def root_windows(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
+        """This step's roots ``(window [N], policy logits [N, A], value logits [N, V])``: envs
+        whose cache is current append ``[a_{t-1}, o_t]`` to it, the others start from ``o_t``.
+        The per-env caches move on to the new windows."""
+        net = self.network
+        num_envs = obs.shape[0]
+        carried = self.history.carried(num_envs, previous_action)
+        with torch.inference_mode():
+            latent = net.encode(self._obs_tensor(obs))
+            if not carried.any():
+                policy_logits, value_logits, window = net.root_step(None, None, latent)
+            else:
+                window = net.empty_window(num_envs)
+                policy_logits = latent.new_empty(num_envs, net.policy_head[-1].out_features)
+                value_logits = latent.new_empty(num_envs, net.value_head[-1].out_features)
+                for rows, cont in ((np.flatnonzero(carried), True), (np.flatnonzero(~carried), False)):
+                    if not rows.size:
+                        continue
+                    index = torch.from_numpy(rows).to(self.device)
+                    if cont:
+                        action = torch.from_numpy(np.asarray(previous_action)[rows]).to(self.device)
+                        out = net.root_step(self.cache.select(index), action, latent.index_select(0, index))
+                    else:
+                        out = net.root_step(None, None, latent.index_select(0, index))
+                    policy_logits.index_copy_(0, index, out[0])
+                    value_logits.index_copy_(0, index, out[1])
+                    window.scatter_(index, out[2])
+        self.history.advance(carried)
+        self.cache = window.clone()
+        return window, policy_logits, value_logits
+
+    def history_roots(self, hist: History):
+        """Roots from stored contexts (learner side): ``(window [K], policy logits, value logits)``
+        after the teacher-forced pass over each :class:`History`."""
+        net = self.network
+        k, h = hist.valid.shape
+        obs = self._obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))
+        latents = net.encode(obs).view(k, h, -1)
+        actions = torch.from_numpy(np.ascontiguousarray(hist.actions)).to(self.device)
+        token_valid = torch.from_numpy(history_token_valid(hist.valid)).to(self.device)
+        h_obs, _, window = net.sequence(latents, actions, token_valid=token_valid)
+        policy_logits, value_logits = net.observation_heads(h_obs[:, -1])
+        return window, policy_logits, value_logits
+
+    # ------------------------------------------------------------------ search
+
+    def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None):
+        """Root windows (``root_latent``: prepared by :meth:`root_windows` / :meth:`history_roots`;
+        None: a context of the observation alone), root value [K], policy logits [K, A] and the
+        recurrent function over window node states."""
+        if root_latent is None:
+            policy_logits, value_logits, window = self.network.root_step(None, None,
+                                                                         self.network.encode(self._obs_tensor(obs)))
+        else:
+            window, policy_logits, value_logits = root_latent
+        value = support_to_scalar_np(self._numpy(value_logits))
+        return window.as_tuple(), value, self._numpy(policy_logits), self._recurrent
+
+    def _recurrent(self, state: tuple, action: np.ndarray):
+        window, reward_logits, policy_logits, value_logits, _ = self.network.recurrent_step(
+            KVWindow.from_tuple(state), torch.from_numpy(action).to(self.device))
+        return (window.as_tuple(), support_to_scalar_np(self._numpy(reward_logits)),
+                support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
+
+    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+            previous_action: Optional[np.ndarray] = None) -> ActResult:
+        root = self.root_windows(batch.observation, previous_action)
+        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng, root_latent=root)
+
+    # ------------------------------------------------------------------ targets
+
+    def value_targets(self, obs: np.ndarray) -> np.ndarray:
+        """Values of observations with no context (the learner uses :meth:`history_values`)."""
+        with torch.inference_mode():
+            _, value_logits, _ = self.network.root_step(None, None, self.network.encode(self._obs_tensor(obs)))
+            return support_to_scalar_np(self._numpy(value_logits))
+
+    def history_values(self, hist: History) -> np.ndarray:
+        """[K] values at the last observation of each stored context."""
+        with torch.inference_mode():
+            return support_to_scalar_np(self._numpy(self.history_roots(hist)[2]))
+
+    def reanalyze_history(self, hist: History, action_mask: np.ndarray, to_play: np.ndarray,
+                          rng: np.random.Generator) -> Reanalysis:
+        """Fresh search (no root noise) from each stored context."""
+        with torch.inference_mode():
+            root = self.history_roots(hist)
+        out, _ = self.search(hist.obs[:, -1], action_mask, to_play, num_simulations=self.cfg.mcts.num_simulations,
+                             noise=False, rng=rng, root_latent=root)
+        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value)
+
+
+class UniZeroLearner(MuZeroLearner):
+    """Teacher-forced world-model loss, momentum target network, train_iter schedules."""
+
+    policy_class = UniZeroPolicy
+    ssl_loss_name = "loss/latent"
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
+        if cfg.buffer.buffer_reanalyze_freq > 0:
+            raise ConfigError("buffer.buffer_reanalyze_freq: unizero reanalyses within the batch "
+                              "(buffer.reanalyze_ratio) only; set buffer.buffer_reanalyze_freq=0")
+        super().__init__(cfg, spec)
+        self._schedule_iter = 0
+        for p in self.target_policy.network.parameters():
+            p.requires_grad_(False)
+
+    # ------------------------------------------------------------------ schedules (train_iter)
+
+    def policy_label_smoothing(self, train_iter: int) -> float:
+        """eps of the policy target at ``train_iter``: linear from unizero.policy_ls_eps_start to
+        policy_ls_eps_end over policy_ls_eps_decay_steps updates."""
+        u = self.cfg.unizero
+        frac = min(1.0, train_iter / u.policy_ls_eps_decay_steps)
+        return u.policy_ls_eps_start + (u.policy_ls_eps_end - u.policy_ls_eps_start) * frac
+
+    def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None):
+        self._schedule_iter = self.train_iter if train_iter is None else int(train_iter)
+        logs, priorities = super().learn(batch, train_iter=train_iter)
+        logs["learner/policy_label_smoothing"] = self.policy_label_smoothing(self._schedule_iter)
+        return logs, priorities
+
+    def policy_targets(self, batch: TrainBatch) -> torch.Tensor:
+        target = super().policy_targets(batch)
+        eps = self.policy_label_smoothing(self._schedule_iter)
+        if eps > 0:
+            target = (1.0 - eps) * target + eps / target.shape[-1]
+        return target
+
+    def update_target(self) -> None:
+        """theta_target <- (1 - tau) theta_target + tau theta after every update."""
+        tau = self.cfg.unizero.target_momentum
+        with torch.no_grad():
+            for mine, target in zip(self.policy.network.parameters(), self.target_policy.network.parameters()):
+                target.lerp_(mine, tau)
+            for mine, target in zip(self.policy.network.buffers(), self.target_policy.network.buffers()):
+                target.copy_(mine)
+        self.target_policy.on_weights_loaded()
+
+    # ------------------------------------------------------------------ batch
+
+    def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
+        """Window + n-step values bootstrapped by the target world model over each bootstrap
+        position's stored context (+ rows reanalysed from their contexts)."""
+        b, target = self.cfg.buffer, self.target_policy
+        length = self.cfg.unizero.infer_context_length
+        win = buffer.gather_window(index)
+
+        def bootstrap(segment_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+            rows = np.arange(segment_ids.shape[0])
+            return chunked_call(lambda r: target.history_values(buffer.gather_history(segment_ids[r], positions[r],
+                                                                                       length)),
+                                rows, chunk_size=buffer.mini_infer_size)
+
+        target_value = buffer.n_step_values(win, value_fn=None, use_root_value=b.use_root_value,
+                                            bootstrap_fn=None if b.use_root_value else bootstrap)
+        target_policy = win.policy_targets
+        num_reanalyzed = int(len(index) * b.reanalyze_ratio)
+        if num_reanalyzed > 0:
+            sel = win.valid[:num_reanalyzed]
+            seg_ids = np.broadcast_to(np.asarray(index.segment_ids, np.int64)[:num_reanalyzed, None], sel.shape)[sel]
+            hist = buffer.gather_history(seg_ids, win.positions[:num_reanalyzed][sel], length)
+            fresh = target.reanalyze_history(hist, win.action_mask[:num_reanalyzed][sel],
+                                             win.to_play[:num_reanalyzed][sel], rng)
+            target_policy[:num_reanalyzed][sel] = fresh.policy_target
+        return TrainBatch(obs=win.obs, actions=win.actions, target_value=target_value, target_reward=win.rewards,
+                          target_policy=target_policy, mask=win.mask, weights=np.asarray(index.weights, np.float32),
+                          to_play=win.to_play, action_mask=win.action_mask, timesteps=win.timesteps, index=index,
+                          num_reanalyzed=num_reanalyzed, extras=dict(win.extras))
+
+    # ------------------------------------------------------------------ loss
+
+    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+        """The teacher-forced terms of the module docstring, as [B] sums over the unroll (the
+        latent MSE in MuZero's ssl slot) and the predicted root value [B]."""
+        batch, num_unroll = actions.shape[:2]
+        steps = num_unroll + 1
+        latents = net.encode(obs.reshape(batch * steps, *obs.shape[2:])).view(batch, steps, -1)
+        h_obs, h_act, _ = net.sequence(latents, actions)
+        policy_logits, value_logits = net.observation_heads(h_obs.reshape(batch * steps, -1))
+
+        def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:     # [B * count] -> [B]
+            return x.view(batch, count).sum(1)
+
+        value_loss = per_sample(soft_ce(value_logits, value_t.reshape(batch * steps, -1)), steps)
+        policy_loss = per_sample(self.policy_loss(policy_logits, target_policy.reshape(batch * steps, -1)), steps)
+        policy_entropy = per_sample(entropy(policy_logits), steps)
+        with torch.no_grad():
+            pred_value0 = support_to_scalar(value_logits.view(batch, steps, -1)[:, 0])
+        if num_unroll == 0:
+            zeros = torch.zeros_like(value_loss)
+            return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
+        reward_logits, next_latent = net.action_heads(h_act.reshape(batch * num_unroll, -1))
+        reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)), num_unroll)
+        with torch.no_grad():
+            target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:]))
+        latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
+        latent_loss = (latent_mse * mask[:, 1:]).sum(1)
+        return policy_loss, value_loss, reward_loss, latent_loss, policy_entropy, pred_value0
+
+    _losses_fused = _losses_eager  # one path: the whole sequence is one transformer call already
+
+
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> UniZeroPolicy:
+    return UniZeroPolicy(cfg, spec, device=device)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> UniZeroLearner:
+    return UniZeroLearner(cfg, spec)

@@ -1,0 +1,326 @@
+"""UniZero: the windowed transformer's caches are exact, the per-env KV caches follow their
+lifecycle (per env, per weights version, cleared on the configured interval, bounded), the
+learner's targets use the stored context, train_iter reaches the schedules, the loss weights
+are the configured ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lz_tune.algos import get_algorithm
+from lz_tune.algos.unizero import history_token_valid
+from lz_tune.buffer import GameBuffer, GameSegment, SampledIndex
+from lz_tune.config import ConfigError
+from lz_tune.models.transformer import WindowTransformer
+from lz_tune.models.unizero import UniZeroWorldModel
+from lz_tune.workers import env_spec_for, make_env
+
+UNI = ("policy_type=unizero", "unizero.embed_dim=16", "unizero.num_heads=2", "unizero.infer_context_length=2")
+
+
+def _randomise(module: torch.nn.Module, std: float = 0.3) -> None:
+    """Non-trivial weights everywhere (zero-initialised heads would hide mistakes)."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, std)
+
+
+# ---------------------------------------------------------------------------- the transformer
+
+
+@pytest.mark.parametrize("chunks", [[1] * 30, [2] * 15, [1, 2, 3, 1, 5, 2, 4, 3, 1, 2, 6]])
+def test_window_cache_equals_the_whole_sequence_at_once(chunks):
+    """Appending tokens in chunks to a window (8 tokens, sequence of 30) gives the outputs of
+    one banded pass over the whole sequence."""
+    torch.manual_seed(0)
+    tr = WindowTransformer(embed_dim=16, num_layers=3, num_heads=2, context_tokens=8).eval()
+    _randomise(tr)
+    x = torch.randn(2, sum(chunks), 16)
+    with torch.no_grad():
+        full, _ = tr(x)
+        window, outs, start = None, [], 0
+        for n in chunks:
+            out, window = tr(x[:, start:start + n], window)
+            outs.append(out)
+            start += n
+    torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-4)
+    assert window.keys.shape == (2, 3, 7, 16)  # bounded: C - 1 slots
+
+
+def test_window_limits_attention_to_the_last_c_tokens():
+    """Changing a token more than C - 1 positions back changes nothing in a one-layer model; a
+    token within the window does change the output."""
+    tr = WindowTransformer(embed_dim=16, num_layers=1, num_heads=2, context_tokens=4).eval()
+    _randomise(tr)
+    x = torch.randn(1, 10, 16)
+    with torch.no_grad():
+        base, _ = tr(x)
+        far, near = x.clone(), x.clone()
+        far[:, 5] += torch.randn(16)   # 4 back from the last token: outside its window
+        near[:, 6] += torch.randn(16)  # 3 back: inside (not a constant shift: LayerNorm removes those)
+        assert torch.allclose(tr(far)[0][:, -1], base[:, -1])
+        assert not torch.allclose(tr(near)[0][:, -1], base[:, -1])
+
+
+def test_left_padding_is_invisible():
+    """A context left-padded with junk tokens (marked not valid) gives the outputs of the
+    context alone."""
+    tr = WindowTransformer(embed_dim=16, num_layers=2, num_heads=2, context_tokens=8).eval()
+    _randomise(tr)
+    x = torch.randn(1, 5, 16)
+    padded = torch.cat((torch.randn(1, 2, 16) * 5, x), 1)
+    valid = torch.tensor([[False, False, True, True, True, True, True]])
+    with torch.no_grad():
+        torch.testing.assert_close(tr(padded, token_valid=valid)[0][:, 2:], tr(x)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_recurrent_step_equals_the_teacher_forced_sequence_of_its_predictions():
+    """A search step (action token, then its predicted latent as the next observation token)
+    from a root window equals the whole sequence run at once with those tokens."""
+    model = UniZeroWorldModel(observation_shape=(4,), action_space_size=3, embed_dim=16, num_heads=2,
+                              context_tokens=6, value_support_size=5, reward_support_size=5).eval()
+    _randomise(model)
+    obs, acts = torch.randn(2, 4, 4), torch.tensor([[0, 2, 1], [1, 1, 0]])
+    with torch.no_grad():
+        z = model.encode(obs.reshape(-1, 4)).view(2, 4, -1)
+        _, _, window = model.sequence(z, acts)
+        window, reward_logits, policy_logits, value_logits, next_latent = model.recurrent_step(
+            window, torch.tensor([2, 0]))
+        h_obs, h_act, _ = model.sequence(torch.cat((z, next_latent[:, None]), 1),
+                                         torch.cat((acts, torch.tensor([[2], [0]])), 1))
+        r_ref, latent_ref = model.action_heads(h_act[:, -1])
+        p_ref, v_ref = model.observation_heads(h_obs[:, -1])
+    for got, ref in ((reward_logits, r_ref), (next_latent, latent_ref), (policy_logits, p_ref), (value_logits, v_ref)):
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------- per-env caches
+
+
+@pytest.fixture
+def uni(tiny_cfg):
+    def make(*extra, num_envs=3):
+        cfg = tiny_cfg(*UNI, f"env.collector_env_num={num_envs}", *extra)
+        policy = get_algorithm("unizero").make_policy(cfg, env_spec_for(cfg))
+        _randomise(policy.network)
+        env = make_env(cfg, num_envs=num_envs, seed=0, mode="collect")
+        return cfg, policy, env
+    return make
+
+
+def _uncached_values(policy, obs_seq, act_seq):
+    """Value logits at the last observation, recomputed over the whole context [T] at once."""
+    net = policy.network
+    with torch.inference_mode():
+        z = net.encode(torch.from_numpy(np.stack(obs_seq)))[None]
+        actions = torch.from_numpy(np.asarray(act_seq, np.int64))[None]
+        h_obs, _, _ = net.sequence(z, actions)
+        return net.observation_heads(h_obs[:, -1])[1][0]
+
+
+def test_cached_roots_equal_recomputation_over_a_long_episode(uni):
+    """40 steps with a window of 2 steps (4 tokens): every root's value equals the uncached
+    pass over every token since the episode start; env 1's reset leaves env 0 untouched."""
+    cfg, policy, env = uni()
+    rng = np.random.default_rng(0)
+    batch = env.reset(seed=0)
+    history = [([o], []) for o in batch.observation]
+    previous = None
+    for step in range(40):
+        _, _, value_logits = policy.root_windows(batch.observation, previous)
+        for i in range(3):
+            ref = _uncached_values(policy, *history[i])
+            torch.testing.assert_close(value_logits[i], ref, atol=1e-5, rtol=1e-4)
+        actions = rng.integers(0, 2, size=3)
+        batch = env.step(actions).batch
+        previous = actions.copy()
+        for i in range(3):
+            history[i][0].append(batch.observation[i])
+            history[i][1].append(int(actions[i]))
+        if step == 20:  # env 1's episode ends (as the collector reports it)
+            policy.reset(np.array([1]))
+            previous[1] = -1
+            history[1] = ([batch.observation[1]], [])
+    assert policy.cache.keys.shape[2] == 2 * 2 - 1
+
+
+def test_a_cache_of_old_weights_is_never_used(uni):
+    cfg, policy, env = uni()
+    batch = env.reset(seed=0)
+    policy.root_windows(batch.observation, None)
+    batch = env.step(np.zeros(3, np.int64)).batch
+    assert policy.history.carried(3, np.zeros(3, np.int64)).all()
+    policy.load_weights({k: v + 0.01 for k, v in policy.weights().items()})  # a snapshot arrives
+    _, _, value_logits = policy.root_windows(batch.observation, np.zeros(3, np.int64))
+    for i in range(3):  # a fresh context: the current observation alone, under the new weights
+        torch.testing.assert_close(value_logits[i], _uncached_values(policy, [batch.observation[i]], []))
+
+
+@pytest.mark.parametrize("interval, restarts", [(3, [0, 3, 6, 9]), (0, [0])])
+def test_caches_clear_every_kv_cache_clear_interval_steps(uni, interval, restarts):
+    cfg, policy, env = uni(f"unizero.kv_cache_clear_interval={interval}", num_envs=2)
+    batch = env.reset(seed=0)
+    previous, fresh = None, []
+    for step in range(11):
+        fresh.append(not policy.history.carried(2, previous)[0])
+        policy.root_windows(batch.observation, previous)
+        previous = np.zeros(2, np.int64)
+        batch = env.step(previous).batch
+    assert list(np.flatnonzero(fresh)) == restarts
+
+
+def test_cache_memory_is_bounded_over_a_long_run(uni):
+    cfg, policy, env = uni(num_envs=2)
+    rng = np.random.default_rng(0)
+    batch, previous, sizes = env.reset(seed=0), None, []
+    for _ in range(60):
+        out = policy.act(batch, mode="collect", temperature=1.0, rng=rng, previous_action=previous)
+        previous = out.action
+        step = env.step(out.action)
+        batch = step.batch
+        sizes.append(policy.cache_nbytes())
+    net = policy.network
+    bound = 2 * (2 * net.transformer.num_layers * (net.context_tokens - 1) * net.embed_dim * 4
+                 + (net.context_tokens - 1) * 9 + 8)
+    assert max(sizes) <= bound and len(set(sizes)) == 1
+
+
+# ---------------------------------------------------------------------------- learner side
+
+
+def _segment(num_steps, *, first_frame=0.0):
+    """Vector frames [1] whose value is the step index (+ first_frame); action t = t % 2."""
+    frames = (np.arange(num_steps + 1, dtype=np.float32) + first_frame)[:, None]
+    return GameSegment(frames=frames, actions=np.arange(num_steps) % 2, rewards=np.ones(num_steps),
+                       root_values=np.zeros(num_steps), pred_values=np.zeros(num_steps),
+                       policy_targets=np.full((num_steps, 2), 0.5), action_mask=np.ones((num_steps, 2), bool),
+                       to_play=np.full(num_steps, -1), timesteps=np.arange(num_steps), num_owned=num_steps - 4,
+                       terminal=False)
+
+
+def test_gather_history_reads_the_steps_before_each_position_and_pads_at_the_segment_start():
+    buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
+                        action_space_size=2, seed=0)
+    buffer.push([_segment(10), _segment(10, first_frame=100.0)])
+    hist = buffer.gather_history(np.array([0, 1, 1]), np.array([1, 0, 6]), 3)
+    np.testing.assert_array_equal(hist.valid, [[False, True, True], [False, False, True], [True, True, True]])
+    np.testing.assert_array_equal(hist.obs[..., 0], [[0, 0, 1], [0, 0, 100], [104, 105, 106]])
+    np.testing.assert_array_equal(hist.actions, [[0, 0], [0, 0], [0, 1]])
+    np.testing.assert_array_equal(history_token_valid(hist.valid)[0], [False, False, True, True, True])
+    with pytest.raises(ValueError, match="positions"):
+        buffer.gather_history(np.array([0]), np.array([11]), 2)
+
+
+def test_bootstrap_fn_gives_the_value_fn_targets_when_it_reads_the_same_observation():
+    buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
+                        action_space_size=2, seed=0)
+    buffer.push([_segment(10), _segment(10, first_frame=100.0)])
+    index = buffer.sample(8)
+    win = buffer.gather_window(index)
+
+    def value_fn(obs):
+        return np.sin(obs[:, 0]).astype(np.float32)
+
+    def bootstrap_fn(segment_ids, positions):
+        return value_fn(buffer.gather_history(segment_ids, positions, 1).obs[:, 0])
+
+    np.testing.assert_allclose(buffer.n_step_values(win, value_fn=None, bootstrap_fn=bootstrap_fn),
+                               buffer.n_step_values(win, value_fn=value_fn), rtol=1e-6)
+
+
+def _learner_and_batch(tiny_cfg, *extra):
+    from lz_tune.pipeline import Driver
+
+    cfg = tiny_cfg(*UNI, "buffer.use_priority=False", "max_env_step=60", *extra)
+    driver = Driver(cfg, print_fn=None)
+    try:
+        driver.run()
+        index = driver.buffer.sample(8)
+        batch = driver.learner.make_batch(driver.buffer, index, rng=np.random.default_rng(0))
+        return driver, batch
+    finally:
+        driver.close()
+
+
+def test_bootstrap_values_come_from_the_target_model_over_the_stored_context(tiny_cfg, monkeypatch):
+    from lz_tune.algos.unizero import UniZeroPolicy
+
+    seen = []
+    original = UniZeroPolicy.history_values
+    monkeypatch.setattr(UniZeroPolicy, "history_values",
+                        lambda self, hist: (seen.append((self, hist)), original(self, hist))[1])
+    driver, batch = _learner_and_batch(tiny_cfg)
+    assert seen and all(policy is driver.learner.target_policy for policy, _ in seen)
+    assert all(hist.obs.shape[1] == 2 for _, hist in seen)  # infer_context_length steps of context
+    assert any(hist.valid[:, 0].any() for _, hist in seen)   # ... with real history
+
+
+def test_driver_hands_train_iter_to_learn_and_it_drives_label_smoothing(tiny_cfg, monkeypatch):
+    from lz_tune.algos.unizero import UniZeroLearner
+
+    calls = []
+    original = UniZeroLearner.learn
+    monkeypatch.setattr(UniZeroLearner, "learn", lambda self, batch, *, train_iter=None: (
+        calls.append((train_iter, self.train_iter)), original(self, batch, train_iter=train_iter))[1])
+    driver, batch = _learner_and_batch(tiny_cfg, "unizero.policy_ls_eps_start=0.5", "unizero.policy_ls_eps_end=0.0",
+                                       "unizero.policy_ls_eps_decay_steps=10")
+    assert calls and all(given == own for given, own in calls)
+    learner = driver.learner
+    logs, _ = original(learner, batch, train_iter=0)
+    assert logs["learner/policy_label_smoothing"] == 0.5
+    logs_late, _ = original(learner, batch, train_iter=10)
+    assert logs_late["learner/policy_label_smoothing"] == 0.0
+    learner._schedule_iter = 0
+    smoothed = learner.policy_targets(batch).numpy()
+    np.testing.assert_allclose(smoothed, 0.5 * batch.target_policy + 0.5 / batch.target_policy.shape[-1], rtol=1e-6)
+
+
+def test_loss_weights_are_the_configured_ones(tiny_cfg):
+    """Only the value weight non-zero (and 3): the total is 3 x the value term / U (unit IS
+    weights); the original hard-codes its weights and would fail this."""
+    zero = ("learner.policy_loss_weight=0", "learner.reward_loss_weight=0", "learner.ssl_loss_weight=0",
+            "learner.policy_entropy_weight=0", "learner.value_loss_weight=3")
+    driver, batch = _learner_and_batch(tiny_cfg, *zero)
+    assert np.all(batch.weights == 1)
+    logs, _ = driver.learner.learn(batch)
+    num_unroll = batch.actions.shape[1]
+    assert logs["loss/total"] == pytest.approx(3 * logs["loss/value"] / num_unroll, rel=1e-5)
+
+
+def test_target_network_is_a_momentum_average(tiny_cfg):
+    driver, batch = _learner_and_batch(tiny_cfg, "unizero.target_momentum=0.25")
+    learner = driver.learner
+    before = {k: v.clone() for k, v in learner.target_policy.network.state_dict().items()}
+    learner.learn(batch)
+    after_online = learner.policy.network.state_dict()
+    for key, target in learner.target_policy.network.state_dict().items():
+        torch.testing.assert_close(target, 0.75 * before[key] + 0.25 * after_online[key])
+
+
+@pytest.mark.parametrize("override, key", [
+    ("unizero.num_heads=3", "unizero.embed_dim"),
+    ("unizero.infer_context_length=0", "unizero.infer_context_length"),
+    ("unizero.kv_cache_clear_interval=-1", "unizero.kv_cache_clear_interval"),
+    ("unizero.target_momentum=0", "unizero.target_momentum"),
+    ("unizero.dropout=1.0", "unizero.dropout"),
+    ("unizero.policy_ls_eps_start=2", "unizero.policy_ls_eps_start"),
+])
+def test_bad_unizero_keys(tiny_cfg, override, key):
+    with pytest.raises(ConfigError, match=key):
+        tiny_cfg(*UNI, override)
+
+
+def test_buffer_reanalysis_is_refused_with_the_key(tiny_cfg):
+    cfg = tiny_cfg(*UNI, "buffer.buffer_reanalyze_freq=1")
+    with pytest.raises(ConfigError, match="buffer.buffer_reanalyze_freq"):
+        get_algorithm("unizero").make_learner(cfg, env_spec_for(cfg))
+
+
+def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
+    driver, batch = _learner_and_batch(tiny_cfg, "buffer.reanalyze_ratio=0.5")
+    assert batch.num_reanalyzed == 4
+    rows = batch.target_policy[:4][batch.mask[:4] > 0]
+    np.testing.assert_allclose(rows.sum(-1), 1.0, rtol=1e-5)
