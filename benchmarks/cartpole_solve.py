@@ -37,6 +37,7 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "muzero_context": ("zoo/classic_control/cartpole_muzero_context.py", ()),
     "muzero_rnn_full_obs": ("zoo/classic_control/cartpole_muzero_rnn_full_obs.py", ()),
     "stochastic_muzero": ("zoo/classic_control/cartpole_stochastic_muzero.py", ()),
+    "unizero": ("zoo/classic_control/cartpole_unizero.py", ()),
     "pendulum_sampled_muzero": ("zoo/classic_control/pendulum_sampled_muzero.py", ()),
     "pendulum_sampled_efficientzero": ("zoo/classic_control/pendulum_sampled_efficientzero.py", ()),
     "acrobot_sampled_muzero": ("zoo/classic_control/acrobot_sampled_muzero.py", ()),

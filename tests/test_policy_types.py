@@ -31,6 +31,7 @@ SMOKE_CONFIG = {
     "muzero_context": "zoo/classic_control/cartpole_muzero_context.py",
     "muzero_rnn_full_obs": "zoo/classic_control/cartpole_muzero_rnn_full_obs.py",
     "unizero": "zoo/classic_control/cartpole_unizero.py",
+    "sampled_unizero": "zoo/classic_control/pendulum_sampled_unizero.py",
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]

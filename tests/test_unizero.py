@@ -324,3 +324,54 @@ def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
     assert batch.num_reanalyzed == 4
     rows = batch.target_policy[:4][batch.mask[:4] > 0]
     np.testing.assert_allclose(rows.sum(-1), 1.0, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- sampled_unizero
+
+
+def test_continuous_previous_actions_mark_resets_with_nan_rows():
+    from lz_tune.algos.history import acted
+
+    np.testing.assert_array_equal(acted(np.array([[-0.5], [np.nan], [0.3]], np.float32)), [True, False, True])
+    np.testing.assert_array_equal(acted(np.array([0, -1, 2])), [True, False, True])
+
+
+def test_sampled_unizero_caches_continuous_actions_and_reanalysis_replaces_the_samples(tiny_cfg):
+    from lz_tune.pipeline import Driver
+
+    cfg = tiny_cfg("env.env_id=Pendulum-v1", "policy_type=sampled_unizero", "unizero.embed_dim=16",
+                   "unizero.num_heads=2", "unizero.infer_context_length=2", "sampled.num_samples=3",
+                   "buffer.reanalyze_ratio=0.5", "max_env_step=60")
+    policy = get_algorithm("sampled_unizero").make_policy(cfg, env_spec_for(cfg))
+    _randomise(policy.network)
+    env = make_env(cfg, num_envs=2, seed=0, mode="collect")
+    rng = np.random.default_rng(0)
+    batch = env.reset(seed=0)
+    obs_seq, act_seq, previous = [batch.observation], [], None
+    for _ in range(6):
+        out = policy.act(batch, mode="collect", temperature=1.0, rng=rng, previous_action=previous)
+        assert out.action.shape == (2, 1) and out.extras["sampled_actions"].shape == (2, 3, 1)
+        previous = out.action
+        batch = env.step(out.action).batch
+        obs_seq.append(batch.observation)
+        act_seq.append(out.action)
+    env.close()
+    _, _, value_logits = policy.root_windows(batch.observation, previous)
+    net = policy.network
+    with torch.inference_mode():  # the cached root equals the whole episode recomputed
+        z = net.encode(torch.from_numpy(np.stack(obs_seq, 1).reshape(-1, 3))).view(2, 7, -1)
+        h_obs, _, _ = net.sequence(z, torch.from_numpy(np.stack(act_seq, 1)))
+        torch.testing.assert_close(value_logits, net.observation_heads(h_obs[:, -1])[1], atol=1e-5, rtol=1e-4)
+
+    driver = Driver(cfg, print_fn=None)
+    try:
+        driver.run()
+        index = driver.buffer.sample(8)
+        stored = driver.buffer.gather_window(index).extras["sampled_actions"]
+        batch = driver.learner.make_batch(driver.buffer, index, rng=np.random.default_rng(0))
+    finally:
+        driver.close()
+    fresh = batch.extras["sampled_actions"]
+    valid = batch.mask > 0
+    assert not np.allclose(fresh[:4][valid[:4]], stored[:4][valid[:4]])   # reanalysed rows: new samples
+    np.testing.assert_array_equal(fresh[4:], stored[4:])                   # the others: as stored

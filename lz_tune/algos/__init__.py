@@ -25,6 +25,7 @@ IMPLEMENTED: dict[str, str] = {
     "muzero_context": "lz_tune.algos.muzero_context",
     "muzero_rnn_full_obs": "lz_tune.algos.muzero_rnn_full_obs",
     "unizero": "lz_tune.algos.unizero",
+    "sampled_unizero": "lz_tune.algos.sampled_unizero",
 }
 
 

@@ -17,7 +17,16 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["EnvHistory"]
+__all__ = ["EnvHistory", "acted"]
+
+
+def acted(previous_action: np.ndarray) -> np.ndarray:
+    """[N] bool: the env took an action since its reset (discrete ``[N]`` int: >= 0; continuous
+    ``[N, D]`` float: a row without NaN)."""
+    a = np.asarray(previous_action)
+    if np.issubdtype(a.dtype, np.floating):
+        return ~np.isnan(a.reshape(a.shape[0], -1)).any(axis=1)
+    return a.reshape(a.shape[0], -1)[:, 0] >= 0
 
 
 class EnvHistory:
@@ -43,11 +52,10 @@ class EnvHistory:
 
     def carried(self, num_envs: int, previous_action: Optional[np.ndarray]) -> np.ndarray:
         """[N] bool: the envs that continue from their state this step: it exists for these N
-        envs and the current weights, the env acted since (``previous_action >= 0``), and no
-        restart is due."""
+        envs and the current weights, the env acted since (:func:`acted`), and no restart is due."""
         if previous_action is None or self.version.shape[0] != num_envs:
             return np.zeros(num_envs, bool)
-        return ((self.version == self.weights_version) & (np.asarray(previous_action).reshape(num_envs, -1)[:, 0] >= 0)
+        return ((self.version == self.weights_version) & acted(previous_action)
                 & (self.steps_since_restart + 1 < self.context_length))
 
     def advance(self, carried: np.ndarray) -> None:

@@ -134,7 +134,13 @@ class MuZeroPolicy(Policy):
 
     def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
             previous_action: Optional[np.ndarray] = None) -> ActResult:
-        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng)
+        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng,
+                              root_latent=self.act_root(batch.observation, previous_action))
+
+    def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
+        """The roots' model state for acting, from per-env state carried across steps (the
+        stateful types: UniZero's KV caches); None: search from the observations (MuZero)."""
+        return None
 
     def _act_from(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
                   root_latent: Optional[torch.Tensor] = None) -> ActResult:

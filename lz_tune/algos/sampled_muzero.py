@@ -68,15 +68,17 @@ class SampledSearch:
                                     min_std=s.min_std, max_std=s.max_std)
 
     def sampled_search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *,
-                       num_simulations: int, noise: bool,
-                       rng: np.random.Generator) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
-        """Batched sampled search from observations ``[B, *obs_shape]``.
+                       num_simulations: int, noise: bool, rng: np.random.Generator,
+                       root_latent=None) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
+        """Batched sampled search from observations ``[B, *obs_shape]`` (or from the prepared
+        roots ``root_latent`` of ``act_root``).
 
         Returns ``(SearchOutput over the K root slots, pred_value [B], root_actions [B, K, *action_shape])``.
         """
         k, sampler = self.num_samples, self.sampler
         with torch.inference_mode():
-            inner_state, pred_value, policy_out, inner_fn = self.search_backend(obs)
+            inner_state, pred_value, policy_out, inner_fn = (
+                self.search_backend(obs) if root_latent is None else self.search_backend(obs, root_latent=root_latent))
             root_actions, root_logits, valid = sampler.sample(policy_out, k, rng, action_mask)
             is_tuple = isinstance(inner_state, tuple)
             parts = inner_state if is_tuple else (inner_state,)
@@ -103,7 +105,9 @@ class SampledSearch:
         collect = mode == "collect"
         out, pred_value, root_actions = self.sampled_search(batch.observation, batch.action_mask, batch.to_play,
                                                             num_simulations=self.num_simulations(collect=collect),
-                                                            noise=collect, rng=rng)
+                                                            noise=collect, rng=rng,
+                                                            root_latent=self.act_root(batch.observation,
+                                                                                      previous_action))
         slot = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         action = root_actions[np.arange(slot.shape[0]), slot]
         return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,

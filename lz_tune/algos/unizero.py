@@ -44,15 +44,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.base import ActResult, Reanalysis
-from lz_tune.algos.common import entropy, soft_ce
+from lz_tune.algos.base import Reanalysis
+from lz_tune.algos.common import soft_ce
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
 from lz_tune.buffer.targets import chunked_call
 from lz_tune.config import Config, ConfigError
-from lz_tune.envs.types import EnvBatch, EnvSpecInfo
+from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 from lz_tune.models.transformer import KVWindow
 from lz_tune.models.unizero import UniZeroWorldModel
@@ -176,10 +176,9 @@ class UniZeroPolicy(MuZeroPolicy):
         return (window.as_tuple(), support_to_scalar_np(self._numpy(reward_logits)),
                 support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
 
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
-        root = self.root_windows(batch.observation, previous_action)
-        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng, root_latent=root)
+    def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
+        """The per-env caches' roots (:meth:`root_windows`)."""
+        return self.root_windows(obs, previous_action)
 
     # ------------------------------------------------------------------ targets
 
@@ -199,7 +198,11 @@ class UniZeroPolicy(MuZeroPolicy):
         """Fresh search (no root noise) from each stored context."""
         with torch.inference_mode():
             root = self.history_roots(hist)
-        out, _ = self.search(hist.obs[:, -1], action_mask, to_play, num_simulations=self.cfg.mcts.num_simulations,
+        return self.reanalyze_from(hist.obs[:, -1], action_mask, to_play, rng, root)
+
+    def reanalyze_from(self, obs, action_mask, to_play, rng, root) -> Reanalysis:
+        """The search of :meth:`reanalyze` from prepared roots (the sampled type overrides it)."""
+        out, _ = self.search(obs, action_mask, to_play, num_simulations=self.cfg.mcts.num_simulations,
                              noise=False, rng=rng, root_latent=root)
         return Reanalysis(policy_target=out.policy_target, root_value=out.root_value)
 
@@ -234,12 +237,16 @@ class UniZeroLearner(MuZeroLearner):
         logs["learner/policy_label_smoothing"] = self.policy_label_smoothing(self._schedule_iter)
         return logs, priorities
 
-    def policy_targets(self, batch: TrainBatch) -> torch.Tensor:
+    def policy_targets(self, batch: TrainBatch):
+        """The stored targets, smoothed: ``(1 - eps) pi + eps / P`` over the P entries (the
+        probabilities of a sampled type's ``(probs, actions)`` target)."""
         target = super().policy_targets(batch)
         eps = self.policy_label_smoothing(self._schedule_iter)
-        if eps > 0:
-            target = (1.0 - eps) * target + eps / target.shape[-1]
-        return target
+        if eps <= 0:
+            return target
+        probs = target[0] if isinstance(target, tuple) else target
+        probs = (1.0 - eps) * probs + eps / probs.shape[-1]
+        return (probs, *target[1:]) if isinstance(target, tuple) else probs
 
     def update_target(self) -> None:
         """theta_target <- (1 - tau) theta_target + tau theta after every update."""
@@ -268,7 +275,7 @@ class UniZeroLearner(MuZeroLearner):
 
         target_value = buffer.n_step_values(win, value_fn=None, use_root_value=b.use_root_value,
                                             bootstrap_fn=None if b.use_root_value else bootstrap)
-        target_policy = win.policy_targets
+        target_policy, extras = win.policy_targets, dict(win.extras)
         num_reanalyzed = int(len(index) * b.reanalyze_ratio)
         if num_reanalyzed > 0:
             sel = win.valid[:num_reanalyzed]
@@ -277,10 +284,12 @@ class UniZeroLearner(MuZeroLearner):
             fresh = target.reanalyze_history(hist, win.action_mask[:num_reanalyzed][sel],
                                              win.to_play[:num_reanalyzed][sel], rng)
             target_policy[:num_reanalyzed][sel] = fresh.policy_target
+            for name, value in fresh.extras.items():  # sampled_unizero: the new K root actions too
+                extras[name][:num_reanalyzed][sel] = value
         return TrainBatch(obs=win.obs, actions=win.actions, target_value=target_value, target_reward=win.rewards,
                           target_policy=target_policy, mask=win.mask, weights=np.asarray(index.weights, np.float32),
                           to_play=win.to_play, action_mask=win.action_mask, timesteps=win.timesteps, index=index,
-                          num_reanalyzed=num_reanalyzed, extras=dict(win.extras))
+                          num_reanalyzed=num_reanalyzed, extras=extras)
 
     # ------------------------------------------------------------------ loss
 
@@ -297,8 +306,9 @@ class UniZeroLearner(MuZeroLearner):
             return x.view(batch, count).sum(1)
 
         value_loss = per_sample(soft_ce(value_logits, value_t.reshape(batch * steps, -1)), steps)
-        policy_loss = per_sample(self.policy_loss(policy_logits, target_policy.reshape(batch * steps, -1)), steps)
-        policy_entropy = per_sample(entropy(policy_logits), steps)
+        flat_target = _map(lambda t: t.reshape(batch * steps, *t.shape[2:]), target_policy)
+        policy_loss = per_sample(self.policy_loss(policy_logits, flat_target), steps)
+        policy_entropy = per_sample(self.policy_entropy(policy_logits), steps)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits.view(batch, steps, -1)[:, 0])
         if num_unroll == 0:

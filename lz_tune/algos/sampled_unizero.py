@@ -1,0 +1,53 @@
+"""sampled_unizero: UniZero's world model, caches and targets (:mod:`lz_tune.algos.unizero`) with
+Sampled MuZero's search and policy loss (:mod:`lz_tune.algos.sampled_muzero`): a Gaussian
+(tanh-squashed) policy head over Box actions, or K distinct discrete actions, K children per
+node, the policy target over the K stored root samples.
+
+Continuous actions enter the transformer through a linear action embedding. The search's node
+state is the UniZero window plus the node's K sampled actions (the sampled search keeps them
+beside any model state); reanalysis from the stored context replaces the K root actions and
+the visits over them together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lz_tune.algos.base import Reanalysis
+from lz_tune.algos.sampled_muzero import SampledLoss, SampledSearch
+from lz_tune.algos.sampled_muzero import policy_target_size, step_columns  # noqa: F401  (the K samples)
+from lz_tune.algos.unizero import UniZeroLearner, UniZeroPolicy
+from lz_tune.config import Config
+from lz_tune.envs.types import EnvSpecInfo
+
+__all__ = ["SampledUniZeroPolicy", "SampledUniZeroLearner", "make_policy", "make_learner", "step_columns",
+           "policy_target_size"]
+
+
+class SampledUniZeroPolicy(SampledSearch, UniZeroPolicy):
+    """UniZero world model + per-env caches + the sampled search."""
+
+    def reanalyze_from(self, obs, action_mask, to_play, rng, root) -> Reanalysis:
+        out, _, root_actions = self.sampled_search(obs, action_mask, to_play,
+                                                   num_simulations=self.cfg.mcts.num_simulations, noise=False,
+                                                   rng=rng, root_latent=root)
+        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value,
+                          extras={"sampled_actions": root_actions})
+
+    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
+                  rng: np.random.Generator) -> Reanalysis:
+        return SampledSearch.reanalyze(self, obs, action_mask, to_play, rng)
+
+
+class SampledUniZeroLearner(SampledLoss, UniZeroLearner):
+    """UniZero's teacher-forced loss with the policy term over the K sampled root actions."""
+
+    policy_class = SampledUniZeroPolicy
+
+
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> SampledUniZeroPolicy:
+    return SampledUniZeroPolicy(cfg, spec, device=device)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> SampledUniZeroLearner:
+    return SampledUniZeroLearner(cfg, spec)
