@@ -37,6 +37,8 @@ CONFIGS = {
     "cartpole": ("zoo/classic_control/cartpole_muzero.py", (), 3000),
     # Pong: the zoo config with a smaller buffer fill (the update cost does not depend on it)
     "pong": ("zoo/atari/pong_muzero.py", ("env.collector_env_num=4",), 800),
+    # UniZero's CartPole config (use with --policy-type unizero; it has one update path)
+    "cartpole_unizero": ("zoo/classic_control/cartpole_unizero.py", (), 3000),
 }
 PATHS = ("fused", "eager")
 PHASES = ("learn/forward", "learn/backward", "learn/optimizer")

@@ -9,6 +9,10 @@ torch's 1 thread) and with ``mcts.inference=torch`` (the reference path), same w
 Then the same case with the Gumbel search (``gumbel_muzero``: same network and engine,
 max_num_considered_actions 16) and the EfficientZero search (``efficientzero``: the same MLP
 plus a 64-wide value-prefix LSTM; torch path, per-node state (latent, h, c, prefix, depth)).
+With ``unizero`` in ``--types``: UniZero's search (a 2-layer transformer, E = 64, 2 heads, window
+of 8 tokens, the same 601-bin heads) with its per-node key/value windows (``inference`` auto) and
+with the uncached reference that recomputes every leaf's path of tokens from its root
+(``unizero.search_cache=False``, key suffix ``_unizero_uncached``).
 With ``sampled_muzero`` in ``--types``: the sampled search on continuous actions (tanh-Gaussian
 policy, K = 5 and 20 samples per expansion, action dims 1 and 6, batch 8; torch path, K
 actions per node in the state store).
@@ -18,7 +22,7 @@ inference included; ``best``: the fastest repeat, i.e. the code's speed without 
 the share of search time spent outside the model calls (tree kernels, numpy glue, latent
 gathering). The LAST line is one JSON object with the figures.
 
-    python benchmarks/mcts_speed.py [--repeats 30] [--types muzero,gumbel_muzero,efficientzero,sampled_muzero]
+    python benchmarks/mcts_speed.py [--repeats 30] [--types muzero,gumbel_muzero,efficientzero,sampled_muzero,unizero]
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ def bench_case(num_actions: int, batch: int, repeats: int, inference: str, obs_d
                policy_type: str = "muzero", action_dim: int = 0, num_samples: int = 5) -> dict[str, float]:
     """action_dim > 0: a continuous action space of that many dims (``num_actions`` unused),
     searched by a sampled type with ``num_samples`` samples per expansion."""
-    cfg = Config().with_updates({"policy_type": policy_type, "mcts.inference": inference, "model.kind": "mlp",
+    cfg = Config().with_updates({"policy_type": policy_type, "mcts.inference": "auto" if inference == "uncached"
+                                 else inference, "model.kind": "mlp",
+                                 "unizero.embed_dim": 64, "unizero.num_heads": 2, "unizero.infer_context_length": 4,
+                                 "unizero.search_cache": inference != "uncached",
                                  "model.latent_dim": 64, "model.hidden_sizes": (64,),
                                  "model.value_support_size": 300, "model.reward_support_size": 300,
                                  "mcts.num_simulations": NUM_SIMULATIONS, "efficientzero.lstm_hidden_size": 64,
@@ -104,7 +111,8 @@ def main() -> None:
     engines = ["auto", "torch"] if args.inference == "both" else [args.inference]
     types = args.types.split(",")
     runs = [("muzero", e) for e in engines if "muzero" in types] + \
-        [(t, "auto") for t in types if t != "muzero" and not t.startswith("sampled_")]
+        [(t, "auto") for t in types if t != "muzero" and not t.startswith("sampled_")] + \
+        [("unizero", "uncached") for t in types if t == "unizero"]
     results = {}
     print(f"{'case':<14}{'type':<15}{'inference':<11}{'sims/s':>10}{'best sims/s':>13}{'ms/search':>12}"
           f"{'outside model':>16}")
@@ -113,7 +121,7 @@ def main() -> None:
             r = bench_case(a, b, args.repeats, inference, policy_type=policy_type)
             key = f"a{a}_b{b}"
             suffix = ("_torch" if inference == "torch" and args.inference == "both" else "") + \
-                ("" if policy_type == "muzero" else f"_{policy_type}")
+                ("" if policy_type == "muzero" else f"_{policy_type}") + ("_uncached" if inference == "uncached" else "")
             results[f"{key}_sims_per_s{suffix}"] = round(r["sims_per_s"], 1)
             results[f"{key}_sims_per_s_best{suffix}"] = round(r["sims_per_s_best"], 1)
             results[f"{key}_search_ms{suffix}"] = round(r["search_ms"], 3)

@@ -544,6 +544,10 @@ class UniZeroConfig(_Section):
     bounded either way)."""
     dropout: float = 0.0
     """Transformer dropout in training (the original uses 0.1)."""
+    search_cache: bool = True
+    """Search with per-node key/value windows (one token step per model call). False: the
+    uncached reference, every simulation recomputes each leaf's whole path of tokens from its
+    root (same results; for tests and ``benchmarks/mcts_speed.py``)."""
     target_momentum: float = 0.05
     """tau of the momentum target network, updated after every update: theta_target <-
     (1 - tau) theta_target + tau theta. 1: a hard copy every update."""

@@ -149,13 +149,16 @@ def test_existing_run_folder_is_not_overwritten_without_resume(trained, repo_roo
     assert os.path.getmtime(exp_dir / "ckpt" / "ckpt_latest.pt") == before
 
 
-@pytest.mark.parametrize("policy_type, message", [("unizero", "not implemented"), ("mu_zero", "unknown policy type")])
-def test_unbuilt_or_unknown_policy_type_exits_2(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys,
-                                                policy_type, message):
-    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, f"policy_type={policy_type}",
+@pytest.mark.parametrize("overrides, message", [
+    (("policy_type=mu_zero",), "policy_type: unknown policy type"),
+    (("policy_type=unizero", "unizero.num_heads=3"), "unizero.embed_dim"),
+])
+def test_unknown_policy_type_or_bad_type_key_exits_2(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys,
+                                                     overrides, message):
+    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, *overrides,
                          "--exp-dir", str(tmp_path / "exp"))
     assert code == 2
-    assert "policy_type" in err and message in err
+    assert message in err
     assert not (tmp_path / "exp").exists()
 
 

@@ -375,3 +375,26 @@ def test_sampled_unizero_caches_continuous_actions_and_reanalysis_replaces_the_s
     valid = batch.mask > 0
     assert not np.allclose(fresh[:4][valid[:4]], stored[:4][valid[:4]])   # reanalysed rows: new samples
     np.testing.assert_array_equal(fresh[4:], stored[4:])                   # the others: as stored
+
+
+def test_cached_search_equals_the_uncached_recomputation(tiny_cfg):
+    """The same searches (same roots, same noise) with per-node windows and with every leaf's
+    path recomputed from its root: same root values and visit counts."""
+    outs = {}
+    for cached in (True, False):
+        cfg = tiny_cfg(*UNI, f"unizero.search_cache={cached}", "mcts.num_simulations=12", "env.collector_env_num=4")
+        policy = get_algorithm("unizero").make_policy(cfg, env_spec_for(cfg))
+        _randomise(policy.network, std=0.2)
+        env = make_env(cfg, num_envs=4, seed=0, mode="collect")
+        batch, previous, rng, results = env.reset(seed=0), None, np.random.default_rng(0), []
+        for _ in range(5):
+            out = policy.act(batch, mode="collect", temperature=1.0, rng=rng, previous_action=previous)
+            results.append(out)
+            previous = out.action
+            batch = env.step(out.action).batch
+        env.close()
+        outs[cached] = results
+    for a, b in zip(outs[True], outs[False]):
+        np.testing.assert_allclose(a.root_value, b.root_value, rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(a.policy_target, b.policy_target)
+        np.testing.assert_array_equal(a.action, b.action)

@@ -168,12 +168,46 @@ class UniZeroPolicy(MuZeroPolicy):
         else:
             window, policy_logits, value_logits = root_latent
         value = support_to_scalar_np(self._numpy(value_logits))
+        if not self.cfg.unizero.search_cache:
+            return self._uncached_root(window), value, self._numpy(policy_logits), self._recurrent_uncached
         return window.as_tuple(), value, self._numpy(policy_logits), self._recurrent
 
     def _recurrent(self, state: tuple, action: np.ndarray):
         window, reward_logits, policy_logits, value_logits, _ = self.network.recurrent_step(
             KVWindow.from_tuple(state), torch.from_numpy(action).to(self.device))
         return (window.as_tuple(), support_to_scalar_np(self._numpy(reward_logits)),
+                support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
+
+    # the uncached reference (unizero.search_cache=False): node state = (root window, path tokens)
+
+    def _uncached_root(self, window: KVWindow) -> tuple:
+        """Root node state: its window and an empty path of ``2 * num_simulations`` token slots."""
+        slots = 2 * max(self.cfg.mcts.num_simulations, self.cfg.mcts.eval_num_simulations or 0)
+        tokens = window.keys.new_zeros(window.batch_size, slots, self.network.embed_dim)
+        valid = torch.zeros(window.batch_size, slots, dtype=torch.bool, device=tokens.device)
+        return (*window.as_tuple(), tokens, valid)
+
+    def _run_path(self, window: KVWindow, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Outputs [B, E] at the last path token, recomputing the whole (left-padded) path after
+        the root window; positions as if the path followed the window directly."""
+        shifted = KVWindow(window.keys, window.values, window.key_pos, window.valid,
+                           window.next_pos - (~valid).sum(1))
+        out, _ = self.network.transformer(tokens, shifted, token_valid=valid)
+        return out[:, -1]
+
+    def _recurrent_uncached(self, state: tuple, action: np.ndarray):
+        window, tokens, valid = KVWindow.from_tuple(state[:5]), state[5], state[6]
+        net = self.network
+        ones = torch.ones_like(valid[:, :1])
+
+        def append(t, v, token):
+            return torch.cat((t[:, 1:], token[:, None]), 1), torch.cat((v[:, 1:], ones), 1)
+
+        tokens, valid = append(tokens, valid, net.embed_action(torch.from_numpy(action).to(self.device)))
+        reward_logits, next_latent = net.action_heads(self._run_path(window, tokens, valid))
+        tokens, valid = append(tokens, valid, next_latent)
+        policy_logits, value_logits = net.observation_heads(self._run_path(window, tokens, valid))
+        return ((*window.as_tuple(), tokens, valid), support_to_scalar_np(self._numpy(reward_logits)),
                 support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
 
     def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
