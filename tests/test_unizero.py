@@ -11,7 +11,7 @@ import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.algos.unizero import history_token_valid
-from lz_tune.buffer import GameBuffer, GameSegment, SampledIndex
+from lz_tune.buffer import GameBuffer, GameSegment
 from lz_tune.config import ConfigError
 from lz_tune.models.transformer import WindowTransformer
 from lz_tune.models.unizero import UniZeroWorldModel
@@ -210,8 +210,11 @@ def test_gather_history_reads_the_steps_before_each_position_and_pads_at_the_seg
     np.testing.assert_array_equal(hist.obs[..., 0], [[0, 0, 1], [0, 0, 100], [104, 105, 106]])
     np.testing.assert_array_equal(hist.actions, [[0, 0], [0, 0], [0, 1]])
     np.testing.assert_array_equal(history_token_valid(hist.valid)[0], [False, False, True, True, True])
+    past_end = buffer.gather_history(np.array([0]), np.array([11]), 3)  # 11 observations: 0..10
+    np.testing.assert_array_equal(past_end.valid, [[True, True, False]])
+    np.testing.assert_array_equal(past_end.obs[0, :, 0], [9, 10, 0])
     with pytest.raises(ValueError, match="positions"):
-        buffer.gather_history(np.array([0]), np.array([11]), 2)
+        buffer.gather_history(np.array([0]), np.array([-1]), 2)
 
 
 def test_bootstrap_fn_gives_the_value_fn_targets_when_it_reads_the_same_observation():
@@ -245,17 +248,40 @@ def _learner_and_batch(tiny_cfg, *extra):
         driver.close()
 
 
-def test_bootstrap_values_come_from_the_target_model_over_the_stored_context(tiny_cfg, monkeypatch):
+def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(tiny_cfg, monkeypatch):
+    """Sample b's n-step target at t bootstraps from the target model's value at o_{t+n}, read
+    off one teacher-forced pass over o_{t+n-H+1} .. o_{t+n+U} (H = 2, n = U = 3)."""
     from lz_tune.algos.unizero import UniZeroPolicy
 
     seen = []
-    original = UniZeroPolicy.history_values
-    monkeypatch.setattr(UniZeroPolicy, "history_values",
+    original = UniZeroPolicy.sequence_values
+    monkeypatch.setattr(UniZeroPolicy, "sequence_values",
                         lambda self, hist: (seen.append((self, hist)), original(self, hist))[1])
-    driver, batch = _learner_and_batch(tiny_cfg)
-    assert seen and all(policy is driver.learner.target_policy for policy, _ in seen)
-    assert all(hist.obs.shape[1] == 2 for _, hist in seen)  # infer_context_length steps of context
-    assert any(hist.valid[:, 0].any() for _, hist in seen)   # ... with real history
+    driver, _ = _learner_and_batch(tiny_cfg, "env.max_episode_steps=200")
+    learner, buffer = driver.learner, driver.buffer
+    assert seen and all(policy is learner.target_policy for policy, _ in seen)
+    _randomise(learner.target_policy.network, std=0.2)  # values that differ from position to position
+    n, u, h = buffer.td_steps, buffer.num_unroll_steps, 2
+    checked = 0
+    for _ in range(40):
+        index = buffer.sample(1)  # one sample: no other sample shares its bootstrap positions
+        win = buffer.gather_window(index)
+        t, seg = int(index.positions[0]), int(index.segment_ids[0])
+        if t + n + u >= win.num_obs[0, 0] - 1 or t + n - h + 1 < 0:
+            continue
+        batch = learner.make_batch(buffer, index, rng=np.random.default_rng(0))
+        seq = buffer.gather_history(np.array([seg]), np.array([t + n + u]), h + u)
+        values = learner.target_policy.sequence_values(seq)[0]      # at o_{t+n-h+1} .. o_{t+n+u}
+        first = t + n - h + 1
+
+        def from_this_sequence(segment_ids, positions):
+            assert (segment_ids == seg).all() and (positions - first >= h - 1).all()
+            return values[positions - first]
+
+        expected = buffer.n_step_values(win, value_fn=None, bootstrap_fn=from_this_sequence)
+        np.testing.assert_allclose(batch.target_value, expected, rtol=1e-5, atol=1e-5)
+        checked += 1
+    assert checked >= 3
 
 
 def test_driver_hands_train_iter_to_learn_and_it_drives_label_smoothing(tiny_cfg, monkeypatch):

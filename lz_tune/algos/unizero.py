@@ -30,10 +30,11 @@ transformer at once; per sample, summed over the unroll::
     entropy : -H(policy_k)                                      learner.policy_entropy_weight
 
 divided by U + 1, PER-weighted; the target network is a momentum average
-(``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step value
-bootstraps with the target world model over the ``infer_context_length`` stored steps ending at
-the bootstrap position (the context the policy had when it acted there, cut at the segment's
-first step), and reanalysis searches from the same context.
+(``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step values
+bootstrap with the target world model, one teacher-forced pass per sample over the stored
+``o_{t+n-H+1} .. o_{t+n+U}`` (H = ``infer_context_length``), so that every bootstrap position has
+at least H steps of context, as the policy had when it acted there (cut at the segment's first
+step); reanalysis searches from the H stored steps ending at each position.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from lz_tune.algos.history import EnvHistory
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
-from lz_tune.buffer.targets import chunked_call
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
@@ -227,6 +227,19 @@ class UniZeroPolicy(MuZeroPolicy):
         with torch.inference_mode():
             return support_to_scalar_np(self._numpy(self.history_roots(hist)[2]))
 
+    def sequence_values(self, hist: History) -> np.ndarray:
+        """[K, H] values at every observation of each stored sequence, in one teacher-forced pass
+        (each sees the steps of the sequence before it, up to the attention window)."""
+        net = self.network
+        k, h = hist.valid.shape
+        with torch.inference_mode():
+            latents = net.encode(self._obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))).view(k, h, -1)
+            actions = torch.from_numpy(np.ascontiguousarray(hist.actions)).to(self.device)
+            token_valid = torch.from_numpy(history_token_valid(hist.valid)).to(self.device)
+            h_obs, _, _ = net.sequence(latents, actions, token_valid=token_valid)
+            logits = net.value_head(h_obs.reshape(k * h, -1))
+            return support_to_scalar_np(self._numpy(logits)).reshape(k, h)
+
     def reanalyze_history(self, hist: History, action_mask: np.ndarray, to_play: np.ndarray,
                           rng: np.random.Generator) -> Reanalysis:
         """Fresh search (no root noise) from each stored context."""
@@ -301,11 +314,33 @@ class UniZeroLearner(MuZeroLearner):
         length = self.cfg.unizero.infer_context_length
         win = buffer.gather_window(index)
 
+        # One teacher-forced pass per sample over o_{t+n-H+1} .. o_{t+n+U}: the values at its
+        # bootstrap positions t+n .. t+n+U, each after at least H steps of context (less at a
+        # segment's start); positions it does not cover (a truncated segment's last observation)
+        # get their own H-step context.
+        seq_len = length + win.positions.shape[1] - 1
+        seg_ids = np.asarray(index.segment_ids, np.int64)
+        ends = win.positions[:, -1] + buffer.td_steps
+        seq = buffer.gather_history(seg_ids, ends, seq_len)
+        chunk = max(1, buffer.mini_infer_size // seq_len)
+        seq_values = np.concatenate([
+            target.sequence_values(History(seq.obs[i:i + chunk], seq.actions[i:i + chunk], seq.valid[i:i + chunk]))
+            for i in range(0, len(seg_ids), chunk)])
+        first = ends - seq_len + 1
+        covered_pos = (first[:, None] + np.arange(length - 1, seq_len)).ravel()
+        covered_seg = np.repeat(seg_ids, seq_len - length + 1)
+        covered_ok = seq.valid[:, length - 1:].ravel()
+        table = {(s_, p_): v for s_, p_, v, ok in zip(covered_seg.tolist(), covered_pos.tolist(),
+                                                       seq_values[:, length - 1:].ravel().tolist(), covered_ok) if ok}
+
         def bootstrap(segment_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
-            rows = np.arange(segment_ids.shape[0])
-            return chunked_call(lambda r: target.history_values(buffer.gather_history(segment_ids[r], positions[r],
-                                                                                       length)),
-                                rows, chunk_size=buffer.mini_infer_size)
+            out = np.array([table.get(key, np.nan) for key in zip(segment_ids.tolist(), positions.tolist())],
+                           np.float32)
+            missing = np.flatnonzero(np.isnan(out))
+            if missing.size:
+                out[missing] = target.history_values(buffer.gather_history(segment_ids[missing],
+                                                                           positions[missing], length))
+            return out
 
         target_value = buffer.n_step_values(win, value_fn=None, use_root_value=b.use_root_value,
                                             bootstrap_fn=None if b.use_root_value else bootstrap)

@@ -36,12 +36,13 @@ at segment-local observation positions, for types whose value depends on more th
 @dataclasses.dataclass(frozen=True)
 class History:
     """The last H steps up to K positions p of their segments: observations at p-H+1..p and the
-    actions between them, left-padded where p-H+1 < 0 (the segment's first steps).
+    actions between them, padded where a position lies outside the segment (before its first
+    step or after its last observation).
 
     Attributes:
       obs: `[K, H, *obs_shape]` frame dtype (zeros where not valid).
       actions: `[K, H-1]` int64 a_{p-H+1}..a_{p-1} (continuous `[K, H-1, D]` float32; 0 where not valid).
-      valid: `[K, H]` bool, True where the observation exists (position >= 0).
+      valid: `[K, H]` bool, True where the observation exists (0 <= position < n_obs).
     """
 
     obs: np.ndarray
@@ -51,25 +52,27 @@ class History:
 
 def gather_history(buffer: "GameBuffer", segment_ids: np.ndarray, positions: np.ndarray, length: int) -> History:
     """The observations and actions of the `length` steps ending at `positions [K]` (segment-local
-    observation positions, < n_obs) of segments `segment_ids [K]`. A segment's context starts at
-    its first step: the steps of the episode before it (an earlier segment) are not included."""
+    positions >= 0) of segments `segment_ids [K]`. A segment's context starts at its first step:
+    the steps of the episode before it (an earlier segment) are not included; positions past the
+    segment's last observation are padding too (valid False, after the real steps)."""
     if length < 1:
         raise ValueError(f"length must be >= 1, got {length}")
     seg_rows = buffer._segment_row(segment_ids)
     table, steps = buffer._segments, buffer._steps
     p = np.asarray(positions, dtype=np.int64)
-    n_obs = table.array("num_obs")[seg_rows]
-    if p.size and (p.min() < 0 or np.any(p >= n_obs)):
-        raise ValueError("positions must be observation positions of their segments (0 <= p < n_obs)")
+    if p.size and p.min() < 0:
+        raise ValueError("positions must be >= 0")
+    n_obs = table.array("num_obs")[seg_rows][:, None]
+    m = table.array("num_steps")[seg_rows][:, None]
     ctx = p[:, None] + np.arange(1 - length, 1)                                # [K, H]
-    valid = ctx >= 0
+    valid = (ctx >= 0) & (ctx < n_obs)
     frame0 = table.array("frame_start")[seg_rows] - buffer._frames.base
-    obs = buffer._gather_obs(frame0[:, None] + np.maximum(ctx, 0))
+    obs = buffer._gather_obs(frame0[:, None] + np.clip(ctx, 0, n_obs - 1))
     if not valid.all():
         obs[~valid] = 0
     step0 = table.array("step_start")[seg_rows] - steps.base
-    act_valid = valid[:, :-1]
-    actions = steps.array("action")[step0[:, None] + np.maximum(ctx[:, :-1], 0)]
+    act_valid = valid[:, :-1] & (ctx[:, :-1] < m)
+    actions = steps.array("action")[step0[:, None] + np.clip(ctx[:, :-1], 0, m - 1)]
     zero = np.zeros((), actions.dtype)
     actions = np.where(act_valid.reshape(act_valid.shape + (1,) * (actions.ndim - 2)), actions, zero)
     return History(obs=obs, actions=actions.astype(np.float32 if buffer.action_dim else np.int64, copy=False),

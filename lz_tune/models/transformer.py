@@ -157,8 +157,9 @@ class WindowTransformer(nn.Module):
                 token_valid: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, KVWindow]:
         """Append ``tokens [B, T, E]`` to ``window`` (None: sequences that start here).
 
-        token_valid: [B, T] bool, False for padding tokens (no other token attends to them;
-        left padding only, so that positions of real tokens stay contiguous). None: all real.
+        token_valid: [B, T] bool, False for padding tokens (no other token attends to them);
+        padding goes before or after the real tokens, so that their positions stay contiguous.
+        None: all real.
         Returns (outputs [B, T, E] after the final LayerNorm, the window after the new tokens).
         """
         b, t, _ = tokens.shape
