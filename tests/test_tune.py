@@ -12,6 +12,7 @@ from lz_tune.checkpoint import load_checkpoint  # noqa: E402
 from lz_tune.config import ConfigError, parse_override  # noqa: E402
 from lz_tune.tune import MuZeroTrainable, config_from_tune, placement_group_factory  # noqa: E402
 from lz_tune.tune.trainable import CHECKPOINT_FILE  # noqa: E402
+from tests.conftest import REPO_ROOT  # noqa: E402
 
 TINY = dict(parse_override(o) for o in [
     "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
@@ -69,12 +70,11 @@ def test_tuner_api_works_too(ray_cluster, tmp_path):
     assert results[0].metrics["env_steps"] > 0
 
 
-@pytest.mark.parametrize("module", ["search_spaces.cartpole_muzero", "search_spaces.pong_muzero",
-                                    "search_spaces.cartpole_efficientzero", "search_spaces.cartpole_gumbel_muzero",
-                                    "search_spaces.pendulum_sampled_muzero",
-                                    "search_spaces.pendulum_sampled_efficientzero",
-                                    "search_spaces.acrobot_sampled_muzero",
-                                    "search_spaces.game_2048_stochastic_muzero"])
+SPACES = sorted(f"search_spaces.{name[:-3]}" for name in os.listdir(os.path.join(REPO_ROOT, "search_spaces"))
+                if name.endswith(".py") and not name.startswith("_"))
+
+
+@pytest.mark.parametrize("module", SPACES)
 def test_search_spaces_name_existing_keys(module):
     import importlib
 

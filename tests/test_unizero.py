@@ -424,3 +424,30 @@ def test_cached_search_equals_the_uncached_recomputation(tiny_cfg):
         np.testing.assert_allclose(a.root_value, b.root_value, rtol=1e-4, atol=1e-5)
         np.testing.assert_array_equal(a.policy_target, b.policy_target)
         np.testing.assert_array_equal(a.action, b.action)
+
+
+def test_a_collector_drops_its_caches_when_a_new_snapshot_loads(tiny_cfg, monkeypatch):
+    """Collectors keep their envs (and caches) between collects; a snapshot of a new version
+    makes every env start a fresh context at its next step, the same version changes nothing."""
+    from lz_tune.algos.history import EnvHistory
+    from lz_tune.workers import WeightSnapshot
+    from lz_tune.workers.collector import SegmentCollector
+
+    cfg = tiny_cfg(*UNI)
+    collector = SegmentCollector(cfg, seed=0)
+    seen = []
+    original = EnvHistory.carried
+    monkeypatch.setattr(EnvHistory, "carried", lambda self, n, prev: (seen.append(original(self, n, prev)),
+                                                                        seen[-1])[1])
+    collector.collect(temperature=1.0, num_segments=1)
+    weights = collector.policy.weights()
+    collector.load_snapshot(WeightSnapshot(version=collector.policy_version, train_iter=0, weights=weights))
+    start = len(seen)
+    collector.collect(temperature=1.0, num_segments=1)
+    assert seen[start].any()                       # same version: the caches carry on
+    collector.load_snapshot(WeightSnapshot(version=collector.policy_version + 1, train_iter=1,
+                                           weights={k: v + 0.01 for k, v in weights.items()}))
+    start = len(seen)
+    collector.collect(temperature=1.0, num_segments=1)
+    assert not seen[start].any() and seen[start + 1].any()  # new weights: every env restarts once
+    collector.close()

@@ -1,0 +1,25 @@
+"""Tune search space for sampled_unizero on Pendulum-v1 (sync trials).
+
+    from ray import tune
+    from lz_tune.tune import MuZeroTrainable
+    from search_spaces.pendulum_sampled_unizero import space, stop, scheduler
+    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
+             metric="eval/reward_mean", mode="max")
+"""
+
+from ray import tune
+
+from search_spaces.pendulum_sampled_muzero import scheduler, stop
+
+space = {
+    "config": "zoo.classic_control.pendulum_sampled_unizero",
+    "step_seconds": 20.0,
+    "learner.learning_rate": tune.loguniform(3e-4, 3e-3),
+    # K: actions sampled per expansion
+    "sampled.num_samples": tune.choice([5, 10, 20]),
+    "unizero.infer_context_length": tune.choice([2, 4]),
+    # entropy bonus of the Gaussian policy: keeps the K samples spread out
+    "learner.policy_entropy_weight": tune.loguniform(1e-4, 2e-2),
+}
+
+__all__ = ["space", "stop", "scheduler"]
