@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from lz_tune.algos.base import Reanalysis
-from lz_tune.algos.common import soft_ce
+from lz_tune.algos.common import resolve_model_kind, soft_ce
 from lz_tune.algos.history import EnvHistory
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
@@ -65,11 +65,10 @@ _NEVER = np.iinfo(np.int64).max // 4
 
 def build_world_model(cfg: Config, spec: EnvSpecInfo) -> UniZeroWorldModel:
     """The world model of ``cfg.unizero`` (and ``model.value/reward_support_size``,
-    ``model.hidden_sizes`` for the vector encoder, ``model.num_channels`` for the image one)."""
+    ``model.hidden_sizes`` for the vector encoder, ``model.num_channels`` for the image one; the
+    encoder follows the observation rank, and ``model.kind`` must agree with it)."""
     u, m = cfg.unizero, cfg.model
-    if len(spec.observation_shape) not in (1, 3):
-        raise ConfigError(f"env.env_id: unizero encodes vector [O] or image [C, H, W] observations, "
-                          f"{cfg.env.env_id} gives {spec.observation_shape}")
+    resolve_model_kind(cfg, spec)  # model.kind must fit the observations (mlp: vectors, conv: images)
     return UniZeroWorldModel(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
                              action_dim=spec.action_dim, embed_dim=u.embed_dim, num_layers=u.num_layers,
                              num_heads=u.num_heads, context_tokens=2 * u.infer_context_length,

@@ -99,9 +99,9 @@ class _Block(nn.Module):
         attend). Returns (x [B, T, E], k [B, T, E] rotated, v [B, T, E]) of the new tokens."""
         b, t, e = x.shape
         h = self.num_heads
-        q, k, v = self.qkv(self.ln_attn(x)).split(e, dim=-1)
-        q = _rotate(q.view(b, t, h, e // h), cos, sin)
-        k = _rotate(k.view(b, t, h, e // h), cos, sin).reshape(b, t, e)
+        qkv = self.qkv(self.ln_attn(x))
+        qk = _rotate(qkv[..., :2 * e].reshape(b, t, 2 * h, e // h), cos, sin)   # q and k heads at once
+        q, k, v = qk[:, :, :h], qk[:, :, h:].reshape(b, t, e), qkv[..., 2 * e:]
         keys = k if past_k is None else torch.cat((past_k, k), dim=1)
         vals = v if past_v is None else torch.cat((past_v, v), dim=1)
         n = keys.shape[1]
@@ -172,9 +172,7 @@ class WindowTransformer(nn.Module):
             key_valid = torch.cat((window.valid, new_valid), dim=1)
         else:
             key_pos, key_valid = pos, new_valid
-        n = key_pos.shape[1]
-        own = torch.zeros(t, n, dtype=torch.bool, device=dev)
-        own[torch.arange(t, device=dev), n - t + torch.arange(t, device=dev)] = True  # a token sees itself
+        own = self._own_mask(t, key_pos.shape[1], dev)                              # a token sees itself
         dist = pos[:, :, None] - key_pos[:, None, :]                                  # [B, T, S+T]
         mask = (key_valid[:, None, :] | own) & (dist >= 0) & (dist < self.context_tokens)
         angles = pos.double()[..., None] * self.inv_freq                              # [B, T, D/2] exact
@@ -190,6 +188,16 @@ class WindowTransformer(nn.Module):
             new_v.append(v if past_v is None else torch.cat((past_v, v), dim=1))
         return self.ln_final(x), self._keep_last(torch.stack(new_k, 1), torch.stack(new_v, 1), key_pos, key_valid,
                                                   pos[:, -1] + 1)
+
+    def _own_mask(self, t: int, n: int, device: torch.device) -> torch.Tensor:
+        """[T, n] bool, True where new token i meets its own key (slot n - T + i); cached."""
+        cache = self.__dict__.setdefault("_own_masks", {})
+        key = (t, n, str(device))
+        if key not in cache:
+            own = torch.zeros(t, n, dtype=torch.bool, device=device)
+            own[torch.arange(t), n - t + torch.arange(t)] = True
+            cache[key] = own
+        return cache[key]
 
     def _keep_last(self, keys, values, key_pos, key_valid, next_pos) -> KVWindow:
         """The last S slots of [B, L, n, E] keys/values (left-padded with empty slots if n < S)."""
