@@ -25,15 +25,46 @@ class _Terminated(KeyboardInterrupt):
 
 
 _SIGTERM_SEEN: list[int] = []
+_SIGNALS_SEEN: list[int] = []
+"""Every SIGINT / SIGTERM that arrived: the raise of the handler can be swallowed when the signal
+lands inside a C callback (numba's compiler cache, via ctypes, prints "Exception ignored" and goes
+on), so the training loop checks this list between steps too."""
 
 
 def _raise_on_sigterm() -> None:
-    def handler(signum, frame):
+    """SIGTERM raises :class:`_Terminated`, SIGINT KeyboardInterrupt; both are recorded."""
+    def on_term(signum, frame):
         _SIGTERM_SEEN.append(signum)
+        _SIGNALS_SEEN.append(signum)
         raise _Terminated()
 
+    def on_int(signum, frame):
+        _SIGNALS_SEEN.append(signum)
+        raise KeyboardInterrupt()
+
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_int)
+        if sys.unraisablehook is not _quiet_interrupts:
+            _default_unraisablehook[:] = [sys.unraisablehook]
+            sys.unraisablehook = _quiet_interrupts
+
+
+_default_unraisablehook: list = []
+
+
+def _quiet_interrupts(unraisable) -> None:
+    """A signal's KeyboardInterrupt swallowed inside a C callback: no traceback (the signal is
+    recorded and :func:`_check_signals` raises it); anything else as Python reports it."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        return
+    (_default_unraisablehook[0] if _default_unraisablehook else sys.__unraisablehook__)(unraisable)
+
+
+def _check_signals() -> None:
+    """Raise now for a signal whose exception was swallowed where it landed."""
+    if _SIGNALS_SEEN:
+        raise _Terminated() if _SIGTERM_SEEN else KeyboardInterrupt()
 
 
 if __name__ == "__main__":  # a signal while torch & co load: one line, no traceback
@@ -208,18 +239,20 @@ def _shutdown_ray_if_started() -> None:
 @contextlib.contextmanager
 def _sigterm_as_interrupt():
     """While training, SIGTERM raises KeyboardInterrupt (so the run closes its workers and exits
-    with a clear line, keeping what is written); yields a list that is non-empty once a SIGTERM
-    arrived. The previous handler is restored afterwards."""
+    with a clear line, keeping what is written), and so does SIGINT; yields a list that is
+    non-empty once a SIGTERM arrived. The previous handlers are restored afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield []
         return
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     _SIGTERM_SEEN.clear()
+    _SIGNALS_SEEN.clear()
     _raise_on_sigterm()
     try:
         yield _SIGTERM_SEEN
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -238,12 +271,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     driver = None
     with _sigterm_as_interrupt() as received:
         try:
+            _check_signals()  # one that arrived before the handlers, or was swallowed on the way
             driver = Driver(cfg, exp_dir=exp_dir, resume_from=resume, print_fn=printer)
             _raise_on_sigterm()  # again: starting Ray may have installed its own handler
+            _check_signals()
             mode = "async" if cfg.async_pipeline.enabled else "sync"
             printer(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, "
                     f"exp dir {exp_dir}")
-            m = driver.run()
+            while not driver.done:
+                driver.step(max_seconds=1.0)
+                _check_signals()
+            m = driver.metrics()
         except KeyboardInterrupt:
             name = "SIGTERM" if received else "Ctrl-C"
             print(f"interrupted ({name}): shutting down workers; checkpoints written so far are kept"

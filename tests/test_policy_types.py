@@ -35,6 +35,10 @@ SMOKE_CONFIG = {
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
+#: async rows: muzero_context's carried state and sampled_muzero's step column add nothing to the
+#: pipeline beyond unizero's and sampled_efficientzero's rows, so theirs run with ``-m slow``
+ASYNC_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "sampled_muzero")
+               else t for t in sorted(IMPLEMENTED)]
 EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
          "unizero.embed_dim=16")
 ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
@@ -71,7 +75,7 @@ def test_sync_cli_trains_and_resumes(policy_type, tmp_path, capsys):
     assert env_steps >= 180 and env_steps > first_steps and train_iter > first_iter
 
 
-@pytest.mark.parametrize("policy_type", TYPES)
+@pytest.mark.parametrize("policy_type", ASYNC_TYPES)
 def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
     driver = Driver(_cfg(policy_type, *ASYNC, "max_env_step=100"), print_fn=None)
     try:
@@ -100,13 +104,27 @@ def test_ray_local_mode(policy_type):
     assert metrics["env_steps"] >= 60 and metrics["train_iter"] > 0
 
 
-def test_tune_trials_of_every_type_checkpoint_and_load(ray_cluster, tmp_path):
+#: Tune trials: the default run covers one type of each kind of model state and stored data
+#: (value-prefix LSTM, chance outcomes, GRU history, transformer caches + continuous sampled
+#: actions); the rest run with ``-m slow`` (muzero: tests/test_tune.py)
+TUNE_DEFAULT = ("efficientzero", "stochastic_muzero", "muzero_rnn_full_obs", "sampled_unizero")
+TUNE_GROUPS = [pytest.param(TUNE_DEFAULT, id="one-of-each-state-kind"),
+               pytest.param(tuple(t for t in sorted(IMPLEMENTED) if t not in TUNE_DEFAULT and t != "muzero"),
+                            id="the-others", marks=pytest.mark.slow)]
+
+
+def test_tune_groups_cover_every_type():
+    assert set(TUNE_GROUPS[0].values[0]) | set(TUNE_GROUPS[1].values[0]) | {"muzero"} == set(IMPLEMENTED)
+
+
+@pytest.mark.parametrize("types", TUNE_GROUPS)
+def test_tune_trials_of_every_type_checkpoint_and_load(ray_cluster, tmp_path, types):
     from ray import tune
 
     from lz_tune.tune import MuZeroTrainable
     from lz_tune.tune.trainable import CHECKPOINT_FILE
 
-    types = [t for t in sorted(IMPLEMENTED) if t != "muzero"]  # muzero: tests/test_tune.py
+    types = list(types)
     modules = {t: SMOKE_CONFIG[t][:-3].replace("/", ".") for t in types}
     space = {"config": tune.grid_search([modules[t] for t in types]), "step_seconds": 1.5, "driver_num_cpus": 1,
              "evaluator.eval_freq": 4, "learner.update_per_collect": 4,

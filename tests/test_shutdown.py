@@ -92,3 +92,28 @@ def test_sigterm_on_an_async_run_leaves_no_actor_processes(tmp_path):
     assert "interrupted (SIGTERM)" in out and "Traceback" not in out, out[-2000:]
     time.sleep(3)
     assert _ray_processes() == 0
+
+
+def test_a_signal_swallowed_inside_a_c_callback_still_stops_the_run():
+    """numba compiles through ctypes callbacks; a KeyboardInterrupt raised there is swallowed
+    ("Exception ignored ..."). The CLI records the signal, prints no traceback, and raises it at
+    its next check."""
+    script = (
+        "import ctypes, os, signal, time\n"
+        "import lz_tune.__main__ as cli\n"
+        "cli._raise_on_sigterm()\n"
+        "@ctypes.CFUNCTYPE(None)\n"
+        "def callback():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.2)\n"
+        "callback()\n"
+        "print('after the callback', flush=True)\n"
+        "try:\n"
+        "    cli._check_signals()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('raised at the check', flush=True)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    text = out.stdout + out.stderr
+    assert "after the callback" in text and "raised at the check" in text, text
+    assert "Traceback" not in text, text
