@@ -40,6 +40,7 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "unizero": ("zoo/classic_control/cartpole_unizero.py", ()),
     "pendulum_sampled_muzero": ("zoo/classic_control/pendulum_sampled_muzero.py", ()),
     "pendulum_sampled_efficientzero": ("zoo/classic_control/pendulum_sampled_efficientzero.py", ()),
+    "pendulum_sampled_unizero": ("zoo/classic_control/pendulum_sampled_unizero.py", ()),
     "acrobot_sampled_muzero": ("zoo/classic_control/acrobot_sampled_muzero.py", ()),
 }
 DEFAULT_VARIANTS = ("muzero", "efficientzero", "gumbel_muzero", "gumbel_muzero_4sims")
