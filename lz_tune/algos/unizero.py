@@ -145,15 +145,19 @@ class UniZeroPolicy(MuZeroPolicy):
     def history_roots(self, hist: History):
         """Roots from stored contexts (learner side): ``(window [K], policy logits, value logits)``
         after the teacher-forced pass over each :class:`History`."""
+        h_obs, window = self._history_pass(hist)
+        policy_logits, value_logits = self.network.observation_heads(h_obs[:, -1])
+        return window, policy_logits, value_logits
+
+    def _history_pass(self, hist: History) -> tuple[torch.Tensor, KVWindow]:
+        """Teacher-forced pass over stored steps: (observation-token outputs [K, H, E], window)."""
         net = self.network
         k, h = hist.valid.shape
-        obs = self._obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))
-        latents = net.encode(obs).view(k, h, -1)
+        latents = net.encode(self._obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))).view(k, h, -1)
         actions = torch.from_numpy(np.ascontiguousarray(hist.actions)).to(self.device)
         token_valid = torch.from_numpy(history_token_valid(hist.valid)).to(self.device)
         h_obs, _, window = net.sequence(latents, actions, token_valid=token_valid)
-        policy_logits, value_logits = net.observation_heads(h_obs[:, -1])
-        return window, policy_logits, value_logits
+        return h_obs, window
 
     # ------------------------------------------------------------------ search
 
@@ -229,14 +233,10 @@ class UniZeroPolicy(MuZeroPolicy):
     def sequence_values(self, hist: History) -> np.ndarray:
         """[K, H] values at every observation of each stored sequence, in one teacher-forced pass
         (each sees the steps of the sequence before it, up to the attention window)."""
-        net = self.network
         k, h = hist.valid.shape
         with torch.inference_mode():
-            latents = net.encode(self._obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))).view(k, h, -1)
-            actions = torch.from_numpy(np.ascontiguousarray(hist.actions)).to(self.device)
-            token_valid = torch.from_numpy(history_token_valid(hist.valid)).to(self.device)
-            h_obs, _, _ = net.sequence(latents, actions, token_valid=token_valid)
-            logits = net.value_head(h_obs.reshape(k * h, -1))
+            h_obs, _ = self._history_pass(hist)
+            logits = self.network.value_head(h_obs.reshape(k * h, -1))
             return support_to_scalar_np(self._numpy(logits)).reshape(k, h)
 
     def reanalyze_history(self, hist: History, action_mask: np.ndarray, to_play: np.ndarray,
