@@ -346,10 +346,22 @@ def test_buffer_reanalysis_is_refused_with_the_key(tiny_cfg):
 
 
 def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
-    driver, batch = _learner_and_batch(tiny_cfg, "buffer.reanalyze_ratio=0.5")
+    """Rows 0..3 (ratio 0.5 of 8) get the target model's search from the H stored steps ending at
+    each of their positions (no root noise: deterministic); rows 4..7 keep the stored targets."""
+    driver, _ = _learner_and_batch(tiny_cfg, "buffer.reanalyze_ratio=0.5")
+    learner, buffer = driver.learner, driver.buffer
+    _randomise(learner.target_policy.network, std=0.2)
+    index = buffer.sample(8)
+    batch = learner.make_batch(buffer, index, rng=np.random.default_rng(0))
+    win = buffer.gather_window(index)
     assert batch.num_reanalyzed == 4
-    rows = batch.target_policy[:4][batch.mask[:4] > 0]
-    np.testing.assert_allclose(rows.sum(-1), 1.0, rtol=1e-5)
+    sel = win.valid[:4]
+    seg = np.broadcast_to(np.asarray(index.segment_ids)[:4, None], sel.shape)[sel]
+    hist = buffer.gather_history(seg, win.positions[:4][sel], 2)
+    expected = learner.target_policy.reanalyze_history(hist, win.action_mask[:4][sel], win.to_play[:4][sel],
+                                                       np.random.default_rng(1))
+    np.testing.assert_allclose(batch.target_policy[:4][sel], expected.policy_target, rtol=1e-6)
+    np.testing.assert_array_equal(batch.target_policy[4:], win.policy_targets[4:])
 
 
 # ---------------------------------------------------------------------------- sampled_unizero
