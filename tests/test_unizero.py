@@ -348,7 +348,7 @@ def test_buffer_reanalysis_is_refused_with_the_key(tiny_cfg):
 def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
     """Rows 0..3 (ratio 0.5 of 8) get the target model's search from the H stored steps ending at
     each of their positions (no root noise: deterministic); rows 4..7 keep the stored targets."""
-    driver, _ = _learner_and_batch(tiny_cfg, "buffer.reanalyze_ratio=0.5")
+    driver, _ = _learner_and_batch(tiny_cfg, "buffer.reanalyze_ratio=0.5", "mcts.num_simulations=24")
     learner, buffer = driver.learner, driver.buffer
     _randomise(learner.target_policy.network, std=0.2)
     index = buffer.sample(8)
@@ -362,6 +362,10 @@ def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
                                                        np.random.default_rng(1))
     np.testing.assert_allclose(batch.target_policy[:4][sel], expected.policy_target, rtol=1e-6)
     np.testing.assert_array_equal(batch.target_policy[4:], win.policy_targets[4:])
+    no_context = learner.target_policy.reanalyze_history(buffer.gather_history(seg, win.positions[:4][sel], 1),
+                                                         win.action_mask[:4][sel], win.to_play[:4][sel],
+                                                         np.random.default_rng(1))
+    assert not np.allclose(no_context.policy_target, expected.policy_target)  # the context matters here
 
 
 # ---------------------------------------------------------------------------- sampled_unizero
