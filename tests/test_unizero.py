@@ -467,3 +467,24 @@ def test_a_collector_drops_its_caches_when_a_new_snapshot_loads(tiny_cfg, monkey
     collector.collect(temperature=1.0, num_segments=1)
     assert not seen[start].any() and seen[start + 1].any()  # new weights: every env restarts once
     collector.close()
+
+
+def test_sync_collector_caches_are_dropped_after_every_completed_budget(tiny_cfg, monkeypatch):
+    """Sync pipeline: every collect after a completed train budget loads the new snapshot, so the
+    collector's caches start fresh (the spec's clearing after each budget)."""
+    from lz_tune.pipeline import Driver
+
+    cfg = tiny_cfg(*UNI, "max_env_step=120", "learner.update_per_collect=3")
+    driver = Driver(cfg, print_fn=None)
+    collector = driver.backend.collectors[0]
+    loads = []
+    original = collector.policy.on_weights_loaded
+    monkeypatch.setattr(collector.policy, "on_weights_loaded",
+                        lambda: (loads.append(driver.budgets.budgets_completed), original())[1])
+    try:
+        driver.run()
+    finally:
+        driver.close()
+    completed = driver.budgets.budgets_completed
+    assert completed >= 3
+    assert set(range(1, completed)) <= set(loads)  # a fresh load after each budget before the last
