@@ -51,8 +51,9 @@ class MuZeroPolicy(Policy):
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
                  network: Optional[torch.nn.Module] = None) -> None:
         if spec.is_continuous and not self.continuous_actions:
-            raise ConfigError(f"policy_type: {cfg.policy_type!r} plans over discrete actions, but env {cfg.env.env_id!r} "
-                              f"has a continuous (Box) action space; use sampled_muzero or sampled_efficientzero")
+            raise ConfigError(f"policy_type: {cfg.policy_type!r} plans over discrete actions, but env "
+                              f"{cfg.env.env_id!r} has a continuous (Box) action space; use sampled_muzero, "
+                              f"sampled_efficientzero or sampled_unizero")
         self.cfg = cfg
         self.spec = spec
         self.device = torch.device(device)
