@@ -5,7 +5,9 @@ env steps. Variants are interleaved by seed so that box noise spreads over all o
 default variants are the CartPole ones; the sampled types' tasks are named explicitly.
 
 Prints one row per run (solved, learner updates and env steps at the solving evaluation, driver
-and process wall-clock), a per-variant median, and as the LAST line one JSON object.
+and process wall-clock), a per-variant median, and as the LAST line one JSON object. A run that
+exceeds ``--timeout`` is stopped with SIGTERM and reported as ``timeout`` with its last evaluation
+and best eval return.
 
     python benchmarks/cartpole_solve.py                       # all variants, seeds 0 1 2
     python benchmarks/cartpole_solve.py --variants gumbel_muzero_4sims --seeds 0
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +48,7 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 DEFAULT_VARIANTS = ("muzero", "efficientzero", "gumbel_muzero", "gumbel_muzero_4sims")
 
+_PROGRESS = re.compile(r"train_iter=(\d+) env_steps=(\d+) eval_return=(-?[\d.]+)\S* .*?wall=([\d.]+)s")
 _DONE = re.compile(r"done: (stop value reached|stop value NOT reached).*?env_steps=(\d+) train_iter=(\d+) "
                    r"wall=([\d.]+)s")
 
@@ -56,12 +60,24 @@ def run_one(variant: str, seed: int, max_env_step: int, timeout: float, extra: t
         cmd = [sys.executable, "-m", "lz_tune", "train", zoo, *overrides, f"max_env_step={max_env_step}",
                "--seed", str(seed), "--exp-dir", os.path.join(tmp, "exp")]
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, PYTHONPATH=ROOT))
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=ROOT))
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:  # stop it like a batch scheduler would; report where it got
+            proc.send_signal(signal.SIGTERM)
+            stdout, stderr = proc.communicate(timeout=300)
+            evals = _PROGRESS.findall(stdout)
+            if not evals:
+                raise RuntimeError(f"{variant} seed {seed}: no evaluation before the {timeout:.0f} s timeout")
+            best = max(float(e[2]) for e in evals)
+            return {"variant": variant, "seed": seed, "solved": False, "timed_out": True,
+                    "env_steps": int(evals[-1][1]), "train_iter": int(evals[-1][0]), "best_eval": best,
+                    "driver_s": float(evals[-1][3]), "process_s": round(time.perf_counter() - start, 1)}
         process_s = time.perf_counter() - start
-    match = _DONE.search(proc.stdout)
+    match = _DONE.search(stdout)
     if proc.returncode != 0 or match is None:
-        raise RuntimeError(f"{variant} seed {seed} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        raise RuntimeError(f"{variant} seed {seed} failed ({proc.returncode}): {stderr[-2000:]}")
     return {"variant": variant, "seed": seed, "solved": match.group(1) == "stop value reached",
             "env_steps": int(match.group(2)), "train_iter": int(match.group(3)),
             "driver_s": float(match.group(4)), "process_s": round(process_s, 1)}
@@ -87,8 +103,10 @@ def main() -> None:
         for variant in variants:
             r = run_one(variant, seed, args.max_env_step, args.timeout, tuple(args.set))
             rows.append(r)
-            print(f"{variant:<32}{seed:>5}{str(r['solved']):>8}{r['train_iter']:>9}{r['env_steps']:>11}"
-                  f"{r['driver_s']:>10.1f}{r['process_s']:>11.1f}", flush=True)
+            solved = "timeout" if r.get("timed_out") else str(r["solved"])
+            print(f"{variant:<32}{seed:>5}{solved:>8}{r['train_iter']:>9}{r['env_steps']:>11}"
+                  f"{r['driver_s']:>10.1f}{r['process_s']:>11.1f}"
+                  + (f"   best eval {r['best_eval']:.1f}" if r.get("timed_out") else ""), flush=True)
     summary = {}
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
