@@ -274,6 +274,8 @@ ROWS = [
          "env.env_id", "CartPol-v1"),
     _row("mlp-model-on-pixel-env", lambda c: _driver(_tiny_cfg("env.env_id=ALE/Pong-v5", "model.kind=mlp"), c["exp"]),
          ConfigError, "model.kind", "ALE/Pong-v5"),
+    _row("conv-model-on-vector-env", lambda c: _driver(_tiny_cfg("model.kind=conv"), c["exp"]),
+         ConfigError, "model.kind", "CartPole-v1"),
     _row("unizero-heads-do-not-split-the-width",
          lambda c: _driver(_tiny_cfg("policy_type=unizero", "unizero.embed_dim=64", "unizero.num_heads=3"), c["exp"]),
          ConfigError, "unizero.embed_dim", "unizero.num_heads=3"),

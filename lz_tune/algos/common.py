@@ -24,7 +24,7 @@ def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
         raise ConfigError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
                           f"{spec.observation_shape}; use model.kind=conv")
     if kind == "conv" and len(spec.observation_shape) != 3:
-        raise ValueError(f"model.kind: 'conv' needs image observations [C, H, W], {cfg.env.env_id} gives "
+        raise ConfigError(f"model.kind: 'conv' needs image observations [C, H, W], {cfg.env.env_id} gives "
                          f"{spec.observation_shape}; use model.kind=mlp")
     return kind
 
