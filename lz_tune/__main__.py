@@ -189,9 +189,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                             reuse_actors=isinstance(scheduler,
                                                                     tune.schedulers.PopulationBasedTraining)),
                 run_config=tune.RunConfig(storage_path=os.path.dirname(path), name=name, stop=stop,
+                                          # every trial ends with a checkpoint of its current
+                                          # state, evaluated or not (lz_tune.tune.trainable)
                                           checkpoint_config=tune.CheckpointConfig(
                                               num_to_keep=3, checkpoint_score_attribute="eval/reward_mean",
-                                              checkpoint_score_order="max")))
+                                              checkpoint_score_order="max", checkpoint_at_end=True)))
         results = tuner.fit()
     finally:
         ray.shutdown()

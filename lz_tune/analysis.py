@@ -10,7 +10,8 @@ Works in a fresh process on the files alone (no Ray cluster, Ray is not even imp
     run.eval.reward_mean, run.frames                # frames: Atari only
 
 Layout read (Ray 2.x): ``<experiment>/<trial folder>/{params.json, result.json, progress.csv,
-checkpoint_00000N/lz_tune_checkpoint.pt}``. Rows come from ``result.json`` (one JSON object per
+checkpoint_00000N/{lz_tune_checkpoint.pt, lz_tune_state.pt}}`` (the latest evaluated snapshot,
+and the learner's state at the save). Rows come from ``result.json`` (one JSON object per
 Tune result); ``progress.csv`` is only a fallback, because Tune appends the rows of a resumed trial
 to it under the header of the first run, which misaligns columns when the keys differ.
 
@@ -34,8 +35,10 @@ import pandas as pd
 
 from lz_tune.checkpoint import CheckpointError, load_checkpoint
 
-#: file name of the lz_tune checkpoint inside a Tune checkpoint folder (lz_tune.tune.trainable.CHECKPOINT_FILE)
+#: the evaluated snapshot inside a Tune checkpoint folder (lz_tune.tune.trainable.CHECKPOINT_FILE)
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
+#: the learner's state at the save inside a Tune checkpoint folder (lz_tune.tune.trainable.STATE_FILE)
+STATE_FILE = "lz_tune_state.pt"
 EVAL_METRIC = "eval/reward_mean"
 MODES = ("max", "min")
 SCOPES = ("last", "all")
@@ -243,8 +246,9 @@ class Experiment:
     def policy_lag(self) -> pd.DataFrame:
         """Policy lag (learner updates between the weights a collect used and the learner) per
         result row. Columns: ``trial_id``, ``training_iteration``, ``time_total_s`` and those of
-        ``policy_lag_launch_mean``, ``policy_lag_launch_max``, ``policy_lag_return_mean``,
-        ``policy_lag_return_max`` that were reported (all 0 for the sync pipeline)."""
+        ``policy_lag_{launch,start,return}_{mean,max}`` that were reported: at the collect's launch,
+        at its real start in the actor (later than the launch for a collect queued behind another)
+        and when its result is consumed (all 0 for the sync pipeline)."""
         cols = ["trial_id", "training_iteration", "time_total_s"] + sorted(
             c for c in self.progress.columns if c.startswith("policy_lag_"))
         return self.progress[[c for c in cols if c in self.progress.columns]].copy()
@@ -298,30 +302,39 @@ class Experiment:
     # ------------------------------------------------------------------------------ checkpoints
 
     def checkpoints(self, trial_id: Optional[str] = None) -> pd.DataFrame:
-        """The lz_tune checkpoints of one trial (or all). Columns: ``trial_id``, ``checkpoint``
-        (folder name), ``path`` (the .pt file), ``eval/reward_mean`` and ``eval/train_iter`` (the
-        evaluation the checkpoint was taken after; NaN / -1 without one), ``train_iter``,
-        ``env_steps``. Unreadable checkpoints are skipped with a warning."""
+        """The lz_tune checkpoints of one trial (or all), one row per Tune checkpoint folder.
+
+        Columns: ``trial_id``, ``checkpoint`` (folder name); ``kind``: ``"evaluated"`` (saved right
+        after a new evaluation) or ``"current"`` (a save Tune asked for: pause, PBT,
+        ``checkpoint_at_end``); ``path``: the evaluated snapshot (exactly the weights that earned
+        ``eval/reward_mean``; the state file when the trial had no evaluation yet); ``state_path``:
+        the learner's state at the save (what a restore loads; None in folders of older versions);
+        ``eval/reward_mean`` and ``eval/train_iter`` (NaN / -1 without an evaluation);
+        ``train_iter`` and ``env_steps`` of the state. Unreadable checkpoints are skipped with a warning."""
         trials = [self.trial(trial_id)] if trial_id is not None else self.trials
         rows = []
         for t in trials:
             for d in sorted(t.path.glob("checkpoint_*")):
-                f = d / CHECKPOINT_FILE
-                if not f.is_file():
+                evaluated, state = d / CHECKPOINT_FILE, d / STATE_FILE
+                if not evaluated.is_file() and not state.is_file():
                     continue
                 try:
-                    ck = load_checkpoint(f)
+                    ev_ck = load_checkpoint(evaluated) if evaluated.is_file() else None
+                    st_ck = load_checkpoint(state) if state.is_file() else ev_ck
                 except CheckpointError as e:
                     warnings.warn(str(e), stacklevel=2)
                     continue
-                ev = ck.get("eval") or {}
-                rows.append({"trial_id": t.trial_id, "checkpoint": d.name, "path": f,
+                ev = (ev_ck or {}).get("eval") or {}
+                rows.append({"trial_id": t.trial_id, "checkpoint": d.name,
+                             "kind": st_ck.get("checkpoint_kind", "evaluated" if ev else "current"),
+                             "path": evaluated if ev_ck is not None else state,
+                             "state_path": state if state.is_file() else None,
                              EVAL_METRIC: float(ev.get("reward_mean", math.nan)),
                              "eval/train_iter": int(ev.get("train_iter", -1)),
-                             "train_iter": int(ck["counters"].get("train_iter", -1)),
-                             "env_steps": int(ck["counters"].get("env_steps", -1))})
-        return pd.DataFrame(rows, columns=["trial_id", "checkpoint", "path", EVAL_METRIC, "eval/train_iter",
-                                           "train_iter", "env_steps"])
+                             "train_iter": int(st_ck["counters"].get("train_iter", -1)),
+                             "env_steps": int(st_ck["counters"].get("env_steps", -1))})
+        return pd.DataFrame(rows, columns=["trial_id", "checkpoint", "kind", "path", "state_path", EVAL_METRIC,
+                                           "eval/train_iter", "train_iter", "env_steps"])
 
     def best_checkpoint(self, trial_id: Optional[str] = None, *, mode: str = "max") -> Path:
         """Path of the checkpoint file with the best evaluated ``eval/reward_mean`` (``mode``) of
@@ -335,7 +348,7 @@ class Experiment:
                                     f"(checkpoint_*/{CHECKPOINT_FILE})")
         # best last: the metric (negated for "min") ascending, then train_iter ascending (ties: later one)
         key = ck[EVAL_METRIC] if mode == "max" else -ck[EVAL_METRIC]
-        ck = ck.assign(_key=key).sort_values(["_key", "train_iter"], kind="stable")
+        ck = ck.assign(_key=key).sort_values(["_key", "eval/train_iter", "train_iter"], kind="stable")
         return Path(ck["path"].iloc[-1])
 
 
@@ -375,8 +388,9 @@ def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, s
     from lz_tune.workers import Evaluator, WeightSnapshot, env_spec_for, make_env
 
     path = Path(path).expanduser()
-    if path.is_dir():
-        path = path / CHECKPOINT_FILE
+    if path.is_dir():  # a Tune checkpoint folder: its evaluated snapshot (before any: the state)
+        path = path / CHECKPOINT_FILE if (path / CHECKPOINT_FILE).is_file() or not (path / STATE_FILE).is_file() \
+            else path / STATE_FILE
     ck = load_checkpoint(path)
     cfg = Config.from_dict(ck["config"])
     if overrides:

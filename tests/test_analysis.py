@@ -200,10 +200,12 @@ def test_best_checkpoint_picks_the_best_evaluation_and_the_later_on_ties(experim
     assert exp.best_checkpoint(trial_id, mode=mode) == Path(expected) / CHECKPOINT_FILE
 
 
-def test_checkpoint_file_name_matches_the_trainable():
+def test_checkpoint_file_names_match_the_trainable():
+    from lz_tune.analysis import STATE_FILE
     from lz_tune.tune.trainable import CHECKPOINT_FILE as TRAINABLE_FILE
+    from lz_tune.tune.trainable import STATE_FILE as TRAINABLE_STATE
 
-    assert CHECKPOINT_FILE == TRAINABLE_FILE
+    assert CHECKPOINT_FILE == TRAINABLE_FILE and STATE_FILE == TRAINABLE_STATE
 
 
 def test_atari_evaluation_returns_frames(tmp_path):

@@ -385,3 +385,60 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
         assert ckpt["rng"]["numpy"] == rng
         assert transitions_in_file == transitions
     assert not list((tmp_path / "exp" / "ckpt").glob("*.pending.pt"))  # no pending file left behind
+
+
+# ---------------------------------------------------------------------------------------------
+# policy lag at a collect's real start; finished work at close
+
+
+def test_policy_lag_is_measured_at_the_collects_real_start(tiny_cfg):
+    """A collect may wait in an actor's queue after its launch: its lag at start counts the updates
+    the learner had finished when the collect began stepping (CollectResult.started_at)."""
+    import dataclasses
+
+    driver = _quiet(tiny_cfg("max_env_step=120", "learner.update_per_collect=6"))
+    try:
+        driver.run()
+        n = driver.train_iter
+        assert n >= 12 and len(driver._update_times) == n
+        times = list(driver._update_times)
+        assert driver.train_iter_at(times[-1]) == n and driver.train_iter_at(times[-5]) == n - 4
+        assert driver.train_iter_at(times[0] - 1.0) == 0
+        # a result that started when update n-4 had just finished, on weights of update n-6
+        real = driver.backend.collectors[0].collect(temperature=1.0)
+        late = dataclasses.replace(real, started_at=times[-5], policy_train_iter=n - 6)
+        driver._on_collect(late)
+        assert driver._start_lags[-1] == 2 and driver._return_lags[-1] == 6
+        m = driver.metrics()
+        assert m["policy_lag_start_max"] == 2 and m["policy_lag_return_max"] == 6
+    finally:
+        driver.close()
+
+
+def test_close_consumes_finished_collects_and_reports_discarded_ones(tiny_cfg):
+    """At shutdown a collect that has finished is counted and kept; one still running is
+    discarded, and the driver says so."""
+    from lz_tune.pipeline.backends import InProcessBackend
+
+    lines: list[str] = []
+    driver = Driver(tiny_cfg("max_env_step=60"), print_fn=lines.append)
+    driver.run()
+    steps, pushed = driver.counters.env_steps, driver.buffer.num_transitions
+    driver.backend.launch_collect(0, driver.publisher.current(driver.train_iter), 1.0)  # finishes, unread
+    driver.close()
+    assert driver.counters.env_steps > steps and driver.buffer.num_transitions > pushed
+    assert driver.collects_discarded_at_close == 0 and not any("discarded" in s for s in lines)
+
+    class StillRunning(InProcessBackend):
+        concurrent = True
+
+        @property
+        def collects_in_flight(self) -> int:
+            return 1  # a collect that never finishes
+
+    lines.clear()
+    cfg = tiny_cfg("max_env_step=60")
+    driver = Driver(cfg, print_fn=lines.append, backend=StillRunning(cfg))
+    driver.close()
+    assert driver.collects_discarded_at_close == 1
+    assert any("1 collect(s) still running discarded" in s for s in lines)

@@ -91,6 +91,7 @@ def test_cli_tune_runs_and_resumes(tmp_path):
     """`python -m lz_tune tune <space> ...` runs a 2-trial search; --resume restores it; an existing
     name without --resume is refused before Ray starts."""
     import subprocess
+    import copy
     import sys
 
     fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()] + ["step_seconds=1.5"]
@@ -181,3 +182,97 @@ def test_driver_restore_from_a_running_state_moves_weights_and_counters(tmp_path
         assert driver.train_iter > before
     finally:
         driver.close()
+
+
+def _network(driver) -> dict:
+    return {k: v.clone() for k, v in driver.learner.policy.network.state_dict().items()}
+
+
+def _same(a: dict, b: dict) -> bool:
+    import torch
+
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_cluster, tmp_path, monkeypatch):
+    """Two kinds of Tune checkpoint: a save right after an evaluation and a save Tune asks for
+    (pause, PBT, checkpoint_at_end). Both restore the learner exactly as it was at the save
+    (train_iter, weights, optimizer): a pause/resume or a PBT exploit of the trial itself loses
+    no update; both hold the evaluated snapshot that earned the result's metric."""
+    import copy
+    import sys
+
+    import torch
+
+    from lz_tune.tune.trainable import STATE_FILE
+
+    # a Trainable built outside tune.run keeps its folder under DEFAULT_STORAGE_PATH (~/ray_results)
+    monkeypatch.setattr(sys.modules[tune.Trainable.__module__], "DEFAULT_STORAGE_PATH", str(tmp_path / "logs"))
+
+    def make():
+        return MuZeroTrainable(config={**BASE, "step_seconds": 0.3, "max_env_step": 100_000, "evaluator.eval_freq": 24})
+
+    t = make()
+    try:
+        # a trial that has not evaluated yet still gets a checkpoint (its state), and it restores
+        early = tmp_path / "early"
+        early.mkdir()
+        t.save_checkpoint(str(early))
+        assert (early / STATE_FILE).is_file() and not (early / CHECKPOINT_FILE).is_file()
+        assert load_checkpoint(early / STATE_FILE)["checkpoint_kind"] == "current"
+
+        while True:  # until an evaluation was reported: Tune saves the "evaluated" kind then
+            result = t.train()
+            if result.get("should_checkpoint"):
+                break
+        after_eval = tmp_path / "after_eval"
+        after_eval.mkdir()
+        t.save_checkpoint(str(after_eval))
+        assert load_checkpoint(after_eval / STATE_FILE)["checkpoint_kind"] == "evaluated"
+
+        while True:  # the learner moves past the evaluated weights; no new evaluation reported
+            result = t.train()
+            if not result.get("should_checkpoint") and t.driver.train_iter > t.driver.last_eval.train_iter:
+                break
+        requested = tmp_path / "requested"
+        requested.mkdir()
+        t.save_checkpoint(str(requested))
+        saved_iter, saved_net = t.driver.train_iter, _network(t.driver)
+        saved_opt = copy.deepcopy(t.driver.learner.state_dict()["optimizer"])
+        evaluated = t.driver.evaluated_payload
+        state = load_checkpoint(requested / STATE_FILE)
+        snap = load_checkpoint(requested / CHECKPOINT_FILE)
+        assert state["checkpoint_kind"] == "current" and state["counters"]["train_iter"] == saved_iter
+        # the evaluated snapshot: exactly the weights the latest evaluation scored
+        assert snap["checkpoint_kind"] == "evaluated"
+        assert snap["counters"]["train_iter"] == snap["eval"]["train_iter"] == t.driver.last_eval.train_iter
+        assert snap["counters"]["train_iter"] < saved_iter
+        assert _same(snap["learner"]["network"], evaluated["learner"]["network"])
+        assert not _same(snap["learner"]["network"], saved_net)
+
+        for _ in range(3):
+            t.train()
+        assert t.driver.train_iter > saved_iter
+        t.load_checkpoint(str(requested))  # PBT exploit of the trial itself: back to the save, not to the eval
+        assert t.driver.train_iter == saved_iter and _same(_network(t.driver), saved_net)
+        assert t.driver.last_eval.train_iter == snap["eval"]["train_iter"]
+        assert t.train()["eval/reward_mean"] == snap["eval"]["reward_mean"] or t.driver.counters.evaluations > 0
+    finally:
+        t.stop()
+
+    t2 = make()  # pause / resume in a new trial process
+    try:
+        t2.load_checkpoint(str(requested))
+        assert t2.driver.train_iter == saved_iter and _same(_network(t2.driver), saved_net)
+        opt = t2.driver.learner.state_dict()["optimizer"]
+        assert opt["state"].keys() == saved_opt["state"].keys()
+        for k, s in saved_opt["state"].items():
+            for name, v in s.items():
+                if isinstance(v, torch.Tensor):
+                    assert torch.equal(opt["state"][k][name], v), (k, name)
+        assert t2.driver.last_eval.reward_mean == snap["eval"]["reward_mean"]
+        assert t2.driver.evaluated_payload["counters"]["train_iter"] == snap["counters"]["train_iter"]
+        t2.load_checkpoint(str(early))  # the not-yet-evaluated checkpoint restores too
+        assert t2.driver.train_iter == 0 and t2.driver.last_eval is None
+    finally:
+        t2.stop()

@@ -30,8 +30,6 @@ import copy
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -168,17 +166,20 @@ class Driver:
         self.last_eval_env_steps: Optional[int] = None  # training env steps behind the last evaluated snapshot
         self.eval_history: deque[dict[str, Any]] = deque(maxlen=10_000)  # bounded for runs of weeks
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
-        self._tmp_buffer_dir: Optional[str] = None
-        self._last_eval_buffer_file: Optional[str] = None  # buffer of _last_eval_payload (Tune)
         self._last_eval_launch_iter: Optional[int] = None
         # recent policy lags (bounded: a run of days must not grow memory)
         self._launch_lags: deque[int] = deque(maxlen=1000)
+        self._start_lags: deque[int] = deque(maxlen=1000)
         self._return_lags: deque[int] = deque(maxlen=1000)
+        # time.time() of the latest updates, newest last: which train_iter was current when a collect
+        # really started (bounded: only updates since the oldest collect still running matter)
+        self._update_times: deque[float] = deque(maxlen=100_000)
         self.max_launch_lag = 0  # over the whole run: the bound max_policy_lag promises
         self._recent_returns: list[float] = []
         self._last_logs: dict[str, float] = {}
         self._final_eval_launched = False
         self._final_eval_wanted = False
+        self.collects_discarded_at_close = 0
         self._last_eval_payload: Optional[dict[str, Any]] = None
         if ckpt is not None:
             self._restore(ckpt)
@@ -195,7 +196,7 @@ class Driver:
         self._start_time = time.perf_counter()
         self._start_env_steps = self.counters.env_steps
         self._start_train_iter = self.learner.train_iter
-        if ap.enabled and ap.eval_at_start and ckpt is None:
+        if ap.eval_at_start and ckpt is None:  # sync and async; never on a resume
             self._launch_eval()
 
     # ------------------------------------------------------------------------------ state
@@ -203,6 +204,16 @@ class Driver:
     @property
     def train_iter(self) -> int:
         return self.learner.train_iter
+
+    def train_iter_at(self, t: float) -> int:
+        """The learner's train_iter at wall-clock time ``t`` (``time.time()``): updates finished
+        after ``t`` are not counted (updates older than the last 100k are assumed before ``t``)."""
+        later = 0
+        for finished in reversed(self._update_times):
+            if finished <= t:
+                break
+            later += 1
+        return self.train_iter - later
 
     @property
     def trainable(self) -> bool:
@@ -229,7 +240,14 @@ class Driver:
         """Train until a stop criterion; returns the final metrics."""
         while not self.done:
             self._iteration()
+        self._consume_finished()
         return self.metrics()
+
+    def _consume_finished(self) -> None:
+        """Consume the work that has finished, without waiting: at the end of a run and at close,
+        a collect that finished is counted and its segments kept rather than thrown away (a
+        collect still running then is discarded: see :meth:`close`)."""
+        self._consume(self.backend.poll(0.0))
 
     def step(self, *, max_seconds: float) -> dict[str, Any]:
         """Run the loop for about ``max_seconds`` (at least one iteration); returns metrics."""
@@ -290,6 +308,7 @@ class Driver:
         c.collects += 1
         c.episodes += len(result.episode_returns)
         self._recent_returns = (self._recent_returns + list(result.episode_returns))[-100:]
+        self._start_lags.append(self.train_iter_at(result.started_at) - result.policy_train_iter)
         self._return_lags.append(self.train_iter - result.policy_train_iter)
         self.times.collect += result.collect_time_s
         was_trainable = self.trainable
@@ -325,6 +344,7 @@ class Driver:
         index = self.buffer.sample(cfg.learner.batch_size)
         batch = self.learner.make_batch(self.buffer, index, rng=self.rng)  # the type's targets
         logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
+        self._update_times.append(time.time())
         if b.use_priority:
             self.buffer.update_priorities(index, priorities)
         self._last_logs = logs
@@ -346,6 +366,7 @@ class Driver:
                    "time_share/train": m["time_share_train"],
                    "time_share/eval": m["time_share_eval"],
                    "policy_lag/launch_mean": m["policy_lag_launch_mean"],
+                   "policy_lag/start_mean": m["policy_lag_start_mean"],
                    "policy_lag/return_mean": m["policy_lag_return_mean"]}
         if math.isfinite(m["collect_return_mean"]):  # NaN until an episode ends (long episodes): no point
             scalars["collect/episode_return_mean"] = m["collect_return_mean"]
@@ -394,8 +415,9 @@ class Driver:
             "counters": asdict(self.counters) | {"train_iter": self.train_iter},
             "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
         }
-        if self.cfg.buffer.save_in_checkpoint:
-            state["buffer_file"] = os.path.join(self._buffer_dir(), f"replay_buffer.v{snapshot.version}.pending.pt")
+        if self.cfg.buffer.save_in_checkpoint and self.ckpt_dir:  # (Tune saves the current buffer instead)
+            os.makedirs(self.ckpt_dir, exist_ok=True)
+            state["buffer_file"] = os.path.join(self.ckpt_dir, f"replay_buffer.v{snapshot.version}.pending.pt")
             self.save_buffer(state["buffer_file"])
         self._pending_eval_states[snapshot.version] = state
         if not self.backend.launch_eval(snapshot):
@@ -405,6 +427,8 @@ class Driver:
         return True
 
     def _on_eval(self, result: EvalResult) -> None:
+        if self.publisher.generation_of(result.version) < self.publisher.generation:
+            return  # launched before a checkpoint restore: scored weights this run no longer has
         self.counters.evaluations += 1
         self.times.eval += result.eval_time_s
         state = self._pending_eval_states.pop(result.version, None)
@@ -428,17 +452,12 @@ class Driver:
         if state is not None:
             payload = self._checkpoint_payload(state, result)
             self._last_eval_payload = payload
-            buffer_file = state.get("buffer_file")
             if self.ckpt_dir:
                 save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
                 if is_best:
                     save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
-                if buffer_file:  # the buffer as it was when these weights were evaluated
-                    os.replace(buffer_file, os.path.join(self.ckpt_dir, BUFFER_FILE))
-                    buffer_file = None
-            if self._last_eval_buffer_file and self._last_eval_buffer_file != buffer_file:
-                self._discard_pending({"buffer_file": self._last_eval_buffer_file})
-            self._last_eval_buffer_file = buffer_file
+                if state.get("buffer_file"):  # the buffer as it was when these weights were evaluated
+                    os.replace(state["buffer_file"], os.path.join(self.ckpt_dir, BUFFER_FILE))
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -462,6 +481,7 @@ class Driver:
         """Flat dict of everything worth reporting (what Tune and the CLI print)."""
         wall = max(time.perf_counter() - self._start_time, 1e-9)
         lags_launch = self._launch_lags or [0]
+        lags_start = self._start_lags or [0]
         lags_return = self._return_lags or [0]
         m: dict[str, Any] = {
             "env_steps": self.counters.env_steps,
@@ -477,6 +497,8 @@ class Driver:
             "buffer_bytes": self.buffer.nbytes,
             "policy_lag_launch_mean": float(np.mean(lags_launch)),
             "policy_lag_launch_max": self.max_launch_lag,
+            "policy_lag_start_mean": float(np.mean(lags_start)),
+            "policy_lag_start_max": int(np.max(lags_start)),
             "policy_lag_return_mean": float(np.mean(lags_return)),
             "policy_lag_return_max": int(np.max(lags_return)),
             "time_share_collect": self.times.collect / wall,
@@ -502,6 +524,10 @@ class Driver:
 
     def _checkpoint_payload(self, state: dict[str, Any], result: Optional[EvalResult]) -> dict[str, Any]:
         return {
+            # "evaluated": exactly the weights an evaluation scored (+ the learner state, counters,
+            # RNG of the moment it was launched); "current": the learner as it is now (Tune's
+            # pause / PBT / end-of-trial checkpoints: a restore from it loses no update)
+            "checkpoint_kind": "current" if result is None else "evaluated",
             "policy_type": self.cfg.policy_type,
             "config": self.cfg.to_dict(),
             "learner": state["learner"],
@@ -515,38 +541,29 @@ class Driver:
             "rng": state.get("rng") or {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
         }
 
-    def _buffer_dir(self) -> str:
-        """Where replay-buffer files of pending evaluations are written: the checkpoint folder, or
-        (Tune: no driver checkpoints) a temporary folder removed by :meth:`close`."""
-        if self.ckpt_dir:
-            os.makedirs(self.ckpt_dir, exist_ok=True)
-            return self.ckpt_dir
-        if self._tmp_buffer_dir is None:
-            self._tmp_buffer_dir = tempfile.mkdtemp(prefix="lz_tune_buffer_")
-        return self._tmp_buffer_dir
-
     @staticmethod
     def _discard_pending(state: dict[str, Any]) -> None:
         path = state.get("buffer_file")
         if path and os.path.exists(path):
             os.remove(path)
 
-    def save_buffer_of_last_checkpoint(self, path: str) -> None:
-        """Write the replay buffer that belongs to :meth:`last_checkpoint_payload` to ``path``: the
-        one saved when the evaluated weights were launched, or (before any evaluation) the current one."""
-        if self._last_eval_payload is not None and self._last_eval_buffer_file:
-            shutil.copyfile(self._last_eval_buffer_file, path)
-        else:
-            self.save_buffer(path)
+    @property
+    def evaluated_payload(self) -> Optional[dict[str, Any]]:
+        """The checkpoint of the latest finished evaluation: exactly the evaluated weights, with the
+        learner state, counters and RNG of the moment it was launched (None before any)."""
+        return self._last_eval_payload
+
+    def current_state_payload(self) -> dict[str, Any]:
+        """A checkpoint of the learner as it is now (weights, optimizer, train_iter, counters, RNG):
+        a restore from it continues exactly here."""
+        state = {"learner": copy.deepcopy(self.learner.state_dict()),
+                 "counters": asdict(self.counters) | {"train_iter": self.train_iter},
+                 "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)}}
+        return self._checkpoint_payload(state, None)
 
     def last_checkpoint_payload(self) -> dict[str, Any]:
-        """The checkpoint of the latest finished evaluation (exactly the evaluated weights and the
-        learner state behind them); before any evaluation, the current learner state."""
-        if self._last_eval_payload is not None:
-            return self._last_eval_payload
-        state = {"learner": copy.deepcopy(self.learner.state_dict()),
-                 "counters": asdict(self.counters) | {"train_iter": self.train_iter}}
-        return self._checkpoint_payload(state, None)
+        """:attr:`evaluated_payload`, or before any evaluation :meth:`current_state_payload`."""
+        return self._last_eval_payload if self._last_eval_payload is not None else self.current_state_payload()
 
     def reconfigure(self, cfg: Config) -> None:
         """Take a config that differs only in learner.* (not optimizer type, device, threads,
@@ -554,13 +571,21 @@ class Driver:
         self.cfg = cfg
         self.learner.cfg = cfg
 
-    def restore_from(self, ckpt: dict[str, Any], path: str) -> None:
+    def restore_from(self, ckpt: dict[str, Any], path: str, *, evaluated: Optional[dict[str, Any]] = None) -> None:
         """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
-        state, counters, RNG. Workers see a new weight version (new restore generation); the
+        state, counters, RNG. ``evaluated``: the evaluated checkpoint that goes with a "current"
+        one (its evaluation becomes the latest known). Workers see a new weight version (new
+        restore generation; evaluations still in flight are dropped when they return); the
         replay buffer and the workers' in-progress segments are kept, unless the checkpoint has a
         replay buffer file beside it and ``buffer.save_in_checkpoint`` is on."""
         self.resume_from = path
+        self.last_eval = self.best_eval = None
+        self.last_eval_env_steps = None
+        self._last_eval_payload = None
+        self._update_times.clear()  # train_iter jumps: lags at start count from here
         self._restore(ckpt)
+        if evaluated is not None and ckpt.get("eval") is None:
+            self._adopt_evaluation(evaluated)
         self._load_buffer_beside(path)
         for state in self._pending_eval_states.values():
             self._discard_pending(state)
@@ -610,28 +635,38 @@ class Driver:
         if "numpy" in rng:
             self.rng.bit_generator.state = rng["numpy"]
         self._last_eval_launch_iter = self.train_iter
-        ev = ckpt.get("eval")
-        if ev is not None:  # the evaluation this checkpoint holds is the latest one known
-            self.last_eval = EvalResult(
-                version=int(ev["version"]), train_iter=int(ev["train_iter"]), reward_mean=float(ev["reward_mean"]),
-                reward_std=float(ev["reward_std"]), reward_min=float(ev.get("reward_min", math.nan)),
-                reward_max=float(ev.get("reward_max", math.nan)),
-                episode_length_mean=float(ev.get("episode_length_mean", math.nan)),
-                num_episodes=int(ev["num_episodes"]), env_steps=int(ev.get("env_steps", 0)), eval_time_s=0.0,
-                stop=False)
-            self.last_eval_env_steps = int(ckpt["counters"]["env_steps"])
-            self._last_eval_payload = {k: v for k, v in ckpt.items() if k not in ("format", "format_version")}
+        if ckpt.get("eval") is not None:  # the evaluation this checkpoint holds is the latest one known
+            self._adopt_evaluation(ckpt)
+
+    def _adopt_evaluation(self, payload: dict[str, Any]) -> None:
+        """Make the evaluation of an evaluated checkpoint payload the latest one known."""
+        ev = payload["eval"]
+        self.last_eval = EvalResult(
+            version=int(ev["version"]), train_iter=int(ev["train_iter"]), reward_mean=float(ev["reward_mean"]),
+            reward_std=float(ev["reward_std"]), reward_min=float(ev.get("reward_min", math.nan)),
+            reward_max=float(ev.get("reward_max", math.nan)),
+            episode_length_mean=float(ev.get("episode_length_mean", math.nan)),
+            num_episodes=int(ev["num_episodes"]), env_steps=int(ev.get("env_steps", 0)), eval_time_s=0.0,
+            stop=False)
+        self.last_eval_env_steps = int(payload["counters"]["env_steps"])
+        self._last_eval_payload = {k: v for k, v in payload.items() if k not in ("format", "format_version")}
 
     def close(self, *, keep_backend: bool = False) -> None:
         """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and
         flush the TensorBoard files."""
         if hasattr(self, "backend") and not keep_backend:
+            try:
+                self._consume_finished()
+                self._log_throughput()
+            except Exception as e:  # closing after a failure: what can be kept was kept
+                self.print(f"[{self.cfg.exp_name}] closing: finished work not consumed ({type(e).__name__}: {e})")
+            self.collects_discarded_at_close = self.backend.collects_in_flight
+            if self.collects_discarded_at_close:
+                self.print(f"[{self.cfg.exp_name}] closing: {self.collects_discarded_at_close} collect(s) still "
+                           f"running discarded (their env steps are not counted)")
             self.backend.close()
         for state in getattr(self, "_pending_eval_states", {}).values():
             self._discard_pending(state)
-        if getattr(self, "_tmp_buffer_dir", None):
-            shutil.rmtree(self._tmp_buffer_dir, ignore_errors=True)
-            self._tmp_buffer_dir = None
         if hasattr(self, "logger"):
             self.logger.flush()
             self.logger.close()

@@ -32,6 +32,11 @@ class SnapshotPublisher:
     def version_of(self, train_iter: int) -> int:
         return self.generation * GENERATION_STRIDE + train_iter
 
+    @staticmethod
+    def generation_of(version: int) -> int:
+        """The restore generation a snapshot version belongs to."""
+        return version // GENERATION_STRIDE
+
     def bump_generation(self) -> None:
         """After a checkpoint restore: every later version differs from every earlier one."""
         self.generation += 1

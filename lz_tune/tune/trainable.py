@@ -13,8 +13,21 @@ Ray back-end pins actor i to bundle i + 1 of the trial's placement group.
 
 Every result carries ``eval/reward_mean`` (the latest evaluation, carried forward; NaN before the
 first one) so ``metric="eval/reward_mean"`` passes Tune's strict metric check, and
-``should_checkpoint=True`` right after an evaluation, so Tune's checkpoint holds exactly the
-evaluated weights with the learner state behind them.
+``should_checkpoint=True`` right after an evaluation.
+
+Checkpoints: every Tune checkpoint folder holds
+
+- ``lz_tune_state.pt`` (:data:`STATE_FILE`): the learner as it is at the save (weights, optimizer,
+  ``train_iter``, counters, RNG; the replay buffer beside it when ``buffer.save_in_checkpoint``).
+  Tune restores from it (trial restore after a crash, scheduler pause/resume, PBT exploit), so
+  a restore loses no update;
+- ``lz_tune_checkpoint.pt`` (:data:`CHECKPOINT_FILE`): the latest EVALUATED snapshot, exactly the
+  weights that earned the result's ``eval/reward_mean`` (absent before the first evaluation).
+  This is what "best checkpoint" means (:mod:`lz_tune.analysis`, ``evaluate_checkpoint``).
+
+``checkpoint_kind`` in the state file (and :func:`checkpoint_kind` of a folder) tells the two
+kinds of save apart: ``"evaluated"`` for the save right after a new evaluation, ``"current"``
+for a save Tune asked for otherwise (pause, PBT, ``checkpoint_at_end``, ``checkpoint_frequency``).
 """
 
 from __future__ import annotations
@@ -34,7 +47,10 @@ from lz_tune.tune.resources import check_cluster_resources, trial_bundles
 
 DEFAULT_CONFIG = "zoo.classic_control.cartpole_muzero"
 TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus")
+#: the latest evaluated snapshot inside a Tune checkpoint folder (the weights the metric belongs to)
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
+#: the learner's state at the save inside a Tune checkpoint folder (what a restore loads)
+STATE_FILE = "lz_tune_state.pt"
 logger = logging.getLogger(__name__)
 
 
@@ -132,7 +148,9 @@ class MuZeroTrainable(tune.Trainable):
         result["eval/reward_mean"] = last.reward_mean if last is not None else math.nan
         result["eval/train_iter"] = last.train_iter if last is not None else -1
         result["eval/env_steps"] = self.driver.last_eval_env_steps if last is not None else -1
-        if self.driver.counters.evaluations > self._evaluations_reported:
+        # the save Tune makes for a result with a new evaluation is the "evaluated" kind
+        self._evaluated_save_due = self.driver.counters.evaluations > self._evaluations_reported
+        if self._evaluated_save_due:
             self._evaluations_reported = self.driver.counters.evaluations
             result["should_checkpoint"] = True
         result["done"] = self.driver.done
@@ -186,17 +204,32 @@ class MuZeroTrainable(tune.Trainable):
         return True
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
-        """The latest evaluated snapshot + learner state; the replay buffer too when
-        ``buffer.save_in_checkpoint`` is on."""
-        save_checkpoint(os.path.join(checkpoint_dir, CHECKPOINT_FILE), self.driver.last_checkpoint_payload())
+        """The current learner state (:data:`STATE_FILE`, with the replay buffer when
+        ``buffer.save_in_checkpoint`` is on) and the latest evaluated snapshot (:data:`CHECKPOINT_FILE`)."""
+        state = self.driver.current_state_payload()
+        state["checkpoint_kind"] = "evaluated" if getattr(self, "_evaluated_save_due", False) else "current"
+        self._evaluated_save_due = False
+        evaluated = self.driver.evaluated_payload
+        if evaluated is not None:
+            save_checkpoint(os.path.join(checkpoint_dir, CHECKPOINT_FILE), evaluated)
         if self.cfg.buffer.save_in_checkpoint:
-            self.driver.save_buffer_of_last_checkpoint(os.path.join(checkpoint_dir, BUFFER_FILE))
+            self.driver.save_buffer(os.path.join(checkpoint_dir, BUFFER_FILE))
+        save_checkpoint(os.path.join(checkpoint_dir, STATE_FILE), state)  # last: a folder with it is complete
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
-        """Weights, counters and RNG of the checkpoint (and its replay buffer when saved)."""
-        path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
-        self.driver.restore_from(load_checkpoint(path, policy_type=self.cfg.policy_type), path)
+        """The state the checkpoint was saved in: weights, optimizer, train_iter, counters, RNG (and
+        its replay buffer when saved); its evaluated snapshot becomes the latest evaluation.
+        Folders written before the state file existed restore from their evaluated snapshot."""
+        state_path = os.path.join(checkpoint_dir, STATE_FILE)
+        eval_path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
+        evaluated = load_checkpoint(eval_path, policy_type=self.cfg.policy_type) if os.path.isfile(eval_path) else None
+        if os.path.isfile(state_path):
+            self.driver.restore_from(load_checkpoint(state_path, policy_type=self.cfg.policy_type), state_path,
+                                     evaluated=evaluated)
+        else:
+            self.driver.restore_from(load_checkpoint(eval_path, policy_type=self.cfg.policy_type), eval_path)
         self._evaluations_reported = self.driver.counters.evaluations  # no checkpoint without a new eval
+        self._evaluated_save_due = False
 
     def cleanup(self) -> None:
         if self.driver is not None:

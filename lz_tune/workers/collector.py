@@ -49,6 +49,10 @@ class CollectResult:
     """Steps taken (in this or earlier collects) that are not yet in a returned segment."""
     collect_time_s: float = 0.0
     """Wall time of the collect (seconds)."""
+    started_at: float = 0.0
+    """``time.time()`` (seconds since the epoch, the worker's clock) when the collect began stepping
+    its envs: the driver measures the policy lag at this real start (a collect may wait in an
+    actor's queue after its launch)."""
     worker_id: int = 0
     """Which collector produced it."""
 
@@ -139,7 +143,7 @@ class SegmentCollector:
         """Step all envs until at least ``num_segments`` segments are done (default:
         collector.segments_per_collect, else one per env)."""
         target = num_segments or self.cfg.collector.segments_per_collect or self.env.num_envs
-        start = time.perf_counter()
+        start, started_at = time.perf_counter(), time.time()
         if self._batch is None:
             self._batch = self.env.reset(seed=self.seed)
             self.policy.reset(np.arange(self.env.num_envs))
@@ -182,7 +186,8 @@ class SegmentCollector:
                              policy_version=self.policy_version,
                              policy_train_iter=self.policy_train_iter, episode_returns=returns, episode_lengths=lengths,
                              steps_in_progress=self.steps_in_progress,
-                             collect_time_s=time.perf_counter() - start, worker_id=self.worker_id)
+                             collect_time_s=time.perf_counter() - start, started_at=started_at,
+                             worker_id=self.worker_id)
 
     def close(self) -> None:
         self.env.close()
