@@ -196,8 +196,10 @@ class Driver:
         self._start_time = time.perf_counter()
         self._start_env_steps = self.counters.env_steps
         self._start_train_iter = self.learner.train_iter
-        if ap.eval_at_start and ckpt is None:  # sync and async; never on a resume
-            self._launch_eval()
+        # eval_at_start (sync and async; never on a resume): launched by the first iteration, so that
+        # a Tune trial taking over running workers has set its restore generation first, and
+        # retried there until an evaluator takes it
+        self._start_eval_wanted = ap.eval_at_start and ckpt is None
 
     # ------------------------------------------------------------------------------ state
 
@@ -259,6 +261,8 @@ class Driver:
         return self.metrics()
 
     def _iteration(self) -> None:
+        if self._start_eval_wanted and self.backend.evals_in_flight < self.cfg.async_pipeline.max_eval_inflight:
+            self._start_eval_wanted = not self._launch_eval()
         self._maybe_launch_eval()
         has_work = self.budgets.take(1) > 0 and self.trainable
         can_launch = bool(self.backend.idle_collectors()) and not self.stop and not self._launch_blocked()
@@ -531,7 +535,8 @@ class Driver:
             "policy_type": self.cfg.policy_type,
             "config": self.cfg.to_dict(),
             "learner": state["learner"],
-            "counters": state["counters"],
+            # counters of the launch moment, except evaluations: those finished, this one included
+            "counters": state["counters"] | ({} if result is None else {"evaluations": self.counters.evaluations}),
             "eval": None if result is None else {
                 "reward_mean": result.reward_mean, "reward_std": result.reward_std, "version": result.version,
                 "train_iter": result.train_iter, "num_episodes": result.num_episodes,
@@ -590,7 +595,7 @@ class Driver:
         for state in self._pending_eval_states.values():
             self._discard_pending(state)
         self._pending_eval_states.clear()
-        self._final_eval_launched = self._final_eval_wanted = False
+        self._final_eval_launched = self._final_eval_wanted = self._start_eval_wanted = False
         self.stop = StopReason()
 
     def _load_buffer_beside(self, checkpoint_path: str) -> None:
