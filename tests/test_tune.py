@@ -276,3 +276,29 @@ def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_
         assert t2.driver.train_iter == 0 and t2.driver.last_eval is None
     finally:
         t2.stop()
+
+
+def test_relative_config_path_and_asha_sees_only_real_evaluations(ray_cluster, tmp_path, monkeypatch):
+    """A relative config file path resolves against the directory tune.run was called from (Tune
+    changes into the trial folder before setup). Every result carries a real evaluation, so ASHA
+    stops, at its first rung, a trial whose returns stay at the floor: CartPole capped at 5 steps
+    scores exactly 5, below any 200-step trial (a constant action already lasts ~9 steps). Were the
+    first results NaN, ASHA would pass the capped trial through every rung."""
+    import math
+
+    monkeypatch.chdir(REPO_ROOT)
+    config = {**BASE, "config": "zoo/classic_control/cartpole_muzero.py", "step_seconds": 0.5,
+              "learner.train_start_after_envsteps": 200,  # no evaluation before the first result's slice ends
+              "env.max_episode_steps": tune.grid_search([200, 5])}
+    scheduler = tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
+                                              reduction_factor=2)
+    analysis = tune.run(MuZeroTrainable, config=config, scheduler=scheduler, metric="eval/reward_mean", mode="max",
+                        max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0,
+                        raise_on_failed_trial=True)
+    by_cap = {t.config["env.max_episode_steps"]: t for t in analysis.trials}
+    for trial in analysis.trials:
+        rows = analysis.trial_dataframes[trial.trial_id]
+        assert len(rows) >= 1 and all(math.isfinite(v) for v in rows["eval/reward_mean"])
+    assert by_cap[200].last_result["training_iteration"] == 4
+    assert by_cap[5].last_result["eval/reward_mean"] == 5.0
+    assert by_cap[5].last_result["training_iteration"] < 4  # stopped by ASHA

@@ -11,9 +11,10 @@ Resources: bundle 0 for the driver, then one bundle per collector actor and one 
 actor when the async pipeline is enabled (``async_pipeline.*_num_cpus``/``_num_gpus``); the
 Ray back-end pins actor i to bundle i + 1 of the trial's placement group.
 
-Every result carries ``eval/reward_mean`` (the latest evaluation, carried forward; NaN before the
-first one) so ``metric="eval/reward_mean"`` passes Tune's strict metric check, and
-``should_checkpoint=True`` right after an evaluation.
+Every result carries ``eval/reward_mean`` of a real evaluation (the latest one, carried forward;
+the first result waits for the trial's first evaluation), so ``metric="eval/reward_mean"`` passes
+Tune's strict metric check and schedulers never see a NaN; ``should_checkpoint=True`` right after
+an evaluation.
 
 Checkpoints: every Tune checkpoint folder holds
 
@@ -65,9 +66,21 @@ def config_from_tune(tune_config: dict[str, Any]) -> Config:
             raise ConfigError(f"{key}: must be a number (got {value!r})")
         if value < minimum or (strict and value == minimum):
             raise ConfigError(f"{key}: must be {'>' if strict else '>='} {minimum:g} (got {value!r})")
-    base = load_config_module(str(tune_config.get("config", DEFAULT_CONFIG)))
+    base = load_config_module(_resolve_config_path(str(tune_config.get("config", DEFAULT_CONFIG))))
     updates = {k: v for k, v in tune_config.items() if k not in TUNE_ONLY_KEYS}
     return base.with_updates(updates) if updates else base
+
+
+def _resolve_config_path(path: str) -> str:
+    """A relative config FILE path is relative to the directory ``tune.run`` was called from: Tune
+    changes into the trial's folder before ``setup`` and gives the original one in the documented
+    ``TUNE_ORIG_WORKING_DIR`` variable. Dotted module names and absolute paths pass unchanged."""
+    if not (path.endswith(".py") or os.sep in path) or os.path.isabs(path):
+        return path
+    origin = os.environ.get("TUNE_ORIG_WORKING_DIR")
+    if origin and not os.path.isfile(path) and os.path.isfile(os.path.join(origin, path)):
+        return os.path.join(origin, path)
+    return path
 
 
 def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupFactory:
@@ -97,6 +110,12 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 class MuZeroTrainable(tune.Trainable):
     """One trial = one Driver (learner + buffer) with its own collector / evaluator actors."""
+
+    def __init__(self, config: dict[str, Any] | None = None, storage: Any = None) -> None:
+        # Tune hands the trial's storage to the constructor (its public signature); kept to put the
+        # learner's TensorBoard files beside progress.csv (see _output_dir)
+        self._lz_storage = storage
+        super().__init__(config, storage=storage)
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
@@ -129,7 +148,7 @@ class MuZeroTrainable(tune.Trainable):
         """The trial's folder in Tune's storage when that is a local (or mounted) file system, so
         the TensorBoard files land beside progress.csv; else the trial's working dir (synced to
         cloud storage only with ``SyncConfig(sync_artifacts=True)``)."""
-        storage = getattr(self, "_storage", None)
+        storage = self._lz_storage
         try:
             import pyarrow.fs
 
@@ -140,8 +159,14 @@ class MuZeroTrainable(tune.Trainable):
         return self.logdir
 
     def step(self) -> dict[str, Any]:
+        """About ``step_seconds`` of the driver loop; the FIRST result waits for the trial's first
+        evaluation, so every result carries a real ``eval/reward_mean`` (a scheduler never sees a
+        NaN; ASHA's cut-offs ignore NaN, so unevaluated trials would pass every rung).
+        ``async_pipeline.eval_at_start=True`` makes that first result come sooner."""
         start = time.perf_counter()
         metrics = self.driver.step(max_seconds=self.step_seconds)
+        while self.driver.last_eval is None and not self.driver.done:
+            metrics = self.driver.step(max_seconds=self.step_seconds)
         result: dict[str, Any] = {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))}
         result["driver_step_s"] = time.perf_counter() - start  # time inside the driver loop (Tune overhead = rest)
         last = self.driver.last_eval
