@@ -269,7 +269,10 @@ def cmd_train(args: argparse.Namespace) -> int:
                           f"--resume {exp_dir}, or choose another --exp-dir")
     from lz_tune.pipeline import Driver
 
-    printer = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    from lz_tune.progress import ProgressLine, format_progress
+
+    progress = None if args.quiet else ProgressLine(cfg.exp_name)
+    printer = (lambda s: None) if progress is None else progress.print
     driver = None
     with _sigterm_as_interrupt() as received:
         try:
@@ -281,10 +284,16 @@ def cmd_train(args: argparse.Namespace) -> int:
             printer(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, "
                     f"exp dir {exp_dir}")
             while not driver.done:
-                driver.step(max_seconds=1.0)
+                m = driver.step(max_seconds=0.5 if progress is not None and progress.live else 1.0)
+                if progress is not None:
+                    progress.update(format_progress(m, trainable=driver.trainable,
+                                                    train_start_after_envsteps=cfg.learner.train_start_after_envsteps))
                 _check_signals()
-            m = driver.metrics()
+            if progress is not None:
+                progress.close()
         except KeyboardInterrupt:
+            if progress is not None:
+                progress.close()
             name = "SIGTERM" if received else "Ctrl-C"
             print(f"interrupted ({name}): shutting down workers; checkpoints written so far are kept"
                   + (f" (continue with --resume {exp_dir})" if driver is not None else ""), file=sys.stderr, flush=True)
@@ -293,7 +302,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             else:
                 _shutdown_ray_if_started()
             return 143 if received else 130
-    driver.close()
+    driver.close()  # consumes finished work first: the final counters include it
+    m = driver.metrics()
     best = m.get("eval_reward_mean_best")
     best_text = "n/a" if best is None else f"{best:.1f}"
     verdict = ("stop value reached" if m["stop_value_reached"] else
