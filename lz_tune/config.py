@@ -683,6 +683,10 @@ class Config(_Section):
         """Nested plain dict (tuples become lists), suitable for JSON and Tune."""
         return _to_dict(self)
 
+    def flat_dict(self) -> dict[str, Any]:
+        """``{"learner.learning_rate": 3e-3, ...}``: every field under its dotted key (as Tune configs)."""
+        return _flatten(self.to_dict())
+
     def with_updates(self, updates: Mapping[str, Any]) -> "Config":
         """Return a copy with dotted keys replaced: ``{"learner.learning_rate": 3e-3}``.
         Nested dicts are accepted too: ``{"learner": {"learning_rate": 3e-3}}``."""

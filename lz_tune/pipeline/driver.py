@@ -51,6 +51,11 @@ from lz_tune.workers import CollectResult, EvalResult, env_spec_for, temperature
 
 #: the replay buffer file written beside a checkpoint when buffer.save_in_checkpoint is on
 BUFFER_FILE = "replay_buffer.pt"
+#: a CLI run's evaluation history in its exp dir: one JSON object per evaluation, with the keys of a
+#: Tune result (Tune's own result.json format), so lz_tune.analysis reads a run like a Tune trial
+HISTORY_FILE = "result.json"
+#: a CLI run's flat config (dotted keys), like a Tune trial's params.json
+PARAMS_FILE = "params.json"
 
 
 @dataclass
@@ -187,10 +192,14 @@ class Driver:
 
         self.exp_dir = exp_dir
         self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None
+        self._history_path = os.path.join(exp_dir, HISTORY_FILE) if exp_dir and write_checkpoints else None
         if exp_dir:
             os.makedirs(exp_dir, exist_ok=True)
             with open(os.path.join(exp_dir, "config.json"), "w") as f:
                 json.dump(cfg.to_dict(), f, indent=2)
+            if self._history_path:
+                with open(os.path.join(exp_dir, PARAMS_FILE), "w") as f:
+                    json.dump(cfg.flat_dict(), f, indent=2)
         self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
         self.backend = backend if backend is not None else make_backend(cfg)
         self._start_time = time.perf_counter()
@@ -465,10 +474,23 @@ class Driver:
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
+        if self._history_path:
+            self._append_history(m, record)
         self.print(f"[{self.cfg.exp_name}] train_iter={result.train_iter} env_steps={m['env_steps']} "
                    f"eval_return={result.reward_mean:.1f}±{result.reward_std:.1f} "
                    f"env_steps/s={m['env_steps_per_s']:.0f} updates/s={m['updates_per_s']:.1f} "
                    f"wall={m['wall_time_s']:.0f}s")
+
+    def _append_history(self, m: dict[str, Any], record: dict[str, Any]) -> None:
+        """One line of the run's evaluation history (appended: a resumed run continues the file)."""
+        row = {k: v for k, v in m.items() if isinstance(v, (int, float, bool)) and not
+               (isinstance(v, float) and not math.isfinite(v))}
+        row.update({"training_iteration": self.counters.evaluations, "time_total_s": m["wall_time_s"],
+                    "trial_id": self.cfg.exp_name, "timestamp": int(time.time()),
+                    "eval/reward_mean": record["reward_mean"], "eval/reward_std": record["reward_std"],
+                    "eval/train_iter": record["train_iter"], "eval/env_steps": record["env_steps"]})
+        with open(self._history_path, "a") as f:
+            f.write(json.dumps(row) + "\n")
 
     # ------------------------------------------------------------------------------ results
 

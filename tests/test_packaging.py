@@ -1,0 +1,63 @@
+"""What a plain install imports, it installs: every third-party module imported anywhere in lz_tune/
+is a core dependency in pyproject.toml (or comes with one, named here with the reason)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT as _ROOT
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+REPO_ROOT = Path(_ROOT)
+
+#: import name -> distribution name, where they differ
+DIST_OF = {"PIL": "pillow", "ale_py": "ale-py", "tensorboardX": "tensorboardx"}
+#: modules that arrive with a core dependency (no own requirement needed)
+COMES_WITH = {"pyarrow": "ray[tune,train] (Tune's storage layer)"}
+
+
+def _third_party_imports() -> set[str]:
+    mods: set[str] = set()
+    for f in (REPO_ROOT / "lz_tune").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                mods.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                mods.add(node.module.split(".")[0])
+    return {m for m in mods if m not in sys.stdlib_module_names and m != "lz_tune"}
+
+
+def _core_dependencies() -> set[str]:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    return {re.split(r"[\[<>=!~ ;]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+
+
+def test_every_module_lz_tune_imports_is_a_core_dependency():
+    core = _core_dependencies()
+    missing = sorted(m for m in _third_party_imports()
+                     if m not in COMES_WITH and DIST_OF.get(m, m).lower() not in core)
+    assert not missing, f"imported by lz_tune/ but not in [project].dependencies: {missing}"
+
+
+def test_ale_py_is_at_least_the_version_with_the_vector_env():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    (ale,) = [d for d in project["dependencies"] if d.startswith("ale-py")]
+    assert re.fullmatch(r"ale-py>=0\.(1[1-9]|[2-9]\d)(\.\d+)?", ale), ale
+
+
+def test_the_readme_install_line_installs_what_its_notebook_command_needs():
+    readme = (REPO_ROOT / "README.md").read_text()
+    install = re.search(r'pip install -c constraints.txt -e "\.\[([a-z,]+)\]"', readme)
+    assert install is not None
+    extras = set(install.group(1).split(","))
+    optional = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "jupyter lab notebooks/" in readme
+    assert any(d.startswith("jupyterlab") for extra in extras for d in optional.get(extra, []))
+    # and CI installs what the README says
+    assert f'-e ".[{install.group(1)}]"' in (REPO_ROOT / ".ci" / "run").read_text()
