@@ -160,22 +160,29 @@ def test_missing_ray_gives_a_clear_error(monkeypatch):
 
 
 def test_ray_local_mode_runs_the_actor_code_in_process(tmp_path):
-    """ray_local_mode: the same collectors/evaluator, in-process and sequential, no Ray needed."""
-    from lz_tune.pipeline.backends import InProcessBackend
+    """ray_local_mode: the Ray actor classes themselves, in-process and sequential, snapshots through
+    the pickling stand-in of the object store (tests/test_local_mode.py: in detail, and without Ray)."""
+    from lz_tune.pipeline.ray_backend import CollectorWorker, EvaluatorWorker, LocalActorBackend
 
     cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
         "async_pipeline.ray_local_mode=True", "async_pipeline.num_collector_actors=2",
         "learner.update_per_collect=3", "evaluator.eval_freq=6", "max_env_step=150"])
     driver = Driver(cfg, exp_dir=None, print_fn=None)
+    backend = driver.backend
     try:
-        assert isinstance(driver.backend, InProcessBackend) and len(driver.backend.collectors) == 2
+        assert isinstance(backend, LocalActorBackend) and not backend.concurrent
+        assert len(backend.collectors) == 2 and all(type(c) is CollectorWorker for c in backend.collectors)
+        assert [type(e) for e in backend.evaluators] == [EvaluatorWorker]
         m = driver.run()
     finally:
         driver.close()
-    assert m["env_steps"] >= 150 and m["train_iter"] > 0
+    assert m["env_steps"] >= 150 and m["train_iter"] > 0 and m["evaluations"] >= 1
     # both collectors were used, with distinct seeds
-    assert all(c.total_env_steps > 0 for c in driver.backend.collectors)
-    assert driver.backend.collectors[0].seed != driver.backend.collectors[1].seed
+    collectors = [c.collector for c in backend.collectors]
+    assert all(c.total_env_steps > 0 for c in collectors)
+    assert collectors[0].seed != collectors[1].seed
+    # weights went through the store, one put per published version, and newer ones reached the collectors
+    assert backend.snapshot_puts >= 2 and all(c.policy_version > 0 for c in collectors)
 
 
 def test_snapshot_travels_as_numpy_and_comes_back_exact(ray_cluster):

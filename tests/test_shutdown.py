@@ -1,64 +1,118 @@
-"""Ctrl-C on an async run closes the Ray actors and leaves no Ray process behind (slow: ~30 s)."""
+"""Ctrl-C / SIGTERM on a run: exit code, one line, checkpoints kept; on an async run every process
+the run started (Ray's gcs_server, raylet, agents, actor workers) is gone afterwards. The checks
+look at this run's own process tree (tests/proc_tree.py), never at other Ray processes on the
+machine, and wait for conditions (an output line, actors up, a file) with deadlines, not sleeps."""
 
 import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
+from proc_tree import alive, cmdline, descendants, describe, require_proc, wait_gone, wait_until
+
 pytest.importorskip("ray")
 
+#: the actors of the default async pipeline (one collector, one evaluator), by Ray's process title
+ACTOR_TITLES = ("ray::CollectorWorker", "ray::EvaluatorWorker")
 
-def _ray_processes() -> int:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return sum(1 for line in out.splitlines() if line.startswith(("ray::", "/")) and
-               ("raylet" in line or "gcs_server" in line or line.startswith("ray::")))
+
+class _Run:
+    """``python -m lz_tune train`` on CartPole in a child process; its output read as it comes."""
+
+    def __init__(self, exp_dir, *extra: str) -> None:
+        self.exp_dir = exp_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
+             "max_env_step=100000000", "--exp-dir", str(exp_dir), *extra],
+            env=dict(os.environ, RAY_AUTH_MODE="disabled"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in iter(self.proc.stdout.readline, ""):
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def printed(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
+    def wait_for(self, condition, what: str, timeout_s: float = 120) -> None:
+        """Wait until ``condition()``; fail if the run ends first or ``timeout_s`` passes."""
+        wait_until(lambda: condition() or self.proc.poll() is not None, timeout_s, interval_s=0.02)
+        assert self.proc.poll() is None, f"the run ended before {what}:\n{self.output[-3000:]}"
+        assert condition(), f"no {what} within {timeout_s:.0f} s:\n{self.output[-3000:]}"
+
+    def signal(self, sig, timeout_s: float = 90) -> int:
+        self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self._reader.join(timeout=30)
+        return code
+
+    def kill(self) -> None:
+        """After a failed wait: SIGKILL the run and everything it started."""
+        tree = descendants(self.proc.pid)
+        self.signal(signal.SIGKILL)
+        for p in tree:
+            try:
+                if alive(p):
+                    os.kill(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _actor_processes(pid: int) -> list:
+    return [p for p in descendants(pid) if cmdline(p).startswith(ACTOR_TITLES)]
+
+
+def _signal_async_run_and_check_its_processes(tmp_path, sig, overrides, *, wait_for_line: str) -> tuple[int, str]:
+    """Start an async run, wait for ``wait_for_line`` and for both actors, send ``sig``; every
+    process the run had started must exit (polled, 30 s deadline)."""
+    require_proc()
+    run = _Run(tmp_path / "exp", "--async-pipeline", *overrides, "evaluator.eval_freq=20")
+    try:
+        run.wait_for(lambda: run.printed(wait_for_line), repr(wait_for_line))
+        run.wait_for(lambda: {cmdline(p).split(".")[0] for p in _actor_processes(run.proc.pid)} >= set(ACTOR_TITLES),
+                     f"actor processes {ACTOR_TITLES}", timeout_s=60)
+        tree = descendants(run.proc.pid)
+    except BaseException:
+        run.kill()
+        raise
+    assert any("raylet" in cmdline(p) for p in tree) and any("gcs_server" in cmdline(p) for p in tree), describe(tree)
+    code = run.signal(sig)
+    left = wait_gone(tree, timeout_s=30)
+    assert not left, f"processes of the run still alive 30 s after it exited:\n{describe(left)}"
+    return code, run.output
 
 
 @pytest.mark.slow
-def test_ctrl_c_leaves_no_actor_processes(tmp_path):
-    assert _ray_processes() == 0, "another Ray cluster is running; this test needs a quiet machine"
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py", "--async-pipeline",
-         "max_env_step=100000000", "--exp-dir", str(tmp_path / "exp")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(20)
-    assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=90)
-    assert proc.returncode == 130, out[-2000:]
-    assert "interrupted" in out
-    time.sleep(3)
-    assert _ray_processes() == 0
+def test_ctrl_c_leaves_no_actor_processes(tmp_path, tiny_overrides):
+    # once the driver is built (its first line) and both actors run: Ctrl-C mid-collect
+    code, out = _signal_async_run_and_check_its_processes(tmp_path, signal.SIGINT, tiny_overrides,
+                                                          wait_for_line="async pipeline")
+    assert code == 130, out[-2000:]
+    assert "interrupted (Ctrl-C)" in out, out[-2000:]
 
 
-def _start_and_signal(tmp_path, sig, *extra, wait_for="train_iter="):
-    """Start a CartPole run, wait for its first progress line (or ``wait_for``), send ``sig``."""
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py", "max_env_step=100000000",
-         "evaluator.eval_freq=20", "--exp-dir", str(tmp_path / "exp"), *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if wait_for in line:
-            break
-    assert proc.poll() is None, "".join(lines)
-    proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=90)
-    return proc.returncode, "".join(lines) + out
-
-
-def test_sigterm_closes_the_run_cleanly_and_keeps_its_checkpoint(tmp_path):
-    code, out = _start_and_signal(tmp_path, signal.SIGTERM)
+def test_sigterm_closes_the_run_cleanly_and_keeps_its_checkpoint(tmp_path, tiny_overrides):
+    run = _Run(tmp_path / "exp", *tiny_overrides, "evaluator.eval_freq=20")
+    try:
+        run.wait_for(lambda: run.printed("train_iter="), "first evaluation line")  # its checkpoint is written
+    except BaseException:
+        run.kill()
+        raise
+    code, out = run.signal(signal.SIGTERM), run.output
     assert code == 143, out[-2000:]
     assert "interrupted (SIGTERM)" in out and "Traceback" not in out, out[-2000:]
     from lz_tune.checkpoint import load_checkpoint
@@ -67,31 +121,47 @@ def test_sigterm_closes_the_run_cleanly_and_keeps_its_checkpoint(tmp_path):
     assert ckpt["counters"]["train_iter"] > 0
 
 
-@pytest.mark.parametrize("delay", [1.5, 4.0])
-def test_ctrl_c_or_sigterm_while_the_run_starts_exits_cleanly(tmp_path, delay):
-    """A signal while modules load, the env is probed or the driver is built: exit 130 / 143 with
-    one line, no traceback."""
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+def _loading_torch(pid: int) -> bool:
+    """The child has mapped libtorch: it is inside (or just past) ``import torch``."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "libtorch" in f.read()
+    except OSError:
+        return False
+
+
+#: moments of the start-up, each a condition on the child: while torch loads; once the driver
+#: wrote config.json (learner built, workers being built)
+START_PHASES = {
+    "importing_torch": lambda run: _loading_torch(run.proc.pid),
+    "building_the_driver": lambda run: (run.exp_dir / "config.json").exists(),
+}
+
+
+@pytest.mark.parametrize("phase", list(START_PHASES))
+def test_ctrl_c_or_sigterm_while_the_run_starts_exits_cleanly(tmp_path, phase):
+    """A signal while modules load or the driver is built: exit 130 / 143 with one line, no
+    traceback."""
+    require_proc()
     for sig, expected in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
-             "max_env_step=100000000", "--exp-dir", str(tmp_path / f"exp{sig}")],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(delay)
-        proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=90)
+        run = _Run(tmp_path / f"exp{int(sig)}")
+        try:
+            run.wait_for(lambda: START_PHASES[phase](run), phase.replace("_", " "), timeout_s=90)
+        except BaseException:
+            run.kill()
+            raise
+        code, out = run.signal(sig), run.output
         assert "Traceback" not in out, out[-3000:]
-        assert proc.returncode in (expected, 130, 143, -sig), out[-2000:]
+        assert code in (expected, 130, 143, -sig), out[-2000:]
 
 
 @pytest.mark.slow
-def test_sigterm_on_an_async_run_leaves_no_actor_processes(tmp_path):
-    assert _ray_processes() == 0, "another Ray cluster is running; this test needs a quiet machine"
-    code, out = _start_and_signal(tmp_path, signal.SIGTERM, "--async-pipeline")
+def test_sigterm_on_an_async_run_leaves_no_actor_processes(tmp_path, tiny_overrides):
+    # after the first evaluation: SIGTERM while training
+    code, out = _signal_async_run_and_check_its_processes(tmp_path, signal.SIGTERM, tiny_overrides,
+                                                          wait_for_line="train_iter=")
     assert code == 143, out[-2000:]
     assert "interrupted (SIGTERM)" in out and "Traceback" not in out, out[-2000:]
-    time.sleep(3)
-    assert _ray_processes() == 0
 
 
 def test_a_signal_swallowed_inside_a_c_callback_still_stops_the_run():

@@ -1,9 +1,10 @@
 """Worker back-ends: who runs collects and evaluations for the driver loop.
 
 The driver talks to one interface, :class:`WorkerBackend`. :class:`InProcessBackend` runs
-the work right away in the driver's process (the sync pipeline, and ``ray_local_mode``);
-the Ray back-end (:mod:`lz_tune.pipeline.ray_backend`) runs it in actors that overlap with
-learning. Sync and async are therefore the same loop.
+the work right away in the driver's process (the sync pipeline); the Ray back-end
+(:mod:`lz_tune.pipeline.ray_backend`) runs it in actors that overlap with learning, and its
+``LocalActorBackend`` (``ray_local_mode``) runs those same actor classes in-process, with work at
+launch like :class:`InProcessBackend`. Sync and async are therefore the same loop.
 """
 
 from __future__ import annotations

@@ -12,12 +12,21 @@ evaluators. Outside Tune actors are scheduled normally.
 A failed collect or evaluation (actor died, exception inside) is reported to the driver as a
 failure; the actor is restarted with a new seed in the same bundle, up to
 ``async_pipeline.max_actor_restarts`` times per run.
+
+``async_pipeline.ray_local_mode`` (:class:`LocalActorBackend`) runs the same actor classes,
+:class:`CollectorWorker` and :class:`EvaluatorWorker`, as plain objects in the driver's
+process, with work at launch like the sync pipeline; snapshots, constructor arguments and
+results go through :class:`LocalObjectStore`, a pickling stand-in for ``ray.put`` /
+``ray.get``, so that what would not survive the trip to a Ray actor fails there too. Ray need
+not be installed.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
-from typing import Any
+import weakref
+from typing import Any, Optional
 
 import numpy as np
 
@@ -94,34 +103,62 @@ def _check_device(device: str, key: str) -> None:
                            f"here (CPU-only torch build, or no GPU on the node)")
 
 
-class CollectorWorker:
-    """Body of a collector actor: a SegmentCollector plus snapshot caching."""
+def _store_get(object_store: Optional["LocalObjectStore"], ref):
+    """The object behind ``ref``: from ``object_store`` in-process (ray_local_mode), else ``ray.get``."""
+    if object_store is not None:
+        return object_store.get(ref)
+    import ray
 
-    def __init__(self, cfg_dict: dict, seed: int, worker_id: int, num_threads: int, device: str = "cpu") -> None:
+    return ray.get(ref)
+
+
+def _placement_group_id(object_store: Optional["LocalObjectStore"]):
+    if object_store is not None:  # in-process: no Ray, no placement group
+        return None
+    import ray
+
+    return ray.get_runtime_context().get_placement_group_id()
+
+
+class CollectorWorker:
+    """Body of a collector actor: a SegmentCollector plus snapshot caching.
+
+    ``own_process`` (a Ray actor: True) lets the worker set its process's torch thread count and
+    priority; in-process (ray_local_mode) it is False, and the driver's process, whose threads
+    are the learner's, is left as it is. ``object_store``: where snapshot refs are resolved,
+    None for Ray's object store.
+    """
+
+    def __init__(self, cfg_dict: dict, seed: int, worker_id: int, num_threads: int, device: str = "cpu", *,
+                 own_process: bool = True, object_store: Optional["LocalObjectStore"] = None) -> None:
         import torch
 
         from lz_tune.config import Config
         from lz_tune.workers import SegmentCollector
 
-        torch.set_num_threads(max(1, num_threads))
-        _normal_priority()
+        if own_process:
+            torch.set_num_threads(max(1, num_threads))
+            _normal_priority()
         _check_device(device, "collector_num_gpus")
+        self._object_store = object_store
         self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id, device=device)
 
     def collect(self, version: int, snapshot_box: list, temperature: float):
         if version != self.collector.policy_version:
-            import ray
-
-            self.collector.load_snapshot(_snapshot_from_store(ray.get(snapshot_box[0])))
+            self.collector.load_snapshot(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
         return self.collector.collect(temperature=temperature)
 
     def ping(self) -> bool:
         return True
 
-    def placement_group_id(self):
-        import ray
+    def pid(self) -> int:
+        """Id of the process this worker runs in."""
+        import os
 
-        return ray.get_runtime_context().get_placement_group_id()
+        return os.getpid()
+
+    def placement_group_id(self):
+        return _placement_group_id(self._object_store)
 
     def close(self) -> bool:
         self.collector.close()
@@ -129,38 +166,65 @@ class CollectorWorker:
 
 
 class EvaluatorWorker:
-    """Body of an evaluator actor."""
+    """Body of an evaluator actor (``own_process``, ``object_store``: as for :class:`CollectorWorker`)."""
 
-    def __init__(self, cfg_dict: dict, seed: int, num_threads: int, device: str = "cpu") -> None:
+    def __init__(self, cfg_dict: dict, seed: int, num_threads: int, device: str = "cpu", *,
+                 own_process: bool = True, object_store: Optional["LocalObjectStore"] = None) -> None:
         import torch
 
         from lz_tune.config import Config
         from lz_tune.workers import Evaluator
 
-        torch.set_num_threads(max(1, num_threads))
+        if own_process:
+            torch.set_num_threads(max(1, num_threads))
         _check_device(device, "evaluator_num_gpus")
+        self._object_store = object_store
         # evaluators keep Ray's lower priority: they use spare cycles instead of slowing collection
         self.evaluator = Evaluator(Config.from_dict(cfg_dict), seed=seed, device=device)
 
     def evaluate(self, snapshot_box: list):
-        import ray
-
-        return self.evaluator.evaluate(_snapshot_from_store(ray.get(snapshot_box[0])))
+        return self.evaluator.evaluate(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
 
     def ping(self) -> bool:
         return True
 
-    def placement_group_id(self):
-        import ray
+    def pid(self) -> int:
+        """Id of the process this worker runs in."""
+        import os
 
-        return ray.get_runtime_context().get_placement_group_id()
+        return os.getpid()
+
+    def placement_group_id(self):
+        return _placement_group_id(self._object_store)
 
     def close(self) -> bool:
         self.evaluator.close()
         return True
 
 
-class RayBackend(WorkerBackend):
+class _SnapshotRefs:
+    """One stored snapshot per weight version: put once, its ref reused for every launch of that
+    version; the newest :data:`_KEPT_SNAPSHOT_REFS` refs are kept. Needs ``_snapshot_refs`` (dict),
+    ``snapshot_puts`` (int) and ``_put``."""
+
+    _snapshot_refs: dict
+    snapshot_puts: int
+
+    def _put(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def _snapshot_ref(self, snapshot: WeightSnapshot):
+        ref = self._snapshot_refs.get(snapshot.version)
+        if ref is None:
+            ref = self._put(_snapshot_to_store(snapshot))
+            self.snapshot_puts += 1
+            self._snapshot_refs[snapshot.version] = ref  # insertion order: oldest first
+            while len(self._snapshot_refs) > _KEPT_SNAPSHOT_REFS:  # drop the OLDEST (in-flight tasks hold theirs)
+                self._snapshot_refs.pop(next(iter(self._snapshot_refs)))
+        return ref
+
+
+class RayBackend(_SnapshotRefs, WorkerBackend):
     concurrent = True
 
     def __init__(self, cfg: Config) -> None:
@@ -241,15 +305,8 @@ class RayBackend(WorkerBackend):
 
     # ------------------------------------------------------------------------------ work
 
-    def _snapshot_ref(self, snapshot: WeightSnapshot):
-        ref = self._snapshot_refs.get(snapshot.version)
-        if ref is None:
-            ref = self.ray.put(_snapshot_to_store(snapshot))
-            self.snapshot_puts += 1
-            self._snapshot_refs[snapshot.version] = ref  # insertion order: oldest first
-            while len(self._snapshot_refs) > _KEPT_SNAPSHOT_REFS:  # drop the OLDEST (in-flight tasks hold theirs)
-                self._snapshot_refs.pop(next(iter(self._snapshot_refs)))
-        return ref
+    def _put(self, value: Any) -> Any:
+        return self.ray.put(value)
 
     @property
     def collect_queue_depth(self) -> int:
@@ -345,3 +402,122 @@ class RayBackend(WorkerBackend):
         if self._started_ray:
             self.ray.shutdown()
             self._started_ray = False
+
+
+# ---------------------------------------------------------------------------------- ray_local_mode
+
+
+class LocalObjectRef:
+    """A ref into a :class:`LocalObjectStore`; its object is dropped with the last reference to it
+    (as Ray frees an object when no ObjectRef to it is left)."""
+
+    __slots__ = ("key", "__weakref__")
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"LocalObjectRef({self.key})"
+
+
+class LocalObjectStore:
+    """In-process stand-in for Ray's object store. ``put`` pickles (protocol 5, numpy buffers out
+    of band and copied, as ``ray.put`` does: later writes to the original do not show);
+    ``get`` unpickles onto read-only buffers (``ray.get`` gives read-only numpy arrays). So an
+    object that Ray could not ship, or code that writes into what it received, fails in local mode
+    too. Plain :mod:`pickle`, not cloudpickle: lambdas and classes defined inside functions, which
+    cloudpickle ships by value, do not travel here."""
+
+    def __init__(self) -> None:
+        self._objects: dict[int, tuple[bytes, list[bytes]]] = {}
+        self._next_key = 0
+        self.puts = 0
+        self.gets = 0
+
+    def put(self, value: Any) -> LocalObjectRef:
+        buffers: list[pickle.PickleBuffer] = []
+        data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        ref = LocalObjectRef(self._next_key)
+        self._next_key += 1
+        self._objects[ref.key] = (data, [bytes(b.raw()) for b in buffers])
+        weakref.finalize(ref, self._objects.pop, ref.key, None)
+        self.puts += 1
+        return ref
+
+    def get(self, ref: LocalObjectRef) -> Any:
+        data, buffers = self._objects[ref.key]
+        self.gets += 1
+        return pickle.loads(data, buffers=[memoryview(b) for b in buffers])  # bytes: read-only views
+
+    def roundtrip(self, value: Any) -> Any:
+        """``get(put(value))``: what the other side of a Ray call would receive."""
+        return self.get(self.put(value))
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+
+class LocalActorBackend(_SnapshotRefs, WorkerBackend):
+    """``async_pipeline.ray_local_mode``: the actor classes (:class:`CollectorWorker`,
+    :class:`EvaluatorWorker`) run as plain objects in the driver's process, work runs at launch
+    (``concurrent = False``: the driver loop is the one of :class:`InProcessBackend`), and every
+    argument and result crosses a :class:`LocalObjectStore` as it would cross Ray's: constructor
+    arguments and results by pickle round trip, weight snapshots as one stored object per version
+    (:func:`_snapshot_to_store` / :func:`_snapshot_from_store`, fetched by a collector only when
+    its version changes). Seeds and worker ids are those of :class:`InProcessBackend`; workers
+    run on the CPU, and do not touch the process's torch threads or priority (the learner's).
+    Failures raise (no restarts): the point is a traceback in one process. Ray is not needed."""
+
+    concurrent = False
+
+    def __init__(self, cfg: Config, *, num_collectors: Optional[int] = None, num_evaluators: int = 1) -> None:
+        ap = cfg.async_pipeline
+        self.cfg = cfg
+        self.store = LocalObjectStore()
+        self._snapshot_refs: dict[int, LocalObjectRef] = {}
+        self.snapshot_puts = 0
+        n = ap.num_collector_actors if num_collectors is None else num_collectors
+        cfg_dict = self.store.roundtrip(cfg.to_dict())
+        common = {"device": "cpu", "own_process": False, "object_store": self.store}
+        self.collectors = [CollectorWorker(*self.store.roundtrip((cfg_dict, cfg.seed + COLLECTOR_SEED_STRIDE * k, k,
+                                                                  max(1, int(ap.collector_num_cpus)))), **common)
+                           for k in range(n)]
+        self.evaluators = [EvaluatorWorker(*self.store.roundtrip((cfg_dict, cfg.seed + EVALUATOR_SEED_OFFSET + k,
+                                                                  max(1, int(ap.evaluator_num_cpus)))), **common)
+                           for k in range(num_evaluators)]
+        self._done = PollResult()
+
+    def _put(self, value: Any) -> LocalObjectRef:
+        return self.store.put(value)
+
+    def idle_collectors(self) -> list[int]:
+        return list(range(len(self.collectors)))
+
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+        version, box, temperature = self.store.roundtrip((snapshot.version, [self._snapshot_ref(snapshot)],
+                                                          temperature))
+        result = self.collectors[worker_id].collect(version, box, temperature)
+        self._done.collects.append(self.store.roundtrip(result))
+
+    # work runs at launch; results not yet polled count as "in flight" (as in InProcessBackend)
+    @property
+    def collects_in_flight(self) -> int:
+        return len(self._done.collects)
+
+    @property
+    def evals_in_flight(self) -> int:
+        return len(self._done.evals)
+
+    def launch_eval(self, snapshot: WeightSnapshot) -> bool:
+        box = self.store.roundtrip([self._snapshot_ref(snapshot)])
+        self._done.evals.append(self.store.roundtrip(self.evaluators[0].evaluate(box)))
+        return True
+
+    def poll(self, timeout_s: float) -> PollResult:
+        done, self._done = self._done, PollResult()
+        return done
+
+    def close(self) -> None:
+        for w in [*self.collectors, *self.evaluators]:
+            w.close()
+        self._snapshot_refs.clear()
