@@ -6,7 +6,7 @@ Measures, in ONE run of ``tune.run(MuZeroTrainable, ...)`` with 2 concurrent syn
 - time to first result: from the ``tune.run`` call to the first trial result reaching the
   driver process (trial placement, process start and imports, Driver setup [``setup s``: envs,
   networks, buffer], the first step of ``step_seconds``);
-- per trial: time in the driver loop (``driver_step_s``, summed) vs the trial's wall time from
+- per trial: time in the driver loop (``perf/driver_step_s``, summed) vs the trial's wall time from
   its first to its last result, and vs the time Tune measured for ``step()``;
 - Tune overhead share = 1 - driver loop time / trial wall time (result reporting, checkpoint
   saves after evaluations, metric building, scheduling between steps).
@@ -67,7 +67,7 @@ def main() -> None:
     callback = _FirstResult()
     start = time.perf_counter()
     analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": args.iters},
-                        storage_path=storage, name="overhead", metric="eval/reward_mean", mode="max",
+                        storage_path=storage, name="overhead", metric="evaluation/env_runners/episode_return_mean", mode="max",
                         verbose=0, callbacks=[callback], raise_on_failed_trial=True)
     total_s = time.perf_counter() - start
     ray.shutdown()
@@ -80,16 +80,16 @@ def main() -> None:
         # wall time of iterations 2..N (from the first result to the last), against the
         # driver-loop time and Tune's step() time of the same iterations
         wall = ts[-1] - ts[0]
-        driver = float(df["driver_step_s"].iloc[1:].sum())
+        driver = float(df["perf/driver_step_s"].iloc[1:].sum())
         step = float(df["time_this_iter_s"].iloc[1:].sum())
         rows.append({"trial": trial.trial_id, "first_result_s": ts[0] - start,
-                     "setup_s": float(df["driver_setup_s"].iloc[0]),
+                     "setup_s": float(df["perf/driver_setup_s"].iloc[0]),
                      "first_step_s": float(df["time_this_iter_s"].iloc[0]), "wall_s": wall,
                      "driver_loop_s": driver, "step_s": step,
                      "overhead_share": 1.0 - driver / wall, "outside_step_share": 1.0 - step / wall,
                      "checkpoints": int(df["should_checkpoint"].fillna(False).astype(bool).sum())
                      if "should_checkpoint" in df else 0,
-                     "env_steps": int(df["env_steps"].iloc[-1]), "train_iter": int(df["train_iter"].iloc[-1])})
+                     "env_steps": int(df["num_env_steps_sampled_lifetime"].iloc[-1]), "train_iter": int(df["train_iter"].iloc[-1])})
 
     print(f"Tune overhead, 2-trial CartPole MuZero search ({args.iters} iterations of {args.step_seconds:g} s, "
           f"2 CPUs, sync trials of 1 CPU)")

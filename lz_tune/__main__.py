@@ -6,6 +6,8 @@
     python -m lz_tune train zoo/classic_control/cartpole_muzero.py --resume runs/cartpole_muzero
     python -m lz_tune tune search_spaces/cartpole_muzero.py --num-samples 8 --scheduler asha --name cp
     python -m lz_tune tune search_spaces/cartpole_muzero.py --name cp --resume
+    python -m lz_tune evaluate runs/cartpole_muzero --episodes 5 --video cartpole.gif
+    python -m lz_tune config zoo/classic_control/cartpole_muzero.py mcts.num_simulations=7
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def _check_signals() -> None:
 if __name__ == "__main__":  # a signal while torch & co load: one line, no traceback
     _raise_on_sigterm()
 try:
+    from lz_tune import cli_commands
     from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
     from lz_tune.config import Config, ConfigError, load_config_module
 except KeyboardInterrupt:
@@ -143,7 +146,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ray import tune
 
     from lz_tune.config import parse_override
-    from lz_tune.tune import MuZeroTrainable, check_cluster_resources, config_from_tune
+    from lz_tune.tune import EVAL_RETURN, MuZeroTrainable, check_cluster_resources, config_from_tune
 
     module = _load_space_module(args.space)
     space = dict(module.space) | dict(parse_override(o) for o in args.overrides)
@@ -183,7 +186,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 stop["training_iteration"] = args.stop_iters
             tuner = tune.Tuner(
                 MuZeroTrainable, param_space=space,
-                tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max", num_samples=args.num_samples,
+                tune_config=tune.TuneConfig(metric=EVAL_RETURN, mode="max", num_samples=args.num_samples,
                                             scheduler=scheduler,
                                             # PBT exploits keep the trial's actors via reset_config
                                             reuse_actors=isinstance(scheduler,
@@ -192,20 +195,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                           # every trial ends with a checkpoint of its current
                                           # state, evaluated or not (lz_tune.tune.trainable)
                                           checkpoint_config=tune.CheckpointConfig(
-                                              num_to_keep=3, checkpoint_score_attribute="eval/reward_mean",
+                                              num_to_keep=3, checkpoint_score_attribute=EVAL_RETURN,
                                               checkpoint_score_order="max", checkpoint_at_end=True)))
         results = tuner.fit()
     finally:
         ray.shutdown()
     try:
-        best = results.get_best_result(metric="eval/reward_mean", mode="max", filter_nan_and_inf=True) \
+        best = results.get_best_result(metric=EVAL_RETURN, mode="max", filter_nan_and_inf=True) \
             if len(results) else None
     except RuntimeError:  # no trial has evaluated yet (e.g. interrupted early)
         best = None
     print(f"experiment: {path}")
     print(f"trials: {len(results)}, errors: {len(results.errors)}")
     if best is not None and best.metrics:
-        print(f"best eval/reward_mean: {best.metrics.get('eval/reward_mean')} (trial {best.path})")
+        print(f"best {EVAL_RETURN}: {best.metrics.get(EVAL_RETURN)} (trial {best.path})")
     return 0 if not results.errors else 1
 
 
@@ -320,6 +323,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
     _tune_parser(sub)
+    cli_commands.add_parsers(parser, sub)  # evaluate, config; the zoo list in --help
     # overrides may come before or after flags: collect stray key=value tokens too
     args, extra = parser.parse_known_args(argv)
     stray = [e for e in extra if e.startswith("-") or "=" not in e]
@@ -332,6 +336,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return cmd_train(args)
         if args.command == "tune":
             return cmd_tune(args)
+        if args.command == "evaluate":
+            return cli_commands.cmd_evaluate(args)
+        if args.command == "config":
+            return cli_commands.cmd_config(args)
     except KeyboardInterrupt:  # while starting (imports, env probe): nothing to close yet
         print("interrupted before training started; nothing was written", file=sys.stderr)
         _shutdown_ray_if_started()

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lz_tune.analysis import EVAL_METRIC, Experiment
+from lz_tune.analysis import EVAL_METRIC, STEPS, Experiment
 
 
 def _axes(ax: Optional[Axes], figsize: tuple[float, float]) -> tuple[Figure, Axes]:
@@ -39,15 +39,15 @@ def _label(exp: Experiment, trial_id: str) -> str:
 
 def plot_eval_returns(exp: Experiment, *, best: Optional[str] = None, mode: str = "max",
                       ax: Optional[Axes] = None) -> Figure:
-    """Evaluation return (``eval/reward_mean``) vs env steps, one line per trial; ``best`` (default:
-    the best trial by ``eval/reward_mean``, scope "all") drawn thick and labelled first."""
+    """Evaluation return (``evaluation/env_runners/episode_return_mean``) vs env steps, one line per trial; ``best`` (default:
+    the best trial by that metric, scope "all") drawn thick and labelled first."""
     fig, ax = _axes(ax, (7, 4))
     curve = exp.eval_curve()
     if best is None and not curve.empty:
         best = exp.best_trial(EVAL_METRIC, mode, "all")
     for trial_id, df in curve.groupby("trial_id", sort=True):
         is_best = trial_id == best
-        ax.plot(df["env_steps"], df[EVAL_METRIC], marker="o", markersize=3 if not is_best else 5,
+        ax.plot(df[STEPS], df[EVAL_METRIC], marker="o", markersize=3 if not is_best else 5,
                 linewidth=2.8 if is_best else 1.0, alpha=1.0 if is_best else 0.55, zorder=3 if is_best else 2,
                 label=("best: " if is_best else "") + _label(exp, str(trial_id)))
     ax.set_xlabel("env steps")
@@ -84,14 +84,14 @@ def plot_throughput(exp: Experiment, *, axes: Optional[Sequence[Axes]] = None) -
     return fig
 
 
-def plot_policy_lag(exp: Experiment, *, column: str = "policy_lag_return_mean", ax: Optional[Axes] = None) -> Figure:
+def plot_policy_lag(exp: Experiment, *, column: str = "policy_lag/return_mean", ax: Optional[Axes] = None) -> Figure:
     """Distribution of ``column`` (a :meth:`Experiment.policy_lag` column, in learner updates) over
     the results of each trial: one box per trial, points on top. All zeros for sync trials."""
     fig, ax = _axes(ax, (7, 3.6))
     df = exp.policy_lag()
     if column not in df.columns:
         raise ValueError(f"{exp.path}: no {column!r} in the results (policy lag columns: "
-                         f"{', '.join(c for c in df.columns if c.startswith('policy_lag_')) or 'none'})")
+                         f"{', '.join(c for c in df.columns if c.startswith('policy_lag/')) or 'none'})")
     groups = [(str(k), g[column].dropna().to_numpy()) for k, g in df.groupby("trial_id", sort=True)]
     ax.boxplot([g for _, g in groups], showfliers=False)
     ax.set_xticks(range(1, len(groups) + 1), [k for k, _ in groups])

@@ -4,7 +4,7 @@
     from lz_tune.tune import MuZeroTrainable
     from search_spaces.acrobot_sampled_muzero import space, stop, scheduler
     tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="eval/reward_mean", mode="max")
+             metric="evaluation/env_runners/episode_return_mean", mode="max")
 """
 
 from ray import tune
@@ -21,6 +21,6 @@ space = {
 }
 
 #: stop a trial once solved or after 100k env steps
-stop = {"eval/reward_mean": -100.0, "env_steps": 100_000}
+stop = {"evaluation/env_runners/episode_return_mean": -100.0, "num_env_steps_sampled_lifetime": 100_000}
 
 __all__ = ["space", "stop", "scheduler"]

@@ -5,7 +5,7 @@ simulation budgets (the point of Gumbel MuZero) plus the Gumbel keys.
     from lz_tune.tune import MuZeroTrainable
     from search_spaces.cartpole_gumbel_muzero import space, stop, scheduler
     tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="eval/reward_mean", mode="max")
+             metric="evaluation/env_runners/episode_return_mean", mode="max")
 """
 
 from ray import tune

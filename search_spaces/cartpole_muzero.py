@@ -4,7 +4,7 @@
     from lz_tune.tune import MuZeroTrainable
     from search_spaces.cartpole_muzero import space, stop, scheduler
     tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="eval/reward_mean", mode="max", storage_path="~/lz_results", name="cartpole")
+             metric="evaluation/env_runners/episode_return_mean", mode="max", storage_path="~/lz_results", name="cartpole")
 
 Keys are dotted config keys (validated when a trial starts: a wrong key fails the trial with an
 error naming it) plus the Tune-only keys of :mod:`lz_tune.tune.trainable`.
@@ -28,7 +28,7 @@ space = {
 }
 
 #: stop a trial once solved or after 100k env steps
-stop = {"eval/reward_mean": 195.0, "env_steps": 100_000}
+stop = {"evaluation/env_runners/episode_return_mean": 195.0, "num_env_steps_sampled_lifetime": 100_000}
 
 
 def scheduler() -> tune.schedulers.TrialScheduler:

@@ -4,7 +4,7 @@
     from lz_tune.tune import MuZeroTrainable
     from search_spaces.game_2048_stochastic_muzero import space, stop, scheduler
     tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="eval/reward_mean", mode="max")
+             metric="evaluation/env_runners/episode_return_mean", mode="max")
 """
 
 from ray import tune
@@ -22,7 +22,7 @@ space = {
 }
 
 #: stop a trial after 300k env steps (2048 has no "solved" score)
-stop = {"env_steps": 300_000}
+stop = {"num_env_steps_sampled_lifetime": 300_000}
 
 
 def scheduler() -> tune.schedulers.TrialScheduler:

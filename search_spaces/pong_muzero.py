@@ -19,7 +19,7 @@ space = {
     "mcts.num_simulations": tune.choice([25, 50]),
 }
 
-stop = {"eval/reward_mean": 20.0, "env_steps": 500_000}
+stop = {"evaluation/env_runners/episode_return_mean": 20.0, "num_env_steps_sampled_lifetime": 500_000}
 
 
 def scheduler() -> tune.schedulers.TrialScheduler:

@@ -129,7 +129,8 @@ def test_resumed_trial_rows_are_deduplicated(experiment):
         assert got["training_iteration"].max() == STOP["training_iteration"]
 
 
-@pytest.mark.parametrize("metric", ["time_total_s", "env_steps", "eval/reward_mean"])
+@pytest.mark.parametrize("metric", ["time_total_s", "num_env_steps_sampled_lifetime",
+                                    "evaluation/env_runners/episode_return_mean"])
 @pytest.mark.parametrize("scope", ["last", "all"])
 def test_best_trial_follows_metric_mode_and_scope(experiment, metric, scope):
     exp = load_experiment(experiment)
@@ -155,28 +156,30 @@ def test_tables_have_the_documented_columns(experiment):
     assert exp.searched_params() == ["learner.learning_rate"]
     res = exp.results()
     assert len(res) == 2 and set(res["config/learner.learning_rate"]) == {1e-3, 3e-3}
-    assert {"trial_id", "trial_name", "env_steps", "train_iter", "time_total_s", "eval/reward_mean_best"} <= set(res)
+    assert {"trial_id", "trial_name", "num_env_steps_sampled_lifetime", "train_iter", "time_total_s",
+            "evaluation/env_runners/episode_return_mean_best"} <= set(res)
     summary = exp.summary()
     assert list(summary.columns[:3]) == ["trial_id", "learner.learning_rate", "score"]
     assert summary["score"].is_monotonic_decreasing
     thr = exp.throughput()
-    assert {"env_steps_per_s", "updates_per_s", "env_steps_per_s_iter", "updates_per_s_iter"} <= set(thr)
+    assert {"num_env_steps_sampled_lifetime_per_second", "num_updates_per_second", "env_steps_per_s_iter",
+            "updates_per_s_iter"} <= set(thr)
     assert (thr["env_steps_per_s_iter"].dropna() >= 0).all() and thr["env_steps_per_s_iter"].max() > 0
-    assert {"policy_lag_launch_mean", "policy_lag_return_max"} <= set(exp.policy_lag())
+    assert {"policy_lag/launch_mean", "policy_lag/start_max", "policy_lag/return_max"} <= set(exp.policy_lag())
     curve = exp.eval_curve()
     assert set(curve["trial_id"]) == {t.trial_id for t in exp.trials}
-    assert curve["eval/reward_mean"].notna().all()
-    assert not curve.duplicated(["trial_id", "eval/train_iter"]).any()
+    assert curve["evaluation/env_runners/episode_return_mean"].notna().all()
+    assert not curve.duplicated(["trial_id", "evaluation/train_iter"]).any()
 
 
 def test_best_checkpoint_is_evaluated_again(experiment):
     exp = load_experiment(experiment)
-    best = exp.best_trial("eval/reward_mean", "max", "all")
+    best = exp.best_trial("evaluation/env_runners/episode_return_mean", "max", "all")
     ck = exp.checkpoints(best)
     assert len(ck) >= 1
     path = exp.best_checkpoint()
     assert path.name == CHECKPOINT_FILE and path.parent.parent == exp.trial(best).path
-    assert ck.loc[ck["path"] == path, "eval/reward_mean"].item() == ck["eval/reward_mean"].max()
+    assert ck.loc[ck["path"] == path, "evaluation/env_runners/episode_return_mean"].item() == ck["evaluation/env_runners/episode_return_mean"].max()
     run = evaluate_checkpoint(path, n_episodes=2)
     assert run.eval.num_episodes == 2 and run.eval.reward_mean > 0
     assert run.recorded["train_iter"] == run.eval.train_iter
@@ -194,8 +197,8 @@ def test_best_checkpoint_picks_the_best_evaluation_and_the_later_on_ties(experim
             ("c_early_best", 18.0, 20), ("c_early_worst", 9.5, 10), ("c_late_worst", 9.5, 40)]
     table = pd.DataFrame({"trial_id": trial_id, "checkpoint": [r[0] for r in rows],
                           "path": [Path(r[0]) / CHECKPOINT_FILE for r in rows],
-                          "eval/reward_mean": [r[1] for r in rows], "eval/train_iter": [r[2] for r in rows],
-                          "train_iter": [r[2] for r in rows], "env_steps": 0})
+                          "evaluation/env_runners/episode_return_mean": [r[1] for r in rows], "evaluation/train_iter": [r[2] for r in rows],
+                          "train_iter": [r[2] for r in rows], "num_env_steps_sampled_lifetime": 0})
     monkeypatch.setattr(exp, "checkpoints", lambda trial=None: table)
     assert exp.best_checkpoint(trial_id, mode=mode) == Path(expected) / CHECKPOINT_FILE
 
@@ -235,17 +238,16 @@ def test_clear_errors(experiment, tmp_path):
     with pytest.raises(ValueError, match="not a Tune experiment folder"):
         load_experiment(tmp_path)
     trial_dir = next(p for p in experiment.iterdir() if (p / "params.json").is_file())
-    with pytest.raises(ValueError, match="pass its parent"):
-        load_experiment(trial_dir)
+    assert len(load_experiment(trial_dir).trials) == 1  # one trial's folder reads as a one-trial experiment
     with pytest.raises(ValueError, match="pass one of them: exp"):
         load_experiment(experiment.parent)
     exp = load_experiment(experiment)
-    with pytest.raises(ValueError, match=r"no numeric metric 'eval/reward'.*available: .*eval/reward_mean"):
+    with pytest.raises(ValueError, match=r"no numeric metric 'eval/reward'.*available: .*episode_return_mean"):
         exp.best_trial("eval/reward")
     with pytest.raises(ValueError, match="mode: must be one of"):
-        exp.best_trial("env_steps", mode="maximum")
+        exp.best_trial("train_iter", mode="maximum")
     with pytest.raises(ValueError, match="scope"):
-        exp.rank_trials("env_steps", scope="best")
+        exp.rank_trials("train_iter", scope="best")
     with pytest.raises(ValueError, match="no trial 'zzz'"):
         exp.trial("zzz")
 
@@ -256,7 +258,7 @@ def test_plots_return_figures(experiment):
     from lz_tune.analysis_plots import plot_eval_returns, plot_hyperparameters, plot_policy_lag, plot_throughput
 
     exp = load_experiment(experiment)
-    best = exp.best_trial("eval/reward_mean", "max", "all")
+    best = exp.best_trial("evaluation/env_runners/episode_return_mean", "max", "all")
     figs = [plot_eval_returns(exp), plot_throughput(exp), plot_policy_lag(exp), plot_hyperparameters(exp)]
     for fig in figs:
         assert isinstance(fig, Figure)
@@ -314,3 +316,52 @@ def test_quickstart_notebook_runs_a_tiny_search(monkeypatch, tmp_path):
     assert re.search(r"re-evaluated: mean return [\d.]+ over 4 episodes", text), text[-2000:]
     exp = load_experiment(tmp_path / "quickstart")
     assert len(exp.trials) == 2 and len(exp.eval_curve()) >= 2
+
+
+# ------------------------------------------------------------------------------------ CLI runs
+
+
+def test_a_train_run_folder_is_analysed_like_a_tune_trial(tmp_path):
+    """`python -m lz_tune train` keeps its evaluation history (result.json, params.json): the run
+    folder loads as a one-trial experiment, with its evaluation curve and its checkpoints."""
+    from lz_tune.__main__ import main
+
+    run = tmp_path / "run"
+    assert main(["train", "zoo/classic_control/cartpole_muzero.py", "--exp-dir", str(run), "--quiet",
+                 *[f"{k}={v!r}" for k, v in TINY.items()], "max_env_step=200"]) == 0
+    exp = load_experiment(run)
+    assert len(exp.trials) == 1 and exp.trials[0].params["mcts.num_simulations"] == 4
+    curve = exp.eval_curve()
+    evals = [json.loads(line) for line in (run / "result.json").read_text().splitlines()]
+    assert len(curve) == len(evals) >= 2
+    assert list(curve["evaluation/train_iter"]) == [e["evaluation/train_iter"] for e in evals]
+    assert list(curve["evaluation/env_runners/episode_return_mean"]) == [
+        e["evaluation/env_runners/episode_return_mean"] for e in evals]
+    ck = exp.checkpoints()
+    assert set(ck["checkpoint"]) == {"ckpt_best", "ckpt_latest"}
+    best = exp.best_checkpoint()
+    assert best.name == "ckpt_best.pt"
+    assert ck.loc[ck["checkpoint"] == "ckpt_best", "evaluation/env_runners/episode_return_mean"].item() == \
+        max(e["evaluation/env_runners/episode_return_mean"] for e in evals)
+    # a resumed run appends to the same history
+    assert main(["train", "zoo/classic_control/cartpole_muzero.py", "--resume", str(run), "--quiet",
+                 *[f"{k}={v!r}" for k, v in TINY.items()], "max_env_step=300"]) == 0
+    again = load_experiment(run).eval_curve()
+    assert len(again) > len(curve) and again["evaluation/train_iter"].is_monotonic_increasing
+
+
+def test_analyze_notebook_degrades_on_an_experiment_without_evaluations(tmp_path, monkeypatch):
+    """A search stopped before any trial evaluated: the notebook shows what there is (results,
+    throughput, configs) and says what is missing instead of stopping with an error."""
+    exp_dir = tmp_path / "early"
+    for k, lr in enumerate([1e-3, 3e-3]):
+        trial = exp_dir / f"MuZeroTrainable_ab12c_0000{k}_{k}_lr={lr}"
+        trial.mkdir(parents=True)
+        (trial / "params.json").write_text(json.dumps({"learner.learning_rate": lr}))
+        rows = [{"training_iteration": i, "time_total_s": 2.0 * i, "time_this_iter_s": 2.0, "train_iter": 0,
+                 "num_env_steps_sampled_lifetime": 40 * i, "trial_id": f"ab12c_0000{k}"} for i in (1, 2)]
+        (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pngs, text = _execute("analyze_experiment.ipynb", monkeypatch, LZ_EXPERIMENT=str(exp_dir), LZ_EVAL_EPISODES="2")
+    assert "no trial has reported 'evaluation/env_runners/episode_return_mean' yet" in text
+    assert "no evaluated checkpoint to play yet" in text
+    assert pngs >= 1  # throughput still plotted

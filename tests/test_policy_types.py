@@ -131,12 +131,12 @@ def test_tune_trials_of_every_type_checkpoint_and_load(ray_cluster, tmp_path, ty
              **dict(parse_override(o) for o in (*TINY_OVERRIDES, *EXTRA) if not o.startswith(("evaluator.eval_freq",
                                                                                           "learner.update_per")))}
     analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": 2}, storage_path=str(tmp_path),
-                        name="types", metric="eval/reward_mean", mode="max", verbose=0, raise_on_failed_trial=True)
+                        name="types", metric="evaluation/env_runners/episode_return_mean", mode="max", verbose=0, raise_on_failed_trial=True)
     assert len(analysis.trials) == len(types)
     for trial in analysis.trials:
         policy_type = next(t for t in types if modules[t] == trial.config["config"])
         assert trial.status == "TERMINATED" and trial.last_result["train_iter"] > 0
-        checkpoint = analysis.get_best_checkpoint(trial, metric="eval/reward_mean", mode="max")
+        checkpoint = analysis.get_best_checkpoint(trial, metric="evaluation/env_runners/episode_return_mean", mode="max")
         assert checkpoint is not None, policy_type
         with checkpoint.as_directory() as d:
             ckpt = load_checkpoint(os.path.join(d, CHECKPOINT_FILE), policy_type=policy_type)

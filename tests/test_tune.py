@@ -1,6 +1,7 @@
 """MuZeroTrainable under Ray Tune: tune.run and Tuner, per-evaluation checkpoints that hold the
 evaluated weights, placement-group bundles sized from the async config."""
 
+import json
 import os
 
 import pytest
@@ -43,16 +44,27 @@ def test_bad_search_space_key_is_named():
 def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_path):
     analysis = tune.run(MuZeroTrainable, config={**BASE, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
                         stop={"training_iteration": 3}, storage_path=str(tmp_path), name="exp",
-                        metric="eval/reward_mean", mode="max", verbose=0, raise_on_failed_trial=True)
+                        metric="evaluation/env_runners/episode_return_mean", mode="max", verbose=0, raise_on_failed_trial=True)
     assert len(analysis.trials) == 2
     for trial in analysis.trials:
         assert trial.status == "TERMINATED"
-        assert trial.last_result["env_steps"] > 0 and trial.last_result["train_iter"] > 0
-        assert trial.last_result["evaluations"] >= 1
+        assert trial.last_result["num_env_steps_sampled_lifetime"] > 0 and trial.last_result["train_iter"] > 0
+        assert trial.last_result["evaluation/num_evaluations_lifetime"] >= 1
         # the learner's TensorBoard files are in the trial's storage folder, not a temp working dir
         tb = os.path.join(trial.path, "lz_tune", "tb")
         assert trial.path.startswith(str(tmp_path)) and any(f.startswith("events.") for f in os.listdir(tb))
-    best = analysis.get_best_checkpoint(analysis.get_best_trial(), metric="eval/reward_mean", mode="max")
+        # TensorBoard tags and result keys are the same strings (lz_tune.metrics)
+        from lz_tune.logger import read_scalars
+        from lz_tune.metrics import EVAL_RETURN, EVAL_RETURN_VS_ENV_STEPS
+
+        tags, keys = set(read_scalars(tb)), set(trial.last_result)
+        assert tags - keys == {EVAL_RETURN_VS_ENV_STEPS}, tags - keys
+        for name in (EVAL_RETURN, "num_env_steps_sampled_lifetime", "learners/muzero/total_loss",
+                     "learners/muzero/value_loss", "buffer/transitions", "policy_lag/start_mean"):
+            assert name in tags and name in keys, name
+        assert trial.last_result["timesteps_total"] == trial.last_result["num_env_steps_sampled_lifetime"]
+        assert not any(k.startswith("placement") or k.startswith("actor_placement") for k in keys)
+    best = analysis.get_best_checkpoint(analysis.get_best_trial(), metric="evaluation/env_runners/episode_return_mean", mode="max")
     assert best is not None
     with best.as_directory() as d:
         ckpt = load_checkpoint(os.path.join(d, CHECKPOINT_FILE), policy_type="muzero")
@@ -62,12 +74,12 @@ def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_p
 
 def test_tuner_api_works_too(ray_cluster, tmp_path):
     tuner = tune.Tuner(MuZeroTrainable, param_space=BASE,
-                       tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max", num_samples=1),
+                       tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max", num_samples=1),
                        run_config=tune.RunConfig(storage_path=str(tmp_path), name="tuner",
                                                  stop={"training_iteration": 2}, verbose=0))
     results = tuner.fit()
     assert not results.errors
-    assert results[0].metrics["env_steps"] > 0
+    assert results[0].metrics["num_env_steps_sampled_lifetime"] > 0
 
 
 SPACES = sorted(f"search_spaces.{name[:-3]}" for name in os.listdir(os.path.join(REPO_ROOT, "search_spaces"))
@@ -119,11 +131,12 @@ def test_two_async_trials_run_concurrently_each_with_actors_in_its_own_placement
     groups = []
     for trial in analysis.trials:
         df = analysis.trial_dataframes[trial.trial_id]
-        row = df[df["training_iteration"] == 1].iloc[0]
-        pg, actors = row["placement_group_id"], row["actor_placement_group_ids"].split(",")
+        with open(os.path.join(trial.path, "lz_tune", "placement.json")) as f:
+            placement = json.load(f)
+        pg, actors = placement["placement_group_id"], placement["actor_placement_group_ids"]
         assert pg and len(actors) == 2 and all(a == pg for a in actors)
         groups.append(pg)
-        assert trial.last_result["env_steps"] > 0
+        assert trial.last_result["num_env_steps_sampled_lifetime"] > 0
     assert groups[0] != groups[1]
     # both trials ran at the same time (2 x 1 CPU fits the 2-CPU cluster): each trial's life, from
     # the start of its setup (actors, envs, networks) to its last result, overlaps the other's
@@ -131,7 +144,7 @@ def test_two_async_trials_run_concurrently_each_with_actors_in_its_own_placement
     for trial in analysis.trials:
         df = analysis.trial_dataframes[trial.trial_id].sort_values("training_iteration")
         first = df.iloc[0]
-        setup_start = first["timestamp"] - first["time_total_s"] - first["driver_setup_s"]
+        setup_start = first["timestamp"] - first["time_total_s"] - first["perf/driver_setup_s"]
         lives.append((setup_start, df["timestamp"].max()))
     latest_start, earliest_end = max(start for start, _ in lives), min(end for _, end in lives)
     assert latest_start <= earliest_end + 1.0, lives  # timestamps have 1-s resolution
@@ -256,7 +269,7 @@ def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_
         t.load_checkpoint(str(requested))  # PBT exploit of the trial itself: back to the save, not to the eval
         assert t.driver.train_iter == saved_iter and _same(_network(t.driver), saved_net)
         assert t.driver.last_eval.train_iter == snap["eval"]["train_iter"]
-        assert t.train()["eval/reward_mean"] == snap["eval"]["reward_mean"] or t.driver.counters.evaluations > 0
+        assert t.train()["evaluation/env_runners/episode_return_mean"] == snap["eval"]["reward_mean"] or t.driver.counters.evaluations > 0
     finally:
         t.stop()
 
@@ -292,13 +305,13 @@ def test_relative_config_path_and_asha_sees_only_real_evaluations(ray_cluster, t
               "env.max_episode_steps": tune.grid_search([200, 5])}
     scheduler = tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
                                               reduction_factor=2)
-    analysis = tune.run(MuZeroTrainable, config=config, scheduler=scheduler, metric="eval/reward_mean", mode="max",
+    analysis = tune.run(MuZeroTrainable, config=config, scheduler=scheduler, metric="evaluation/env_runners/episode_return_mean", mode="max",
                         max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0,
                         raise_on_failed_trial=True)
     by_cap = {t.config["env.max_episode_steps"]: t for t in analysis.trials}
     for trial in analysis.trials:
         rows = analysis.trial_dataframes[trial.trial_id]
-        assert len(rows) >= 1 and all(math.isfinite(v) for v in rows["eval/reward_mean"])
+        assert len(rows) >= 1 and all(math.isfinite(v) for v in rows["evaluation/env_runners/episode_return_mean"])
     assert by_cap[200].last_result["training_iteration"] == 4
-    assert by_cap[5].last_result["eval/reward_mean"] == 5.0
+    assert by_cap[5].last_result["evaluation/env_runners/episode_return_mean"] == 5.0
     assert by_cap[5].last_result["training_iteration"] < 4  # stopped by ASHA

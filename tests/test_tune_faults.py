@@ -46,7 +46,7 @@ def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_che
 
     analysis = tune.Tuner(
         FailsOnce, param_space={**BASE, "step_seconds": 1.0, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
-        tune_config=tune.TuneConfig(metric="eval/reward_mean", mode="max"),
+        tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max"),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="fail", verbose=0,
                                   stop={"training_iteration": 6},
                                   failure_config=tune.FailureConfig(max_failures=2))).fit()
@@ -60,10 +60,11 @@ def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_che
         first = restarts[0]
         before = [r for r in rows[:rows.index(first)] if r.get("should_checkpoint")]
         # counters continue from the checkpoint (the evaluated state at or before the failure)
-        assert before and first["train_iter"] >= before[-1]["eval/train_iter"] > 0
-        assert first["eval/train_iter"] >= before[-1]["eval/train_iter"]  # carried over, not reset to -1
-        assert all(k in first for k in ("placement_group_id", "driver_setup_s", "eval/env_steps"))
-        assert first["env_steps"] > 0 and rows[-1]["train_iter"] > first["train_iter"] - 1
+        assert before and first["train_iter"] >= before[-1]["evaluation/train_iter"] > 0
+        assert first["evaluation/train_iter"] >= before[-1]["evaluation/train_iter"]  # carried over, not reset to -1
+        assert all(k in first for k in ("perf/driver_setup_s", "evaluation/num_env_steps_sampled_lifetime",
+                                        "timesteps_this_iter"))
+        assert first["num_env_steps_sampled_lifetime"] > 0 and rows[-1]["train_iter"] > first["train_iter"] - 1
 
 
 def test_resource_request_larger_than_the_cluster_fails_fast(ray_cluster, tmp_path):
@@ -88,7 +89,7 @@ def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
         hyperparam_mutations={"learner.learning_rate": tune.loguniform(1e-4, 1e-2)})
     analysis = tune.run(MuZeroTrainable, config={**BASE, "step_seconds": 0.8,
                                                  "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
-                        scheduler=pbt, metric="learning_rate", mode="max", reuse_actors=True,
+                        scheduler=pbt, metric="learners/muzero/learning_rate", mode="max", reuse_actors=True,
                         stop={"training_iteration": 8}, storage_path=str(tmp_path), name="pbt", verbose=0,
                         raise_on_failed_trial=True)
     rows = [r for t in analysis.trials for r in _rows(t.path)]
@@ -96,9 +97,9 @@ def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
     # exploits happened: some trial continued from a checkpoint with a perturbed learning rate
     restored = [r for r in rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
     assert restored
-    assert {round(r["learning_rate"], 8) for r in rows} - {1e-3, 3e-3}
+    assert {round(r["learners/muzero/learning_rate"], 8) for r in rows} - {1e-3, 3e-3}
     # the reported learning rate is the one the learner uses, and it follows the trial's config
-    assert all(abs(r["learning_rate"] - r["config"]["learner.learning_rate"]) < 1e-12 for r in rows)
+    assert all(abs(r["learners/muzero/learning_rate"] - r["config"]["learner.learning_rate"]) < 1e-12 for r in rows)
     # ... and processes were reused for them: fewer processes than trial starts (without
     # reset_config every restore would start one, and this would be equal)
     starts = 2 + len(restored)
@@ -147,9 +148,10 @@ def test_search_killed_with_sigkill_resumes_and_continues_counters(tmp_path):
     assert first["iterations_since_restore"] == 1 and first["training_iteration"] > 1
     # counters continue from the restored checkpoint instead of restarting at zero
     ckpt_row = max((r for r in killed_rows if r.get("should_checkpoint")), key=lambda r: r["training_iteration"])
-    assert first["train_iter"] >= ckpt_row["eval/train_iter"] > 0
-    assert first["env_steps"] > 0 and after[-1]["env_steps"] > first["env_steps"]
-    assert after[-1]["train_iter"] > ckpt_row["eval/train_iter"]
+    assert first["train_iter"] >= ckpt_row["evaluation/train_iter"] > 0
+    steps = "num_env_steps_sampled_lifetime"
+    assert first[steps] > 0 and after[-1][steps] > first[steps]
+    assert after[-1]["train_iter"] > ckpt_row["evaluation/train_iter"]
 
 
 def test_reset_config_keeps_or_rebuilds_workers_as_documented(tmp_path):

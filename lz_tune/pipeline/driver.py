@@ -44,6 +44,7 @@ from lz_tune.checkpoint import (CheckpointError, load_buffer_state, load_checkpo
                                 save_checkpoint)
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
+from lz_tune.metrics import EVAL_FIELDS, EVAL_RETURN_VS_ENV_STEPS, learner_metrics, public_metrics
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.snapshot import SnapshotPublisher
@@ -110,12 +111,15 @@ def learner_threads(cfg: Config) -> int:
 
 
 def make_backend(cfg: Config) -> WorkerBackend:
-    """In-process workers for sync (and ray_local_mode), Ray actors for the async pipeline."""
+    """In-process workers for sync; for ray_local_mode the actor classes themselves, in-process and
+    sequential, with the snapshot transport (no Ray needed); Ray actors for the async pipeline."""
     ap = cfg.async_pipeline
     if not ap.enabled:
         return InProcessBackend(cfg)
     if ap.ray_local_mode:
-        return InProcessBackend(cfg, num_collectors=ap.num_collector_actors, num_evaluators=1)
+        from lz_tune.pipeline.ray_backend import LocalActorBackend
+
+        return LocalActorBackend(cfg, num_collectors=ap.num_collector_actors, num_evaluators=1)
     from lz_tune.pipeline.ray_backend import RayBackend
 
     return RayBackend(cfg)
@@ -362,27 +366,16 @@ class Driver:
             self.buffer.update_priorities(index, priorities)
         self._last_logs = logs
         if self.train_iter % 10 == 0:
-            self.logger.log(logs, self.train_iter)
+            self.logger.log(learner_metrics(self.cfg.policy_type, logs), self.train_iter)
         if self.train_iter % self.cfg.async_pipeline.buffer_stats_interval == 0:
             self._log_throughput()
 
     def _log_throughput(self) -> None:
-        """Buffer statistics, throughput, time shares and policy lag to TensorBoard."""
-        m = self.metrics()
-        scalars = {"buffer/transitions": self.buffer.num_transitions,
-                   "buffer/segments": self.buffer.num_segments,
-                   "buffer/bytes": self.buffer.nbytes,
-                   "throughput/env_steps_per_s": m["env_steps_per_s"],
-                   "throughput/updates_per_s": m["updates_per_s"],
-                   "throughput/env_steps": m["env_steps"],
-                   "time_share/collect": m["time_share_collect"],
-                   "time_share/train": m["time_share_train"],
-                   "time_share/eval": m["time_share_eval"],
-                   "policy_lag/launch_mean": m["policy_lag_launch_mean"],
-                   "policy_lag/start_mean": m["policy_lag_start_mean"],
-                   "policy_lag/return_mean": m["policy_lag_return_mean"]}
-        if math.isfinite(m["collect_return_mean"]):  # NaN until an episode ends (long episodes): no point
-            scalars["collect/episode_return_mean"] = m["collect_return_mean"]
+        """Counters, throughput, buffer statistics, time shares and policy lag to TensorBoard, under
+        the names Tune results use (lz_tune.metrics; evaluations are logged when they arrive)."""
+        scalars = {k: float(v) for k, v in public_metrics(self.metrics(), policy_type=self.cfg.policy_type,
+                                                          learner_logs={}).items()
+                   if not isinstance(v, bool) and not k.startswith("evaluation/")}
         self.logger.log(scalars, self.train_iter)
 
     def _on_budget_complete(self) -> None:
@@ -457,10 +450,8 @@ class Driver:
                   "wall_time_s": time.perf_counter() - self._start_time}
         self.eval_history.append(record)
         self.last_eval_env_steps = record["env_steps"]
-        self.logger.log({"eval/reward_mean": result.reward_mean, "eval/reward_std": result.reward_std,
-                         "eval/reward_max": result.reward_max, "eval/episode_length_mean": result.episode_length_mean},
-                        self.train_iter)
-        self.logger.log({"eval/reward_mean_vs_env_steps": result.reward_mean}, record["env_steps"] or 0)
+        self.logger.log({name: getattr(result, field) for field, name in EVAL_FIELDS.items()}, self.train_iter)
+        self.logger.log({EVAL_RETURN_VS_ENV_STEPS: result.reward_mean}, record["env_steps"] or 0)
         self._log_throughput()
         if state is not None:
             payload = self._checkpoint_payload(state, result)
@@ -483,12 +474,12 @@ class Driver:
 
     def _append_history(self, m: dict[str, Any], record: dict[str, Any]) -> None:
         """One line of the run's evaluation history (appended: a resumed run continues the file)."""
-        row = {k: v for k, v in m.items() if isinstance(v, (int, float, bool)) and not
-               (isinstance(v, float) and not math.isfinite(v))}
+        row = public_metrics(m, policy_type=self.cfg.policy_type, learner_logs=self._last_logs)
+        row.update({name: record[field] for field, name in EVAL_FIELDS.items() if field in record})
         row.update({"training_iteration": self.counters.evaluations, "time_total_s": m["wall_time_s"],
                     "trial_id": self.cfg.exp_name, "timestamp": int(time.time()),
-                    "eval/reward_mean": record["reward_mean"], "eval/reward_std": record["reward_std"],
-                    "eval/train_iter": record["train_iter"], "eval/env_steps": record["env_steps"]})
+                    "evaluation/train_iter": record["train_iter"],
+                    "evaluation/num_env_steps_sampled_lifetime": record["env_steps"]})
         with open(self._history_path, "a") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -520,6 +511,7 @@ class Driver:
             "env_steps_per_s": (self.counters.env_steps - self._start_env_steps) / wall,
             "updates_per_s": (self.train_iter - self._start_train_iter) / wall,
             "buffer_transitions": self.buffer.num_transitions,
+            "buffer_segments": self.buffer.num_segments,
             "buffer_bytes": self.buffer.nbytes,
             "policy_lag_launch_mean": float(np.mean(lags_launch)),
             "policy_lag_launch_max": self.max_launch_lag,
@@ -573,6 +565,11 @@ class Driver:
         path = state.get("buffer_file")
         if path and os.path.exists(path):
             os.remove(path)
+
+    @property
+    def last_learner_logs(self) -> dict[str, float]:
+        """The logs of the latest learner update (internal names; lz_tune.metrics renames them)."""
+        return dict(self._last_logs)
 
     @property
     def evaluated_payload(self) -> Optional[dict[str, Any]]:

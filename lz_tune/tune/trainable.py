@@ -11,8 +11,9 @@ Resources: bundle 0 for the driver, then one bundle per collector actor and one 
 actor when the async pipeline is enabled (``async_pipeline.*_num_cpus``/``_num_gpus``); the
 Ray back-end pins actor i to bundle i + 1 of the trial's placement group.
 
-Every result carries ``eval/reward_mean`` of a real evaluation (the latest one, carried forward;
-the first result waits for the trial's first evaluation), so ``metric="eval/reward_mean"`` passes
+Every result carries ``evaluation/env_runners/episode_return_mean`` (:data:`lz_tune.metrics.EVAL_RETURN`) of a real
+evaluation (the latest one, carried forward; the first result waits for the trial's first
+evaluation), so ``metric=EVAL_RETURN`` passes
 Tune's strict metric check and schedulers never see a NaN; ``should_checkpoint=True`` right after
 an evaluation.
 
@@ -23,7 +24,7 @@ Checkpoints: every Tune checkpoint folder holds
   Tune restores from it (trial restore after a crash, scheduler pause/resume, PBT exploit), so
   a restore loses no update;
 - ``lz_tune_checkpoint.pt`` (:data:`CHECKPOINT_FILE`): the latest EVALUATED snapshot, exactly the
-  weights that earned the result's ``eval/reward_mean`` (absent before the first evaluation).
+  weights that earned the result's :data:`lz_tune.metrics.EVAL_RETURN` (absent before the first evaluation).
   This is what "best checkpoint" means (:mod:`lz_tune.analysis`, ``evaluate_checkpoint``).
 
 ``checkpoint_kind`` in the state file (and :func:`checkpoint_kind` of a folder) tells the two
@@ -33,6 +34,7 @@ for a save Tune asked for otherwise (pause, PBT, ``checkpoint_at_end``, ``checkp
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -43,6 +45,7 @@ from ray import tune
 
 from lz_tune.checkpoint import load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError, load_config_module
+from lz_tune.metrics import EVAL_FIELDS, public_metrics
 from lz_tune.pipeline.driver import BUFFER_FILE
 from lz_tune.tune.resources import check_cluster_resources, trial_bundles
 
@@ -52,6 +55,8 @@ TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus"
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
 #: the learner's state at the save inside a Tune checkpoint folder (what a restore loads)
 STATE_FILE = "lz_tune_state.pt"
+#: where a trial's workers run, in its lz_tune/ folder (JSON: placement group ids)
+PLACEMENT_FILE = "placement.json"
 logger = logging.getLogger(__name__)
 
 
@@ -141,6 +146,7 @@ class MuZeroTrainable(tune.Trainable):
         if backend_from is not None:  # versions never collide with what the workers hold
             self.driver.publisher.generation = backend_from.publisher.generation + 1
         self._evaluations_reported = self.driver.counters.evaluations
+        self._env_steps_reported = self.driver.counters.env_steps
         self._setup_trial_id = self.trial_id
         self._bundles = trial_bundles(self.cfg, config)
 
@@ -160,42 +166,52 @@ class MuZeroTrainable(tune.Trainable):
 
     def step(self) -> dict[str, Any]:
         """About ``step_seconds`` of the driver loop; the FIRST result waits for the trial's first
-        evaluation, so every result carries a real ``eval/reward_mean`` (a scheduler never sees a
+        evaluation, so every result carries a real :data:`lz_tune.metrics.EVAL_RETURN` (a scheduler never sees a
         NaN; ASHA's cut-offs ignore NaN, so unevaluated trials would pass every rung).
-        ``async_pipeline.eval_at_start=True`` makes that first result come sooner."""
+        ``async_pipeline.eval_at_start=True`` makes that first result come sooner. Keys: the
+        README's metric table (:mod:`lz_tune.metrics`; the same names as the TensorBoard tags)."""
         start = time.perf_counter()
         metrics = self.driver.step(max_seconds=self.step_seconds)
         while self.driver.last_eval is None and not self.driver.done:
             metrics = self.driver.step(max_seconds=self.step_seconds)
-        result: dict[str, Any] = {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))}
-        result["driver_step_s"] = time.perf_counter() - start  # time inside the driver loop (Tune overhead = rest)
+        result: dict[str, Any] = public_metrics(metrics, policy_type=self.cfg.policy_type,
+                                                learner_logs=self.driver.last_learner_logs)
+        # the same keys in every result (progress.csv keeps the header of the first row it wrote)
+        result.setdefault("env_runners/episode_return_mean", math.nan)
         last = self.driver.last_eval
-        result["eval/reward_mean"] = last.reward_mean if last is not None else math.nan
-        result["eval/train_iter"] = last.train_iter if last is not None else -1
-        result["eval/env_steps"] = self.driver.last_eval_env_steps if last is not None else -1
+        if last is not None:
+            result.update({name: getattr(last, field) for field, name in EVAL_FIELDS.items()})
+            result["evaluation/num_env_steps_sampled_lifetime"] = self.driver.last_eval_env_steps
+        env_steps = metrics["env_steps"]
+        # env steps since the previous result: Tune sums them into timesteps_total
+        result["timesteps_this_iter"] = env_steps - self._env_steps_reported
+        self._env_steps_reported = env_steps
+        result["perf/driver_step_s"] = time.perf_counter() - start  # inside the driver loop (Tune overhead = rest)
+        result["perf/driver_setup_s"] = getattr(self, "_setup_s", 0.0)
         # the save Tune makes for a result with a new evaluation is the "evaluated" kind
         self._evaluated_save_due = self.driver.counters.evaluations > self._evaluations_reported
         if self._evaluated_save_due:
             self._evaluations_reported = self.driver.counters.evaluations
             result["should_checkpoint"] = True
         result["done"] = self.driver.done
-        # the same keys in every result (progress.csv keeps the header of the first row it wrote)
-        result["driver_setup_s"] = getattr(self, "_setup_s", 0.0)
-        result.update(self._placement())
+        self._write_placement()
         return result
 
-    def _placement(self) -> dict[str, str]:
-        """Where this trial's workers live (bundle pinning is checked by tests); asked once per driver."""
-        cached = getattr(self, "_placement_cache", None)
-        if cached is None or cached[0] is not self.driver:
-            import ray
+    def _write_placement(self) -> None:
+        """Where this trial's workers live, once per driver: ``lz_tune/placement.json`` in the trial
+        folder (the trial's placement group and each actor's)."""
+        if getattr(self, "_placement_written", None) is self.driver:
+            return
+        import ray
 
-            pg = ray.util.get_current_placement_group()
-            groups = getattr(self.driver.backend, "actor_placement_groups", lambda: [])()
-            cached = (self.driver, {"placement_group_id": pg.id.hex() if pg is not None else "",
-                                    "actor_placement_group_ids": ",".join(g or "" for g in groups)})
-            self._placement_cache = cached
-        return cached[1]
+        pg = ray.util.get_current_placement_group()
+        groups = getattr(self.driver.backend, "actor_placement_groups", lambda: [])()
+        info = {"placement_group_id": pg.id.hex() if pg is not None else None, "actor_placement_group_ids": groups}
+        path = os.path.join(self.driver.exp_dir, PLACEMENT_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(info, f)
+        os.replace(path + ".tmp", path)
+        self._placement_written = self.driver
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         """Take ``new_config`` in this process (Tune's ``reuse_actors=True``; always True).
@@ -254,6 +270,7 @@ class MuZeroTrainable(tune.Trainable):
         else:
             self.driver.restore_from(load_checkpoint(eval_path, policy_type=self.cfg.policy_type), eval_path)
         self._evaluations_reported = self.driver.counters.evaluations  # no checkpoint without a new eval
+        self._env_steps_reported = self.driver.counters.env_steps  # Tune restores timesteps_total itself
         self._evaluated_save_due = False
 
     def cleanup(self) -> None:
