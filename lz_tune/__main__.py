@@ -94,6 +94,8 @@ def _train_parser(sub) -> None:
     p.add_argument("--resume", default=None, metavar="PATH",
                    help="checkpoint file, or an experiment folder (uses its ckpt/ckpt_latest.pt)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--address", default=None, help="Ray cluster to run the async pipeline's actors on "
+                                                   "(e.g. auto, or HEAD_IP:6379; default: $RAY_ADDRESS, else a local Ray)")
 
 
 def _tune_parser(sub) -> None:
@@ -110,17 +112,14 @@ def _tune_parser(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue the interrupted experiment NAME")
     p.add_argument("--stop-iters", type=_positive_int, default=None, help="stop each trial after N Tune iterations")
     p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs Ray may use (default: all)")
+    p.add_argument("--address", default=None, help="existing Ray cluster to run on (e.g. auto, or HEAD_IP:6379; "
+                                                   "default: $RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--max-failures", type=_non_negative_int, default=2,
+                   help="retries of a failed trial from its last checkpoint (Tune's FailureConfig; default 2)")
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
-    return value
+_positive_int = cli_commands.int_at_least(1)
+_non_negative_int = cli_commands.int_at_least(0)
 
 
 def _load_space_module(path: str):
@@ -168,7 +167,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise ConfigError(f"--name {name}: an experiment already exists at {path}; add --resume to "
                           "continue it or choose another --name")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, configure_logging=False)
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address:  # an existing cluster: its nodes and resources (Tune's storage must be reachable from all)
+        if args.num_cpus is not None:
+            raise ConfigError("--num-cpus: not with --address / RAY_ADDRESS (the cluster has its own resources)")
+        ray.init(address=address, configure_logging=False)
+    else:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False, configure_logging=False)
     try:
         check_cluster_resources(space)  # a trial that cannot be placed fails now, not PENDING forever
         if args.resume:
@@ -192,6 +197,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                             reuse_actors=isinstance(scheduler,
                                                                     tune.schedulers.PopulationBasedTraining)),
                 run_config=tune.RunConfig(storage_path=os.path.dirname(path), name=name, stop=stop,
+                                          failure_config=tune.FailureConfig(max_failures=args.max_failures),
                                           # every trial ends with a checkpoint of its current
                                           # state, evaluated or not (lz_tune.tune.trainable)
                                           checkpoint_config=tune.CheckpointConfig(
@@ -262,6 +268,8 @@ def _sigterm_as_interrupt():
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = build_config(args.config, args.overrides, seed=args.seed, async_pipeline=args.async_pipeline)
+    if args.address:  # the Ray back-end connects to it (lz_tune.pipeline.ray_backend)
+        os.environ["RAY_ADDRESS"] = args.address
     resume = _resolve_resume(args.resume)
     exp_dir = args.exp_dir or (os.path.dirname(os.path.dirname(resume)) if resume and args.resume and
                                os.path.isdir(args.resume) else None)
@@ -287,7 +295,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             printer(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, "
                     f"exp dir {exp_dir}")
             while not driver.done:
-                m = driver.step(max_seconds=0.5 if progress is not None and progress.live else 1.0)
+                # a slice no longer than the progress line's interval, so the line moves on time
+                m = driver.step(max_seconds=1.0 if progress is None else min(1.0, progress.interval_s))
                 if progress is not None:
                     progress.update(format_progress(m, trainable=driver.trainable,
                                                     train_start_after_envsteps=cfg.learner.train_start_after_envsteps))

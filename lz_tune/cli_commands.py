@@ -86,24 +86,22 @@ def add_parsers(parser: argparse.ArgumentParser, sub: Any) -> None:
                    help="only the fields whose value differs from the dataclass default")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
-    return value
+def int_at_least(minimum: int):
+    """argparse type: an integer >= ``minimum`` (a clear message otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum} (got {value})")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (got {value})")
-    return value
+_positive_int = int_at_least(1)
+_non_negative_int = int_at_least(0)
 
 
 # ---------------------------------------------------------------------------------- evaluate

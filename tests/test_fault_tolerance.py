@@ -14,7 +14,7 @@ from test_async_pipeline import TINY  # noqa: E402  (same tiny config)
 
 
 @pytest.mark.parametrize("actors", [
-    ["async_pipeline.num_collector_actors=2"],
+    pytest.param(["async_pipeline.num_collector_actors=2"], marks=pytest.mark.slow),  # ~40 s
     # one actor holding two collects: both fail with it, and it is restarted once, not twice
     ["async_pipeline.num_collector_actors=1", "async_pipeline.max_collect_inflight=2",
      "async_pipeline.max_train_budget_queue_size=4"],

@@ -72,6 +72,7 @@ def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_p
     assert ckpt["counters"]["train_iter"] == ckpt["eval"]["train_iter"]
 
 
+@pytest.mark.slow  # ~20 s; tune.run tests cover the same Trainable
 def test_tuner_api_works_too(ray_cluster, tmp_path):
     tuner = tune.Tuner(MuZeroTrainable, param_space=BASE,
                        tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max", num_samples=1),

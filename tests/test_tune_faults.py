@@ -113,6 +113,7 @@ def _cli(tmp_path, *extra):
             + list(extra))
 
 
+@pytest.mark.slow  # ~80 s; the default run kills a trial process in the FailureConfig test
 def test_search_killed_with_sigkill_resumes_and_continues_counters(tmp_path):
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
     exp = tmp_path / "killed"

@@ -237,8 +237,12 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             need = ap.num_collector_actors * ap.collector_num_cpus + ap.num_evaluator_actors * ap.evaluator_num_cpus
             import os
 
-            ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
-                     log_to_driver=True, configure_logging=False)
+            address = os.environ.get("RAY_ADDRESS")
+            if address:  # an existing cluster (`ray start --head`; `train --address`): its resources
+                ray.init(address=address, log_to_driver=True, configure_logging=False)
+            else:
+                ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
+                         log_to_driver=True, configure_logging=False)
             self._started_ray = True
         self._cfg_dict = cfg.to_dict()
         self._pg = ray.util.get_current_placement_group()
