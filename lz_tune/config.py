@@ -485,6 +485,10 @@ class ContextConfig(_Section):
     zeroed. 1: every step (no history)."""
     rnn_hidden_size: int = 256
     """muzero_rnn_full_obs: width H of the GRU history."""
+    train_search_chain: bool = True
+    """muzero_rnn_full_obs: also train prediction, reward and consistency along the search's own
+    chain of states (dynamics latents, history over them), besides the true-observation unroll;
+    without it the search evaluates states its heads never saw in training."""
 
     def _check(self) -> None:
         self._positive("context_length_init", "rnn_hidden_size")

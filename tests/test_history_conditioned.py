@@ -232,3 +232,29 @@ def test_training_feeds_the_true_observation_of_every_unroll_step(tiny_cfg, poli
                                 torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
     out[0].sum().backward()  # the policy loss over the unroll
     assert (float(obs.grad[:, 2].abs().sum()) > 0) == depends
+
+
+@pytest.mark.parametrize("chain", [True, False])
+def test_rnn_trains_prediction_on_the_states_the_search_evaluates(tiny_cfg, chain):
+    """context.train_search_chain: the policy loss also reads the search's interior states
+    (dynamics latents), so the dynamics receives gradient through PREDICTION even with the reward
+    and consistency terms out of the loss; without the chain it gets none that way (the
+    true-observation unroll feeds prediction the encoder's latents only)."""
+    from lz_tune.models.support import scalar_to_support
+    from tests.test_stochastic_muzero import _batch
+
+    torch.manual_seed(0)
+    cfg = tiny_cfg("policy_type=muzero_rnn_full_obs", "learner.ssl_loss_weight=0", "context.rnn_hidden_size=8",
+                   f"context.train_search_chain={chain}")
+    spec = env_spec_for(cfg)
+    learner = get_algorithm("muzero_rnn_full_obs").make_learner(cfg, spec)
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    net = learner.policy.network
+    value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
+    reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
+    out = learner._losses_eager(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
+                                reward_t, torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
+    out[0].sum().backward()  # the policy loss only
+    dynamics_grad = sum(float(p.grad.abs().sum()) for n, p in net.named_parameters()
+                        if p.grad is not None and "dynamics" in n)
+    assert (dynamics_grad > 0) == chain
