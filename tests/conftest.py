@@ -8,6 +8,23 @@ from typing import Callable
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_cli(capsys, *args: str, cwd: str = REPO_ROOT) -> tuple[int, str, str]:
+    """``python -m lz_tune ARGS`` in this process, run from ``cwd``: (exit code, stdout, stderr)."""
+    from lz_tune.__main__ import main
+
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse (--help, usage errors)
+            code = e.code
+    finally:
+        os.chdir(before)
+    out = capsys.readouterr()
+    return code, out.out, out.err
 CARTPOLE_ZOO = os.path.join("zoo", "classic_control", "cartpole_muzero.py")
 
 #: overrides of the CartPole zoo config that make every stage tiny (CLI-style strings)

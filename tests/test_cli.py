@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.conftest import run_cli
+
 TIMEOUT_S = 120
 
 
@@ -31,19 +33,7 @@ def _start(repo_root: str, *args: str) -> subprocess.Popen:
 
 def _main(repo_root: str, capsys, *args: str) -> tuple[int, str, str]:
     """``python -m lz_tune ARGS`` in this process (from the repository root): (exit code, stdout, stderr)."""
-    from lz_tune.__main__ import main
-
-    cwd = os.getcwd()
-    os.chdir(repo_root)
-    try:
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse (--help, usage errors)
-            code = e.code
-    finally:
-        os.chdir(cwd)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, *args, cwd=repo_root)
 
 
 def _final_counters(stdout: str) -> tuple[int, int]:

@@ -7,26 +7,14 @@ import re
 
 import pytest
 
-from tests.conftest import CARTPOLE_ZOO, REPO_ROOT
+from tests.conftest import CARTPOLE_ZOO, REPO_ROOT, run_cli
 
 KEY_LINE = re.compile(r"^([* ]) (\S+) = (.*?)    \((.*); default (.*)\)$")
 
 
 def _main(capsys, *args: str, cwd: str = REPO_ROOT) -> tuple[int, str, str]:
     """``python -m lz_tune ARGS`` in this process, run from ``cwd``: (exit code, stdout, stderr)."""
-    from lz_tune.__main__ import main
-
-    before = os.getcwd()
-    os.chdir(cwd)
-    try:
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse (--help, usage errors)
-            code = e.code
-    finally:
-        os.chdir(before)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, *args, cwd=cwd)
 
 
 def _fields(stdout: str) -> dict[str, dict]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import CARTPOLE_ZOO, REPO_ROOT, TINY_OVERRIDES
+from tests.conftest import CARTPOLE_ZOO, REPO_ROOT, TINY_OVERRIDES, run_cli
 
 PIL_Image = pytest.importorskip("PIL.Image")
 TRIAL = "MuZeroTrainable_3f2a1_00000_0_learning_rate=0.0010"
@@ -22,19 +22,7 @@ TRIAL = "MuZeroTrainable_3f2a1_00000_0_learning_rate=0.0010"
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:
     """``python -m lz_tune ARGS`` in this process (from the repository root): (exit code, stdout, stderr)."""
-    from lz_tune.__main__ import main
-
-    cwd = os.getcwd()
-    os.chdir(REPO_ROOT)
-    try:
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse (--help, usage errors)
-            code = e.code
-    finally:
-        os.chdir(cwd)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, *args)
 
 
 def _payload(cfg, learner, *, train_iter: int, reward_mean: float | None, kind: str = "evaluated") -> dict:
