@@ -352,7 +352,14 @@ class LearnerConfig(_Section):
     train_start_after_envsteps: int = 0
     """No update before this many env steps (cold start)."""
     device: str = "cpu"
-    """Torch device of the learner (``cpu``, ``cuda``, ``cuda:1``)."""
+    """Torch device of the learner (``cpu``, ``cuda``, ``cuda:1``). Under Tune, ``cuda`` needs
+    ``driver_num_gpus`` > 0 (the trial's driver bundle then reserves the GPU), and a reserved GPU
+    needs ``cuda`` here: the two are checked against each other."""
+    precision: Literal["float32", "bfloat16"] = "float32"
+    """Arithmetic of the learner's forward pass and losses. ``bfloat16``: mixed precision with
+    torch.autocast (matrix products and convolutions in bfloat16, weights, optimizer state,
+    softmaxes and loss sums in float32); pays on GPUs with bfloat16 tensor cores (and CPUs with
+    AMX), costs accuracy in the last digits. Collectors and evaluators always run float32."""
     num_threads: int = 1
     """torch intra-op threads of the learner process."""
     update_path: Literal["fused", "eager"] = "fused"
@@ -621,6 +628,14 @@ class AsyncPipelineConfig(_Section):
     """Run the actor code in-process instead of in Ray workers (Ray 2.60 removed local_mode)."""
     max_actor_restarts: int = 100
     """Actor restarts tolerated per run before the run fails."""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    """How a Tune trial's placement group (driver bundle + one bundle per actor) is laid out over
+    the cluster's nodes (Ray's strategies). ``PACK``: as few nodes as possible (the driver and its
+    actors share a node when they fit). ``SPREAD``: over as many nodes as possible, so collectors
+    run on other nodes than the driver when there are any. ``STRICT_PACK`` / ``STRICT_SPREAD``:
+    all on one node / every bundle on its own node, or the trial does not start (checked up
+    front). Outside Tune (``train --async-pipeline`` on a cluster) SPREAD and STRICT_SPREAD
+    spread the actors over the nodes (Ray's SPREAD scheduling); the driver is the calling process."""
 
     def _check(self) -> None:
         self._positive("num_collector_actors", "num_evaluator_actors", "max_collect_inflight", "max_eval_inflight",

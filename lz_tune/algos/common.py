@@ -11,7 +11,7 @@ from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.base import MuZeroNetwork
 
 __all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_rate_at", "soft_ce", "entropy",
-           "scale_gradient"]
+           "cosine", "scale_gradient", "require_device", "learner_autocast"]
 
 
 def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
@@ -57,13 +57,46 @@ def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
 
 
 def soft_ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """[B] cross-entropy of ``logits`` [B, K] against target probabilities [B, K]."""
-    return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
+    """[B] cross-entropy of ``logits`` [B, K] against target probabilities [B, K] (in float32,
+    also when the logits come out of a bfloat16 forward pass)."""
+    return -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
-    """[B] entropy of softmax(``logits`` [B, K])."""
+    """[B] entropy of softmax(``logits`` [B, K]) (in float32)."""
+    logits = logits.float()
     return -(F.softmax(logits, -1) * F.log_softmax(logits, -1)).sum(-1)
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """[B] cosine similarity of ``a`` and ``b`` [B, P] along the last axis (in float32)."""
+    return F.cosine_similarity(a.float(), b.float(), dim=-1)
+
+
+def require_device(device: str, key: str) -> torch.device:
+    """``torch.device(device)``, or a ConfigError naming ``key`` when this torch cannot use it
+    (``cuda`` on a CPU-only build or a machine without a GPU; an index past the visible GPUs)."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ConfigError(f"{key}: {device!r} is not a torch device ({e})") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{key}: asks for {device!r}, but torch sees no CUDA device here (CPU-only torch "
+                              f"build {torch.__version__}, or no GPU on this node)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"{key}: {device!r}, but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"{key}: asks for 'mps', which this machine's torch cannot use")
+    return dev
+
+
+def learner_autocast(cfg: Config, device: torch.device):
+    """The context of the learner's forward pass and losses: ``torch.autocast`` to bfloat16
+    when ``learner.precision=bfloat16`` (matrix products and convolutions in bfloat16; the
+    loss helpers above upcast to float32), a no-op context for float32."""
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                          enabled=cfg.learner.precision == "bfloat16")
 
 
 def make_optimizer(cfg: Config, params, *, fused: bool = False) -> torch.optim.Optimizer:

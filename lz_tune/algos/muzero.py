@@ -28,11 +28,11 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.profiler import record_function
 
 from lz_tune.algos.base import ActResult, Learner, Policy, Reanalysis
-from lz_tune.algos.common import build_network, entropy, learning_rate_at, make_optimizer, scale_gradient, soft_ce
+from lz_tune.algos.common import (build_network, cosine, entropy, learner_autocast, learning_rate_at, make_optimizer,
+                                  require_device, scale_gradient, soft_ce)
 from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
@@ -176,7 +176,7 @@ class MuZeroLearner(Learner):
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         self.cfg = cfg
-        device = cfg.learner.device
+        device = str(require_device(cfg.learner.device, "learner.device"))
         self.policy = self.policy_class(cfg, spec, device=device)
         self.target_policy = self.policy_class(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
         self.optimizer = make_optimizer(cfg, self.policy.network.parameters(), fused=cfg.learner.update_path == "fused")
@@ -279,7 +279,7 @@ class MuZeroLearner(Learner):
                 policy_entropy = policy_entropy + self.policy_entropy(policy_logits)
                 if lc.ssl_loss_weight > 0:
                     pred_proj = net.project(latent, with_grad=True)
-                    cos = F.cosine_similarity(pred_proj, target_proj[:, k - 1], dim=-1)
+                    cos = cosine(pred_proj, target_proj[:, k - 1])
                     ssl_loss = ssl_loss + (-cos) * mask[:, k]
         return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
 
@@ -329,7 +329,7 @@ class MuZeroLearner(Learner):
         if lc.ssl_loss_weight > 0:
             target_proj = self._ssl_targets(net, obs, num_unroll)
             pred_proj = net.project(flat[batch:], with_grad=True, groups=num_unroll)
-            cos = F.cosine_similarity(pred_proj, step_major(target_proj), dim=-1)
+            cos = cosine(pred_proj, step_major(target_proj))
             ssl_loss = per_sample(-cos * step_major(mask[:, 1:]), num_unroll)
         else:
             ssl_loss = torch.zeros_like(value_loss)
@@ -356,9 +356,9 @@ class MuZeroLearner(Learner):
         value_t = scalar_to_support(target_value, vs)                   # [B, U+1, 2vs+1]
         reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
         losses = self._losses_fused if lc.update_path == "fused" else self._losses_eager
-        with record_function("learn/forward"):
-            policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0 = losses(
-                net, obs, actions, value_t, reward_t, target_policy, mask)
+        with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
+            policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0 = (t.float() for t in losses(
+                net, obs, actions, value_t, reward_t, target_policy, mask))
             per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
                           + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
                           - lc.policy_entropy_weight * policy_entropy)

@@ -43,10 +43,9 @@ from typing import Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from lz_tune.algos.base import ActResult
-from lz_tune.algos.common import build_network, entropy, scale_gradient, soft_ce
+from lz_tune.algos.common import build_network, cosine, entropy, scale_gradient, soft_ce
 from lz_tune.algos.history import EnvHistory
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
@@ -158,7 +157,7 @@ class RNNFullObsLearner(MuZeroLearner):
                 next_latent, reward_logits = net.dynamics(scale_gradient(latents[:, k], 0.5), actions[:, k])
                 reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k])
                 if lc.ssl_loss_weight > 0:
-                    cos = F.cosine_similarity(net.project(next_latent, with_grad=True), target_proj[:, k], dim=-1)
+                    cos = cosine(net.project(next_latent, with_grad=True), target_proj[:, k])
                     ssl_loss = ssl_loss + (-cos) * mask[:, k + 1]
             if k == 0:
                 chain_latent, chain_history, chain_next = latents[:, 0], history, next_latent if num_unroll else None
@@ -174,7 +173,7 @@ class RNNFullObsLearner(MuZeroLearner):
                     chain_next, reward_logits = net.dynamics(scale_gradient(chain_latent, 0.5), actions[:, k])
                     reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k])
                     if lc.ssl_loss_weight > 0:
-                        cos = F.cosine_similarity(net.project(chain_next, with_grad=True), target_proj[:, k], dim=-1)
+                        cos = cosine(net.project(chain_next, with_grad=True), target_proj[:, k])
                         ssl_loss = ssl_loss + (-cos) * mask[:, k + 1]
         return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
 

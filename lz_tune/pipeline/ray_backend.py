@@ -120,6 +120,15 @@ def _placement_group_id(object_store: Optional["LocalObjectStore"]):
     return ray.get_runtime_context().get_placement_group_id()
 
 
+def _node_id(object_store: Optional["LocalObjectStore"]) -> Optional[str]:
+    """Hex id of the Ray node this worker runs on (None in-process)."""
+    if object_store is not None:
+        return None
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
 class CollectorWorker:
     """Body of a collector actor: a SegmentCollector plus snapshot caching.
 
@@ -160,6 +169,9 @@ class CollectorWorker:
     def placement_group_id(self):
         return _placement_group_id(self._object_store)
 
+    def node_id(self) -> Optional[str]:
+        return _node_id(self._object_store)
+
     def close(self) -> bool:
         self.collector.close()
         return True
@@ -196,6 +208,9 @@ class EvaluatorWorker:
 
     def placement_group_id(self):
         return _placement_group_id(self._object_store)
+
+    def node_id(self) -> Optional[str]:
+        return _node_id(self._object_store)
 
     def close(self) -> bool:
         self.evaluator.close()
@@ -258,6 +273,9 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
     # ------------------------------------------------------------------------------ actors
 
     def _options(self, bundle_index: int, num_cpus: float, num_gpus: float) -> dict[str, Any]:
+        """Inside a Tune trial: bundle ``bundle_index`` of the trial's placement group (laid out by
+        ``async_pipeline.placement_strategy``). Outside: Ray's default scheduling, or its SPREAD
+        scheduling when the strategy is SPREAD / STRICT_SPREAD."""
         opts: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_restarts": 0}
         if self._pg is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -265,6 +283,8 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._pg, placement_group_bundle_index=bundle_index,
                 placement_group_capture_child_tasks=True)
+        elif self.cfg.async_pipeline.placement_strategy in ("SPREAD", "STRICT_SPREAD"):
+            opts["scheduling_strategy"] = "SPREAD"
         return opts
 
     def _make_collector(self, k: int):
@@ -306,6 +326,11 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
     def actor_placement_groups(self) -> list:
         """Placement-group id (hex or None) of every collector and evaluator actor."""
         return self.ray.get([a.placement_group_id.remote() for a in [*self.collectors, *self.evaluators]])
+
+    def actor_node_ids(self) -> dict[str, list]:
+        """Hex Ray node id of each actor: ``{"collectors": [...], "evaluators": [...]}``."""
+        return {"collectors": self.ray.get([a.node_id.remote() for a in self.collectors]),
+                "evaluators": self.ray.get([a.node_id.remote() for a in self.evaluators])}
 
     # ------------------------------------------------------------------------------ work
 

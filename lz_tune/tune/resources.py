@@ -6,7 +6,8 @@ Bundle layout of one trial::
     bundles 1..C        collector actors      {"CPU": async_pipeline.collector_num_cpus, ...}
     bundles C+1..C+E    evaluator actors      {"CPU": async_pipeline.evaluator_num_cpus, ...}
 
-(actor bundles only when ``async_pipeline.enabled`` and not ``ray_local_mode``). A request the
+(actor bundles only when ``async_pipeline.enabled`` and not ``ray_local_mode``), laid out over the
+nodes by ``async_pipeline.placement_strategy`` (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD). A request the
 cluster cannot hold leaves Tune trials PENDING forever with a warning a minute (RAY_NOTES), so
 :func:`check_cluster_resources` fails fast instead, naming the config keys that size the request.
 Set ``LZ_TUNE_SKIP_RESOURCE_CHECK=1`` on an autoscaling cluster whose nodes do not exist yet.
@@ -24,11 +25,21 @@ _EPS = 1e-9
 
 
 def trial_bundles(cfg: Config, tune_config: Mapping[str, Any]) -> list[dict[str, float]]:
-    """Placement-group bundles of one trial (see the module docstring)."""
+    """Placement-group bundles of one trial (see the module docstring). Raises ConfigError when
+    ``learner.device`` and ``driver_num_gpus`` disagree (a GPU learner without a reserved GPU, or
+    a reserved GPU the learner leaves idle)."""
     driver = {"CPU": float(tune_config.get("driver_num_cpus", 1.0))}
     gpus = float(tune_config.get("driver_num_gpus", 0.0))
     if driver["CPU"] < 0 or gpus < 0:
         raise ConfigError("driver_num_cpus / driver_num_gpus: must be >= 0")
+    on_gpu = cfg.learner.device.startswith("cuda")
+    if on_gpu and gpus == 0:
+        raise ConfigError(f"learner.device / driver_num_gpus: learner.device={cfg.learner.device} runs the learner on "
+                          "a GPU, but driver_num_gpus=0 reserves none for the trial's driver; set driver_num_gpus=1 "
+                          "(or a fraction, e.g. 0.5, to share one GPU between two trials)")
+    if gpus > 0 and not on_gpu:
+        raise ConfigError(f"driver_num_gpus / learner.device: driver_num_gpus={gpus:g} reserves a GPU for the trial's "
+                          f"driver, but learner.device={cfg.learner.device} leaves it idle; set learner.device=cuda")
     if gpus > 0:
         driver["GPU"] = gpus
     bundles = [driver]
@@ -52,7 +63,10 @@ def _keys_for(index: int, cfg: Config) -> str:
 
 def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
                       nodes: Sequence[Mapping[str, float]]) -> None:
-    """Raise ConfigError unless every bundle fits on some node and the sum fits the cluster.
+    """Raise ConfigError unless the trial can be placed: every bundle fits on some node, the sum
+    fits the cluster, and the bundles can be laid out over the nodes as
+    ``async_pipeline.placement_strategy`` asks (PACK / SPREAD: some split over the nodes;
+    STRICT_PACK: all on one node; STRICT_SPREAD: each on its own node).
 
     Args:
       bundles: the trial's bundles, ``[{"CPU": c, "GPU": g}, ...]``.
@@ -64,7 +78,7 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
             totals[r] = totals.get(r, 0.0) + float(v)
     have = ", ".join(f"{r}={totals.get(r, 0.0):g}" for r in ("CPU", "GPU"))
     for i, bundle in enumerate(bundles):
-        if not any(all(float(node.get(r, 0.0)) + _EPS >= v for r, v in bundle.items()) for node in nodes):
+        if not any(_fits(bundle, node) for node in nodes):
             raise ConfigError(f"{_keys_for(i, cfg)}: bundle {i} of the trial asks for {dict(bundle)}, which no "
                               f"node of this Ray cluster can hold (cluster: {have}); lower it, or start Ray "
                               f"with more resources")
@@ -82,6 +96,88 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
                 f"({parts}) but the Ray cluster has {totals.get(r, 0.0):g}; the trial would stay PENDING "
                 "forever. Use fractional actor resources (e.g. async_pipeline.collector_num_cpus=0.25) or "
                 "fewer actors")
+    strategy = cfg.async_pipeline.placement_strategy
+    if strategy == "STRICT_PACK" and len(bundles) > 1:
+        need = {r: sum(float(b.get(r, 0.0)) for b in bundles) for r in {r for b in bundles for r in b}}
+        if not any(_fits(need, node) for node in nodes):
+            raise ConfigError(f"async_pipeline.placement_strategy: STRICT_PACK puts the whole trial on one node, "
+                              f"but no node of this Ray cluster holds {_fmt(need)} (cluster: {have}); use PACK, or "
+                              f"fewer / smaller actors")
+    if strategy == "STRICT_SPREAD" and len(bundles) > 1 and _distinct_nodes(bundles, nodes) is None:
+        raise ConfigError(f"async_pipeline.placement_strategy: STRICT_SPREAD puts each of the trial's {len(bundles)} "
+                          f"bundles (driver + actors) on its own node, but this Ray cluster has {len(nodes)} node(s) "
+                          f"that cannot hold them that way; use SPREAD (as spread as the nodes allow) or fewer actors")
+    if strategy in ("PACK", "SPREAD") and len(bundles) > 1 and not _packs(bundles, nodes):
+        raise ConfigError(f"driver_num_cpus / async_pipeline.collector_num_cpus / async_pipeline.evaluator_num_cpus: "
+                          f"the trial's {len(bundles)} bundles {[_fmt(b) for b in bundles]} fit the cluster's total "
+                          f"but cannot be split over its nodes "
+                          f"{[_fmt({r: float(n.get(r, 0.0)) for b in bundles for r in b}) for n in nodes]}; the trial would stay "
+                          "PENDING forever. Use smaller (fractional) actor resources or fewer actors")
+
+
+def _fits(bundle: Mapping[str, float], node: Mapping[str, float]) -> bool:
+    return all(float(node.get(r, 0.0)) + _EPS >= v for r, v in bundle.items())
+
+
+def _fmt(resources: Mapping[str, float]) -> str:
+    return "{" + ", ".join(f"{r}: {v:g}" for r, v in sorted(resources.items())) + "}"
+
+
+def _distinct_nodes(bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]]) -> Optional[list[int]]:
+    """A node index per bundle, all distinct, each node holding its bundle (bipartite matching by
+    augmenting paths); None when there is none."""
+    owner: dict[int, int] = {}  # node -> bundle
+
+    def place(b: int, seen: set[int]) -> bool:
+        for n, node in enumerate(nodes):
+            if n in seen or not _fits(bundles[b], node):
+                continue
+            seen.add(n)
+            if n not in owner or place(owner[n], seen):
+                owner[n] = b
+                return True
+        return False
+
+    if len(bundles) > len(nodes) or not all(place(b, set()) for b in range(len(bundles))):
+        return None
+    by_bundle = {b: n for n, b in owner.items()}
+    return [by_bundle[b] for b in range(len(bundles))]
+
+
+def _packs(bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]],
+           max_steps: int = 100_000) -> bool:
+    """Whether the bundles can be split over the nodes, several per node allowed (depth-first
+    search, largest bundles first, nodes with the same free resources tried once). A search
+    past ``max_steps`` answers True: the check must never refuse a trial that fits."""
+    resources = sorted({r for b in bundles for r in b})
+    order = sorted(bundles, key=lambda b: [-float(b.get(r, 0.0)) for r in resources])
+    free = [[float(n.get(r, 0.0)) for r in resources] for n in nodes]
+    steps = 0
+
+    def place(i: int) -> bool:
+        nonlocal steps
+        if i == len(order):
+            return True
+        need = [float(order[i].get(r, 0.0)) for r in resources]
+        tried = set()
+        for node in free:
+            key = tuple(round(v, 9) for v in node)
+            if key in tried or any(have + _EPS < want for have, want in zip(node, need)):
+                continue
+            tried.add(key)
+            steps += 1
+            if steps > max_steps:
+                return True
+            for j, want in enumerate(need):
+                node[j] -= want
+            ok = place(i + 1)
+            for j, want in enumerate(need):
+                node[j] += want
+            if ok:
+                return True
+        return False
+
+    return place(0)
 
 
 def cluster_nodes() -> list[dict[str, float]]:

@@ -55,7 +55,8 @@ TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus"
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
 #: the learner's state at the save inside a Tune checkpoint folder (what a restore loads)
 STATE_FILE = "lz_tune_state.pt"
-#: where a trial's workers run, in its lz_tune/ folder (JSON: placement group ids)
+#: where a trial's workers run, in its lz_tune/ folder (JSON: placement strategy, placement group
+#: ids, Ray node ids of the driver and of each actor)
 PLACEMENT_FILE = "placement.json"
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,10 @@ def _resolve_config_path(path: str) -> str:
 
 
 def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupFactory:
-    """Bundle 0: driver/learner; then one bundle per collector actor and per evaluator actor."""
-    return tune.PlacementGroupFactory(trial_bundles(config_from_tune(tune_config), tune_config))
+    """Bundle 0: driver/learner; then one bundle per collector actor and per evaluator actor, laid
+    out by ``async_pipeline.placement_strategy``."""
+    cfg = config_from_tune(tune_config)
+    return tune.PlacementGroupFactory(trial_bundles(cfg, tune_config), strategy=cfg.async_pipeline.placement_strategy)
 
 
 #: config keys a running driver can take without rebuilding networks, buffer or workers
@@ -198,20 +201,27 @@ class MuZeroTrainable(tune.Trainable):
         return result
 
     def _write_placement(self) -> None:
-        """Where this trial's workers live, once per driver: ``lz_tune/placement.json`` in the trial
-        folder (the trial's placement group and each actor's)."""
-        if getattr(self, "_placement_written", None) is self.driver:
+        """Where this trial's workers live: ``lz_tune/placement.json`` in the trial folder (the
+        placement strategy, the trial's placement group and each actor's, the Ray node of the
+        driver and of each actor), written again after an actor restart."""
+        key = (id(self.driver), getattr(self.driver.backend, "actor_restarts", 0))  # a restarted actor may move
+        if getattr(self, "_placement_written", None) == key:
             return
         import ray
 
         pg = ray.util.get_current_placement_group()
-        groups = getattr(self.driver.backend, "actor_placement_groups", lambda: [])()
-        info = {"placement_group_id": pg.id.hex() if pg is not None else None, "actor_placement_group_ids": groups}
+        backend = self.driver.backend
+        groups = getattr(backend, "actor_placement_groups", lambda: [])()
+        nodes = getattr(backend, "actor_node_ids", lambda: {"collectors": [], "evaluators": []})()
+        info = {"placement_group_id": pg.id.hex() if pg is not None else None, "actor_placement_group_ids": groups,
+                "placement_strategy": self.cfg.async_pipeline.placement_strategy,
+                "driver_node_id": ray.get_runtime_context().get_node_id(),
+                "collector_node_ids": nodes["collectors"], "evaluator_node_ids": nodes["evaluators"]}
         path = os.path.join(self.driver.exp_dir, PLACEMENT_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(info, f)
         os.replace(path + ".tmp", path)
-        self._placement_written = self.driver
+        self._placement_written = key
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         """Take ``new_config`` in this process (Tune's ``reuse_actors=True``; always True).
