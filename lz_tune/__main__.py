@@ -140,6 +140,18 @@ def _load_space_module(path: str):
     return module
 
 
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def _storage_root(storage_path: str) -> str:
+    """``--storage-path`` as Tune gets it: a URI (``s3://bucket/dir``, ``gs://...``,
+    ``file:///abs/dir``) unchanged but for a trailing slash, a local folder made absolute."""
+    if _is_uri(storage_path):
+        return storage_path.rstrip("/")
+    return os.path.abspath(os.path.expanduser(storage_path))
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     import ray
     from ray import tune
@@ -150,7 +162,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     module = _load_space_module(args.space)
     space = dict(module.space) | dict(parse_override(o) for o in args.overrides)
     name = args.name or os.path.splitext(os.path.basename(args.space))[0].split(".")[-1]
-    path = os.path.join(os.path.abspath(os.path.expanduser(args.storage_path)), name)
+    storage = _storage_root(args.storage_path)
+    path = f"{storage}/{name}" if _is_uri(storage) else os.path.join(storage, name)
     # validate keys on one sample before anything starts or is written
     from ray.tune.search.sample import Domain
 
@@ -160,7 +173,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise ConfigError("--scheduler pbt: the search space samples no key (all are fixed), so PBT has "
                           "nothing to perturb; leave at least one tune.* domain in the space")
     # can_restore BEFORE building a new Tuner on the same path (RAY_NOTES), and before Ray starts
-    restorable = os.path.exists(path) and tune.Tuner.can_restore(path)
+    restorable = (_is_uri(path) or os.path.exists(path)) and tune.Tuner.can_restore(path)
     if args.resume and not restorable:
         raise ConfigError(f"--resume: no experiment to resume at {path}")
     if not args.resume and restorable:
@@ -196,7 +209,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                             # PBT exploits keep the trial's actors via reset_config
                                             reuse_actors=isinstance(scheduler,
                                                                     tune.schedulers.PopulationBasedTraining)),
-                run_config=tune.RunConfig(storage_path=os.path.dirname(path), name=name, stop=stop,
+                run_config=tune.RunConfig(storage_path=storage, name=name, stop=stop,
                                           failure_config=tune.FailureConfig(max_failures=args.max_failures),
                                           # every trial ends with a checkpoint of its current
                                           # state, evaluated or not (lz_tune.tune.trainable)

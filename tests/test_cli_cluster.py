@@ -3,12 +3,15 @@ from `tune --max-failures`: the wiring, checked without starting a cluster."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 
 from lz_tune.__main__ import main  # noqa: E402
+from tests.conftest import REPO_ROOT  # noqa: E402
 
 
 class Stop(Exception):
@@ -83,3 +86,18 @@ def test_the_ray_backend_joins_the_cluster_of_ray_address(monkeypatch, tiny_cfg)
     with pytest.raises(Stop):
         RayBackend(tiny_cfg("async_pipeline.enabled=True"))
     assert "address" not in seen and seen["num_cpus"] >= 1
+
+
+def test_a_cloud_storage_uri_reaches_tune_unchanged(fake_tune, tmp_path, monkeypatch, capsys):
+    main(["tune", "search_spaces/cartpole_muzero.py", "--storage-path", "s3://bucket/lz_results/", "--name", "u"])
+    run_config = fake_tune["tuner"]["run_config"]
+    assert run_config.storage_path == "s3://bucket/lz_results" and run_config.name == "u"
+    assert "experiment: s3://bucket/lz_results/u" in capsys.readouterr().out
+    # a local folder is made absolute (Tune's workers change directory)
+    monkeypatch.chdir(tmp_path)
+    main(["tune", os.path.join(REPO_ROOT, "search_spaces/cartpole_muzero.py"), "--storage-path", "rel", "--name", "v"])
+    assert fake_tune["tuner"]["run_config"].storage_path == str(tmp_path / "rel")
+    # --resume of a URI asks Tune whether there is an experiment there (none: a clear error)
+    code = main(["tune", os.path.join(REPO_ROOT, "search_spaces/cartpole_muzero.py"), "--storage-path",
+                 "gs://b/x", "--name", "w", "--resume"])
+    assert code == 2 and "no experiment to resume at gs://b/x/w" in capsys.readouterr().err

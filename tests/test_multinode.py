@@ -172,3 +172,50 @@ def test_a_trial_survives_the_loss_of_its_node(tmp_path):
         assert {_placement(result.path)["driver_node_id"]} == survivor
     finally:
         _stop(cluster)
+
+
+def test_a_trial_survives_the_loss_of_its_collectors_node(tmp_path):
+    """SPREAD puts the collector on the other node; that node is removed. The driver keeps
+    running: Ray re-places the collector's bundle on the surviving node, the driver restarts the
+    actor there (``pipeline/actor_restarts``), no Tune restore, and the collect that died with
+    the node is not counted (the counter only ever grows by consumed collects)."""
+    cluster, names = _start_cluster({"num_cpus": 2, "resources": {"node_a": 1}},
+                                    {"num_cpus": 2, "resources": {"node_b": 1}})
+    try:
+        storage, events = str(tmp_path), {}
+
+        def fail_the_collectors_node():
+            deadline = time.time() + 240
+            while time.time() < deadline:
+                paths = glob.glob(os.path.join(storage, "lost_collector", "MuZeroTrainable_*"))
+                placement = os.path.join(paths[0], "lz_tune", PLACEMENT_FILE) if paths else ""
+                if paths and len(_rows(paths[0])) >= 3 and os.path.isfile(placement):
+                    p = _placement(paths[0])
+                    if p["collector_node_ids"][0] == p["driver_node_id"]:
+                        events["same_node"] = True
+                        return
+                    node = next(n for n in cluster.worker_nodes if n.node_id == p["collector_node_ids"][0])
+                    events["lost"], events["rows_before"] = node.node_id, len(_rows(paths[0]))
+                    cluster.remove_node(node)
+                    return
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=fail_the_collectors_node, daemon=True)
+        watcher.start()
+        space = {**BASE, **ASYNC, "async_pipeline.placement_strategy": "SPREAD", "evaluator.eval_freq": 4}
+        results = _tune(space, storage, "lost_collector", stop={"training_iteration": 10}, max_failures=0)
+        watcher.join(timeout=5)
+        assert not events.get("same_node"), "SPREAD put the collector beside the driver"
+        assert events.get("lost"), "the node was never removed"
+        assert not results.errors, results.errors
+        rows = _rows(results[0].path)
+        assert [r["iterations_since_restore"] for r in rows] == list(range(1, 11))  # no Tune restore
+        assert rows[-1]["pipeline/actor_restarts"] >= 1
+        steps = [r["num_env_steps_sampled_lifetime"] for r in rows]
+        assert steps == sorted(steps) and steps[-1] > steps[events["rows_before"] - 1]
+        assert sum(r["timesteps_this_iter"] for r in rows) == steps[-1] == rows[-1]["timesteps_total"]
+        # the new collector runs on the node that is left, beside the driver
+        placement = _placement(results[0].path)
+        assert placement["collector_node_ids"][0] == placement["driver_node_id"] != events["lost"]
+    finally:
+        _stop(cluster)
