@@ -4,7 +4,8 @@ resources ``node_a`` / ``node_b``):
 
 - with ``async_pipeline.placement_strategy=SPREAD`` a trial's collector runs on another node
   than its driver (the actors' own Ray node ids, from the trial's ``lz_tune/placement.json``);
-- a search of two trials, each needing a whole node, runs one trial per node;
+- a search of two trials through the CLI (``tune --address``), each needing a whole node, runs
+  one trial per node;
 - the node a trial runs on is removed mid-trial: Tune restores the trial from its last
   checkpoint on the other node, the trial finishes, its env-step counter continues from the
   checkpoint's (what the lost node collected after the checkpoint is not counted), and Tune's
@@ -19,6 +20,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -31,6 +34,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from lz_tune.metrics import EVAL_RETURN  # noqa: E402
 from lz_tune.tune import MuZeroTrainable  # noqa: E402
 from lz_tune.tune.trainable import PLACEMENT_FILE  # noqa: E402
+from tests.conftest import REPO_ROOT, TINY_OVERRIDES  # noqa: E402
 from tests.test_tune import BASE  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -113,12 +117,21 @@ def test_spread_puts_the_collector_on_another_node_than_the_driver(two_nodes, tm
 
 
 def test_a_search_spreads_its_trials_over_the_nodes(two_nodes, tmp_path):
-    # each trial's driver asks for 2 CPUs, a whole node: two trials at once need both nodes
-    results = _tune({**BASE, "driver_num_cpus": 2, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
-                    str(tmp_path), "search", stop={"training_iteration": 2})
-    assert not results.errors, results.errors
-    drivers = {_placement(r.path)["driver_node_id"] for r in results}
-    assert drivers == set(two_nodes.values())
+    """Through the CLI, unchanged but for ``--address``: each trial's driver asks for 2 CPUs, a
+    whole node, so two trials at once need both nodes."""
+    address = ray.get_runtime_context().gcs_address
+    overrides = [o for o in TINY_OVERRIDES if not o.startswith("learner.update_per_collect")]
+    proc = subprocess.run([sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py",
+                           "--address", address, "--num-samples", "2", "--stop-iters", "2", "--scheduler", "fifo",
+                           "--storage-path", str(tmp_path), "--name", "search", "driver_num_cpus=2",
+                           "step_seconds=1.5", "learner.update_per_collect=4", "evaluator.eval_freq=8", *overrides],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "trials: 2, errors: 0" in proc.stdout
+    trials = glob.glob(os.path.join(str(tmp_path), "search", "MuZeroTrainable_*"))
+    assert len(trials) == 2
+    assert {_placement(t)["driver_node_id"] for t in trials} == set(two_nodes.values())
 
 
 def test_a_trial_survives_the_loss_of_its_node(tmp_path):
