@@ -81,14 +81,26 @@ def tiny_cfg() -> Callable[..., "object"]:
     return make
 
 
+@pytest.fixture(scope="session")
+def _ray_started_here():
+    """Shuts down, at the end of the test session, the Ray cluster :func:`ray_cluster` started."""
+    started: list[bool] = []
+    yield started
+    if started:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A 2-CPU Ray cluster for one test module (reuses one that is already running)."""
+def ray_cluster(_ray_started_here):
+    """A 2-CPU Ray cluster, started once for the whole test session (a start costs ~12 s on the
+    2-core box) and reused by every module that asks for it; started again if a test shut it
+    down (the notebook tests do: a notebook starts its own)."""
     ray = pytest.importorskip("ray")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    started = not ray.is_initialized()
-    if started:
+    if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        _ray_started_here.append(True)
     yield
-    if started:
-        ray.shutdown()

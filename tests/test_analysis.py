@@ -307,9 +307,10 @@ def test_analyze_notebook_runs_on_the_experiment(experiment, monkeypatch):
     assert m and float(m.group(1)) > 0, text[-2000:]
 
 
+@pytest.mark.slow  # ~45 s (a 2-trial search inside the notebook); the analysis notebook runs by default
 def test_quickstart_notebook_runs_a_tiny_search(monkeypatch, tmp_path):
-    if ray.is_initialized():
-        pytest.skip("a Ray cluster of this process is up; the notebook starts its own")
+    if ray.is_initialized():  # the session's shared cluster (tests/conftest.py): the notebook starts its own
+        ray.shutdown()
     pngs, text = _execute("quickstart.ipynb", monkeypatch, LZ_QUICKSTART_TINY="1",
                           LZ_QUICKSTART_STORAGE=str(tmp_path))
     assert pngs >= 2

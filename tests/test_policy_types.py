@@ -36,8 +36,11 @@ SMOKE_CONFIG = {
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
 #: async rows: muzero_context's carried state and sampled_muzero's step column add nothing to the
-#: pipeline beyond unizero's and sampled_efficientzero's rows, so theirs run with ``-m slow``
-ASYNC_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "sampled_muzero")
+#: pipeline beyond unizero's and sampled_efficientzero's rows, nor efficientzero's and
+#: gumbel_muzero's (MuZero's data, another network or search) beyond the MuZero pipeline tests
+#: (tests/test_async_pipeline.py), so theirs run with ``-m slow``
+ASYNC_TYPES = [pytest.param(t, marks=pytest.mark.slow)
+               if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero")
                else t for t in sorted(IMPLEMENTED)]
 EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
          "unizero.embed_dim=16")

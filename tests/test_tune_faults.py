@@ -78,6 +78,7 @@ def test_resource_request_larger_than_the_cluster_fails_fast(ray_cluster, tmp_pa
     assert time.time() - start < 60
 
 
+@pytest.mark.slow  # ~30 s; reset_config's keep-or-rebuild rules run by default (below)
 def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
     """PBT on the learning rate (metric = the reported learning rate, so the ranking is fixed and
     exploits happen on every perturbation): with reuse_actors=True every exploit goes through

@@ -11,7 +11,7 @@ from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.base import MuZeroNetwork
 
 __all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_rate_at", "soft_ce", "entropy",
-           "cosine", "scale_gradient", "require_device", "learner_autocast"]
+           "cosine", "full_precision", "scale_gradient", "require_device", "learner_autocast"]
 
 
 def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
@@ -56,21 +56,26 @@ def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
     return x * scale + x.detach() * (1.0 - scale)
 
 
+def full_precision(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 when it is in a 16-bit float type (a bfloat16 forward pass), else as it is."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 def soft_ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """[B] cross-entropy of ``logits`` [B, K] against target probabilities [B, K] (in float32,
-    also when the logits come out of a bfloat16 forward pass)."""
-    return -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
+    """[B] cross-entropy of ``logits`` [B, K] against target probabilities [B, K] (in float32
+    at least, also when the logits come out of a bfloat16 forward pass)."""
+    return -(target * F.log_softmax(full_precision(logits), dim=-1)).sum(-1)
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
-    """[B] entropy of softmax(``logits`` [B, K]) (in float32)."""
-    logits = logits.float()
+    """[B] entropy of softmax(``logits`` [B, K]) (in float32 at least)."""
+    logits = full_precision(logits)
     return -(F.softmax(logits, -1) * F.log_softmax(logits, -1)).sum(-1)
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """[B] cosine similarity of ``a`` and ``b`` [B, P] along the last axis (in float32)."""
-    return F.cosine_similarity(a.float(), b.float(), dim=-1)
+    """[B] cosine similarity of ``a`` and ``b`` [B, P] along the last axis (in float32 at least)."""
+    return F.cosine_similarity(full_precision(a), full_precision(b), dim=-1)
 
 
 def require_device(device: str, key: str) -> torch.device:

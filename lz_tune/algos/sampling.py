@@ -37,6 +37,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lz_tune.algos.common import full_precision
+
 __all__ = ["TanhGaussian", "CategoricalSampler", "Sampler", "make_sampler", "tanh_log_det_jacobian"]
 
 _ACTION_EPS = 1e-6  # stored actions are clamped to +-(1 - eps) before atanh
@@ -100,7 +102,7 @@ class TanhGaussian:
 
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``log pi(a_k)`` of ``actions [N, K, D]`` under ``policy_out [N, 2D]`` -> ``[N, K]``."""
-        mean, std = self.params(policy_out.float())
+        mean, std = self.params(full_precision(policy_out))
         a = actions.to(mean.dtype).clamp(-1.0 + _ACTION_EPS, 1.0 - _ACTION_EPS)
         u = torch.atanh(a)
         z = (u - mean.unsqueeze(-2)) / std.unsqueeze(-2)
@@ -110,7 +112,7 @@ class TanhGaussian:
     def entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
         """``[N]`` entropy of the pre-tanh Gaussian, ``sum_d log(std_d sqrt(2 pi e))`` (the
         squashed density has no closed form; this is the bonus the paper and LightZero use)."""
-        _, std = self.params(policy_out.float())
+        _, std = self.params(full_precision(policy_out))
         return (torch.log(std) + 0.5 + _LOG_SQRT_2PI).sum(-1)
 
     def greedy(self, policy_out: np.ndarray) -> np.ndarray:
@@ -155,11 +157,11 @@ class CategoricalSampler:
 
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``log pi(a_k)`` of indices ``actions [N, K]`` under logits ``[N, A]`` -> ``[N, K]``."""
-        return F.log_softmax(policy_out.float(), dim=-1).gather(-1, actions.long())
+        return F.log_softmax(full_precision(policy_out), dim=-1).gather(-1, actions.long())
 
     def entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
         """``[N]`` entropy of the categorical policy."""
-        logp = F.log_softmax(policy_out.float(), dim=-1)
+        logp = F.log_softmax(full_precision(policy_out), dim=-1)
         return -(logp.exp() * logp).sum(-1)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.common import build_network, cosine, entropy, resolve_model_kind, scale_gradient, soft_ce
+from lz_tune.algos.common import build_network, cosine, entropy, full_precision, resolve_model_kind, scale_gradient, soft_ce
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
 from lz_tune.buffer import StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
@@ -181,7 +181,7 @@ class StochasticMuZeroLearner(MuZeroLearner):
             code, encoder_logits = self._chance_codes(net, obs, k)
             chance_loss = chance_loss + soft_ce(chance_logits, code.detach()) * mask[:, k]
             if encoder_logits is not None:
-                probs = F.softmax(encoder_logits.float(), dim=-1)
+                probs = F.softmax(full_precision(encoder_logits), dim=-1)
                 commitment = commitment + ((probs - code.detach()) ** 2).sum(-1) * mask[:, k]
             latent, reward_logits = net.dynamics(afterstate, code)
             reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
