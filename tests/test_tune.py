@@ -42,11 +42,23 @@ def test_bad_search_space_key_is_named():
 
 
 def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_path):
-    analysis = tune.run(MuZeroTrainable, config={**BASE, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
+    """A sync trial and an async one (its collector and evaluator actors in the trial's own
+    placement group), side by side."""
+    config = {**BASE, "driver_num_cpus": 0.5, "async_pipeline.collector_num_cpus": 0.25,
+              "async_pipeline.evaluator_num_cpus": 0.25, "async_pipeline.enabled": tune.grid_search([False, True])}
+    analysis = tune.run(MuZeroTrainable, config=config,
                         stop={"training_iteration": 3}, storage_path=str(tmp_path), name="exp",
                         metric="evaluation/env_runners/episode_return_mean", mode="max", verbose=0, raise_on_failed_trial=True)
     assert len(analysis.trials) == 2
     for trial in analysis.trials:
+        with open(os.path.join(trial.path, "lz_tune", "placement.json")) as f:
+            placement = json.load(f)
+        actors = placement["actor_placement_group_ids"]
+        if trial.config["async_pipeline.enabled"]:
+            assert placement["placement_group_id"] and actors == [placement["placement_group_id"]] * 2
+            assert placement["driver_node_id"] == placement["collector_node_ids"][0]  # PACK: one node here
+        else:
+            assert actors == []
         assert trial.status == "TERMINATED"
         assert trial.last_result["num_env_steps_sampled_lifetime"] > 0 and trial.last_result["train_iter"] > 0
         assert trial.last_result["evaluation/num_evaluations_lifetime"] >= 1
@@ -122,6 +134,7 @@ def test_cli_tune_runs_and_resumes(tmp_path):
     assert "trials: 2" in resumed.stdout
 
 
+@pytest.mark.slow  # ~45 s; the default run has an async trial beside a sync one (above)
 def test_two_async_trials_run_concurrently_each_with_actors_in_its_own_placement_group(ray_cluster, tmp_path):
     space = {**BASE, "driver_num_cpus": 0.5, "async_pipeline.enabled": True,
              "async_pipeline.collector_num_cpus": 0.25, "async_pipeline.evaluator_num_cpus": 0.25,
