@@ -323,14 +323,17 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
     def actor_restarts(self) -> int:
         return self._restarts
 
-    def actor_placement_groups(self) -> list:
-        """Placement-group id (hex or None) of every collector and evaluator actor."""
-        return self.ray.get([a.placement_group_id.remote() for a in [*self.collectors, *self.evaluators]])
+    def actor_placement_groups(self, timeout: Optional[float] = None) -> list:
+        """Placement-group id (hex or None) of every collector and evaluator actor (raises Ray's
+        GetTimeoutError after ``timeout`` seconds, e.g. while a restarted actor waits for room)."""
+        return self.ray.get([a.placement_group_id.remote() for a in [*self.collectors, *self.evaluators]],
+                            timeout=timeout)
 
-    def actor_node_ids(self) -> dict[str, list]:
-        """Hex Ray node id of each actor: ``{"collectors": [...], "evaluators": [...]}``."""
-        return {"collectors": self.ray.get([a.node_id.remote() for a in self.collectors]),
-                "evaluators": self.ray.get([a.node_id.remote() for a in self.evaluators])}
+    def actor_node_ids(self, timeout: Optional[float] = None) -> dict[str, list]:
+        """Hex Ray node id of each actor: ``{"collectors": [...], "evaluators": [...]}`` (``timeout``:
+        as for :meth:`actor_placement_groups`)."""
+        ids = self.ray.get([a.node_id.remote() for a in [*self.collectors, *self.evaluators]], timeout=timeout)
+        return {"collectors": ids[:len(self.collectors)], "evaluators": ids[len(self.collectors):]}
 
     # ------------------------------------------------------------------------------ work
 

@@ -211,8 +211,11 @@ class MuZeroTrainable(tune.Trainable):
 
         pg = ray.util.get_current_placement_group()
         backend = self.driver.backend
-        groups = getattr(backend, "actor_placement_groups", lambda: [])()
-        nodes = getattr(backend, "actor_node_ids", lambda: {"collectors": [], "evaluators": []})()
+        try:  # an actor not up yet (restarted, waiting for room on a node): try again next result
+            groups = getattr(backend, "actor_placement_groups", lambda timeout: [])(timeout=5.0)
+            nodes = getattr(backend, "actor_node_ids", lambda timeout: {"collectors": [], "evaluators": []})(timeout=5.0)
+        except ray.exceptions.GetTimeoutError:
+            return
         info = {"placement_group_id": pg.id.hex() if pg is not None else None, "actor_placement_group_ids": groups,
                 "placement_strategy": self.cfg.async_pipeline.placement_strategy,
                 "driver_node_id": ray.get_runtime_context().get_node_id(),
