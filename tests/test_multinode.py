@@ -86,6 +86,24 @@ def _rows(trial_path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _watch_trial(experiment_dir: str, ready, act) -> threading.Thread:
+    """A thread that polls the (single) trial folder under ``experiment_dir`` until
+    ``ready(trial_path)`` holds, then calls ``act(trial_path)`` once (both in the thread)."""
+
+    def watch():
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            paths = glob.glob(os.path.join(experiment_dir, "MuZeroTrainable_*"))
+            if paths and os.path.isfile(os.path.join(paths[0], "lz_tune", PLACEMENT_FILE)) and ready(paths[0]):
+                act(paths[0])
+                return
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
 def _tune(space: dict, storage: str, name: str, *, stop: dict, num_samples: int = 1, max_failures: int = 0):
     tuner = tune.Tuner(
         MuZeroTrainable, param_space=space,
@@ -140,23 +158,14 @@ def test_a_trial_survives_the_loss_of_its_node(tmp_path):
     try:
         storage, events = str(tmp_path), {}
 
-        def fail_the_trials_node():
-            """Once the trial has a few results and a checkpoint, remove the node its driver runs on."""
-            deadline = time.time() + 240
-            while time.time() < deadline:
-                paths = glob.glob(os.path.join(storage, "lost_node", "MuZeroTrainable_*"))
-                rows = _rows(paths[0]) if paths else []
-                if (len(rows) >= 4 and glob.glob(os.path.join(paths[0], "checkpoint_*", "lz_tune_state.pt"))
-                        and os.path.isfile(os.path.join(paths[0], "lz_tune", PLACEMENT_FILE))):
-                    driver_node = _placement(paths[0])["driver_node_id"]
-                    node = next(n for n in cluster.worker_nodes if n.node_id == driver_node)
-                    events["lost"] = driver_node
-                    cluster.remove_node(node)
-                    return
-                time.sleep(0.5)
+        def has_a_checkpoint(path):
+            return len(_rows(path)) >= 4 and bool(glob.glob(os.path.join(path, "checkpoint_*", "lz_tune_state.pt")))
 
-        watcher = threading.Thread(target=fail_the_trials_node, daemon=True)
-        watcher.start()
+        def remove_the_drivers_node(path):
+            events["lost"] = _placement(path)["driver_node_id"]
+            cluster.remove_node(next(n for n in cluster.worker_nodes if n.node_id == events["lost"]))
+
+        watcher = _watch_trial(os.path.join(storage, "lost_node"), has_a_checkpoint, remove_the_drivers_node)
         space = {**BASE, **ASYNC, "evaluator.eval_freq": 4, "buffer.save_in_checkpoint": True}
         results = _tune(space, storage, "lost_node", stop={"training_iteration": 12}, max_failures=2)
         watcher.join(timeout=5)
@@ -197,24 +206,16 @@ def test_a_trial_survives_the_loss_of_its_collectors_node(tmp_path):
     try:
         storage, events = str(tmp_path), {}
 
-        def fail_the_collectors_node():
-            deadline = time.time() + 240
-            while time.time() < deadline:
-                paths = glob.glob(os.path.join(storage, "lost_collector", "MuZeroTrainable_*"))
-                placement = os.path.join(paths[0], "lz_tune", PLACEMENT_FILE) if paths else ""
-                if paths and len(_rows(paths[0])) >= 3 and os.path.isfile(placement):
-                    p = _placement(paths[0])
-                    if p["collector_node_ids"][0] == p["driver_node_id"]:
-                        events["same_node"] = True
-                        return
-                    node = next(n for n in cluster.worker_nodes if n.node_id == p["collector_node_ids"][0])
-                    events["lost"], events["rows_before"] = node.node_id, len(_rows(paths[0]))
-                    cluster.remove_node(node)
-                    return
-                time.sleep(0.5)
+        def remove_the_collectors_node(path):
+            p = _placement(path)
+            if p["collector_node_ids"][0] == p["driver_node_id"]:
+                events["same_node"] = True
+                return
+            events["lost"], events["rows_before"] = p["collector_node_ids"][0], len(_rows(path))
+            cluster.remove_node(next(n for n in cluster.worker_nodes if n.node_id == events["lost"]))
 
-        watcher = threading.Thread(target=fail_the_collectors_node, daemon=True)
-        watcher.start()
+        watcher = _watch_trial(os.path.join(storage, "lost_collector"), lambda path: len(_rows(path)) >= 3,
+                               remove_the_collectors_node)
         space = {**BASE, **ASYNC, "async_pipeline.placement_strategy": "SPREAD", "evaluator.eval_freq": 4}
         results = _tune(space, storage, "lost_collector", stop={"training_iteration": 10}, max_failures=0)
         watcher.join(timeout=5)
