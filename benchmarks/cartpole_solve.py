@@ -5,7 +5,8 @@ env steps. Variants are interleaved by seed so that box noise spreads over all o
 default variants are the CartPole ones; the sampled types' tasks are named explicitly.
 
 Prints one row per run (solved, learner updates and env steps at the solving evaluation, driver
-and process wall-clock), a per-variant median, and as the LAST line one JSON object. A run that
+and process wall-clock), a per-variant median (an unsolved run counts as infinitely slow), and
+as the LAST line one JSON object. A run that
 exceeds ``--timeout`` is stopped with SIGTERM and reported as ``timeout`` with its last evaluation
 and best eval return.
 
@@ -34,6 +35,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: variant -> (zoo config, overrides)
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "muzero": ("zoo/classic_control/cartpole_muzero.py", ()),
+    "muzero_eager": ("zoo/classic_control/cartpole_muzero.py", ("learner.update_path=eager",)),
+    # the CartPole config before the time-to-solve search (2026-12-01), on the eager update path
+    "muzero_2026_12_01_eager": ("zoo/classic_control/cartpole_muzero.py", (
+        "learner.batch_size=256", "learner.learning_rate=0.003", "learner.ssl_loss_weight=2.0",
+        "mcts.num_simulations=25", "model.projection_dim=256", "model.projection_hidden_dim=256",
+        "learner.update_path=eager")),
     "efficientzero": ("zoo/classic_control/cartpole_efficientzero.py", ()),
     "gumbel_muzero": ("zoo/classic_control/cartpole_gumbel_muzero.py", ()),
     "gumbel_muzero_4sims": ("zoo/classic_control/cartpole_gumbel_muzero.py", ("mcts.num_simulations=4",)),
@@ -110,11 +117,14 @@ def main() -> None:
     summary = {}
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
-        med = {k: float(np.median([r[k] for r in mine])) for k in ("train_iter", "env_steps", "driver_s")}
+        # an unsolved run counts as infinitely slow (a median over solved runs alone would flatter)
+        med = {k: float(np.median([r[k] if r["solved"] else np.inf for r in mine]))
+               for k in ("train_iter", "env_steps", "driver_s", "process_s")}
         solved = sum(r["solved"] for r in mine)
         print(f"{variant + ' median':<32}{'':>5}{f'{solved}/{len(mine)}':>8}{med['train_iter']:>9.0f}"
-              f"{med['env_steps']:>11.0f}{med['driver_s']:>10.1f}")
-        summary[variant] = {"solved": solved, "runs": len(mine), **{f"median_{k}": v for k, v in med.items()}}
+              f"{med['env_steps']:>11.0f}{med['driver_s']:>10.1f}{med['process_s']:>11.1f}")
+        summary[variant] = {"solved": solved, "runs": len(mine),  # null median: most runs unsolved
+                            **{f"median_{k}": v if np.isfinite(v) else None for k, v in med.items()}}
     print(json.dumps({"runs": rows, "summary": summary}))
 
 

@@ -34,7 +34,10 @@ from lz_tune.config import Config, load_config_module  # noqa: E402
 from lz_tune.workers import SegmentCollector, env_spec_for  # noqa: E402
 
 CONFIGS = {
-    "cartpole": ("zoo/classic_control/cartpole_muzero.py", (), 3000),
+    # CartPole: the MLP at batch 256 with the 256-wide SSL projector (the zoo config before its
+    # time-to-solve search; the zoo now trains at batch 64 with a narrower projector)
+    "cartpole": ("zoo/classic_control/cartpole_muzero.py", ("learner.batch_size=256", "model.projection_dim=256",
+                                                            "model.projection_hidden_dim=256"), 3000),
     # Pong: the zoo config with a smaller buffer fill (the update cost does not depend on it)
     "pong": ("zoo/atari/pong_muzero.py", ("env.collector_env_num=4",), 800),
     # UniZero's CartPole config (use with --policy-type unizero; it has one update path)

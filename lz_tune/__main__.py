@@ -137,6 +137,9 @@ def _load_space_module(path: str):
         module = importlib.import_module(path)
     if not isinstance(getattr(module, "space", None), dict):
         raise ConfigError(f"{path}: a search space module must define a dict named `space`")
+    if not isinstance(getattr(module, "metric", ""), str) or getattr(module, "mode", "max") not in ("max", "min"):
+        raise ConfigError(f"{path}: `metric` must be a result key (str) and `mode` 'max' or 'min' "
+                          f"(got {getattr(module, 'metric', None)!r}, {getattr(module, 'mode', None)!r})")
     return module
 
 
@@ -160,6 +163,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from lz_tune.tune import EVAL_RETURN, MuZeroTrainable, check_cluster_resources, config_from_tune
 
     module = _load_space_module(args.space)
+    # what the search ranks trials by: the module's `metric` / `mode` (default: eval return, max)
+    metric, mode = getattr(module, "metric", EVAL_RETURN), getattr(module, "mode", "max")
     space = dict(module.space) | dict(parse_override(o) for o in args.overrides)
     name = args.name or os.path.splitext(os.path.basename(args.space))[0].split(".")[-1]
     storage = _storage_root(args.storage_path)
@@ -204,8 +209,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 stop["training_iteration"] = args.stop_iters
             tuner = tune.Tuner(
                 MuZeroTrainable, param_space=space,
-                tune_config=tune.TuneConfig(metric=EVAL_RETURN, mode="max", num_samples=args.num_samples,
+                tune_config=tune.TuneConfig(metric=metric, mode=mode, num_samples=args.num_samples,
                                             scheduler=scheduler,
+                                            # the module's search_alg() if it has one (default: Tune's
+                                            # random / grid variant generator)
+                                            search_alg=module.search_alg() if hasattr(module, "search_alg") else None,
                                             # PBT exploits keep the trial's actors via reset_config
                                             reuse_actors=isinstance(scheduler,
                                                                     tune.schedulers.PopulationBasedTraining)),
@@ -220,14 +228,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     finally:
         ray.shutdown()
     try:
-        best = results.get_best_result(metric=EVAL_RETURN, mode="max", filter_nan_and_inf=True) \
+        best = results.get_best_result(metric=metric, mode=mode, filter_nan_and_inf=True) \
             if len(results) else None
     except RuntimeError:  # no trial has evaluated yet (e.g. interrupted early)
         best = None
     print(f"experiment: {path}")
     print(f"trials: {len(results)}, errors: {len(results.errors)}")
     if best is not None and best.metrics:
-        print(f"best {EVAL_RETURN}: {best.metrics.get(EVAL_RETURN)} (trial {best.path})")
+        print(f"best {metric}: {best.metrics.get(metric)} (trial {best.path})")
     return 0 if not results.errors else 1
 
 

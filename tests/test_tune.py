@@ -106,7 +106,8 @@ def test_search_spaces_name_existing_keys(module):
     from ray.tune.search.sample import Domain
 
     mod = importlib.import_module(module)
-    sample = {k: (v.sample() if isinstance(v, Domain) else v) for k, v in mod.space.items()}
+    sample = {k: (v.sample() if isinstance(v, Domain) else v["grid_search"][0] if isinstance(v, dict) else v)
+              for k, v in mod.space.items()}
     config_from_tune(sample)  # every key exists and every sampled value validates
     assert placement_group_factory(sample).bundles[0]["CPU"] > 0
     assert mod.scheduler() is not None and mod.stop
@@ -329,3 +330,47 @@ def test_relative_config_path_and_asha_sees_only_real_evaluations(ray_cluster, t
     assert by_cap[200].last_result["training_iteration"] == 4
     assert by_cap[5].last_result["evaluation/env_runners/episode_return_mean"] == 5.0
     assert by_cap[5].last_result["training_iteration"] < 4  # stopped by ASHA
+
+
+def test_time_to_stop_value_is_reported_once_solved_and_survives_a_restore(ray_cluster, tmp_path):
+    """``time_to_stop_value_s``: NaN while unsolved; the trial seconds (setup included) at the
+    solving evaluation once solved, kept by save/load so a restored trial reports the same value."""
+    import math
+    import time
+
+    from lz_tune.tune import TIME_TO_STOP_VALUE
+
+    unsolved = MuZeroTrainable(config={**BASE, "evaluator.stop_value": 1e9})
+    try:
+        assert math.isnan(unsolved.train()[TIME_TO_STOP_VALUE])
+    finally:
+        unsolved.stop()
+    start = time.perf_counter()
+    trainable = MuZeroTrainable(config={**BASE, "evaluator.stop_value": 0.0})  # any episode solves it
+    try:
+        result = trainable.train()
+        elapsed = time.perf_counter() - start
+        assert result["done"] and result["stop_value_reached"]
+        solved_at = result[TIME_TO_STOP_VALUE]
+        assert result["perf/driver_setup_s"] < solved_at <= elapsed
+        trainable.save_checkpoint(str(tmp_path))
+    finally:
+        trainable.stop()
+    restored = MuZeroTrainable(config={**BASE, "evaluator.stop_value": 0.0})
+    try:
+        restored.load_checkpoint(str(tmp_path))
+        assert restored._trial_seconds() > solved_at  # the restored run's seconds continue from the save
+        assert restored.train()[TIME_TO_STOP_VALUE] == solved_at
+    finally:
+        restored.stop()
+
+
+def test_space_module_metric_and_mode_are_checked(tmp_path):
+    from lz_tune.__main__ import _load_space_module
+
+    path = tmp_path / "space.py"
+    path.write_text("space = {}\nmetric = 'time_to_stop_value_s'\nmode = 'minimum'\n")
+    with pytest.raises(ConfigError, match="`mode`"):
+        _load_space_module(str(path))
+    path.write_text("space = {}\nmetric = 'time_to_stop_value_s'\nmode = 'min'\n")
+    assert _load_space_module(str(path)).mode == "min"

@@ -58,6 +58,9 @@ STATE_FILE = "lz_tune_state.pt"
 #: where a trial's workers run, in its lz_tune/ folder (JSON: placement strategy, placement group
 #: ids, Ray node ids of the driver and of each actor)
 PLACEMENT_FILE = "placement.json"
+#: result key: trial seconds (setup and earlier restored runs included) at the evaluation that
+#: reached ``evaluator.stop_value``; NaN before. A time-to-solve search minimises it.
+TIME_TO_STOP_VALUE = "time_to_stop_value_s"
 logger = logging.getLogger(__name__)
 
 
@@ -132,9 +135,16 @@ class MuZeroTrainable(tune.Trainable):
 
     def setup(self, config: dict[str, Any]) -> None:
         start = time.perf_counter()
+        self._trial_start = start
+        self._trial_seconds_before = 0.0  # trial seconds of earlier processes (from a restored state)
+        self._time_to_stop_value = math.nan
         self.driver = None
         self._build(config, backend_from=None)
         self._setup_s = time.perf_counter() - start  # driver_setup_s: envs, networks, buffer, actors
+
+    def _trial_seconds(self) -> float:
+        """Seconds this trial has run, setup included, summed over restores (saved in the state file)."""
+        return self._trial_seconds_before + time.perf_counter() - self._trial_start
 
     def _build(self, config: dict[str, Any], *, backend_from) -> None:
         """A fresh Driver for ``config``; ``backend_from``: a driver whose workers it takes over."""
@@ -191,6 +201,9 @@ class MuZeroTrainable(tune.Trainable):
         self._env_steps_reported = env_steps
         result["perf/driver_step_s"] = time.perf_counter() - start  # inside the driver loop (Tune overhead = rest)
         result["perf/driver_setup_s"] = getattr(self, "_setup_s", 0.0)
+        if self.driver.stop.reached_stop_value and math.isnan(self._time_to_stop_value):
+            self._time_to_stop_value = self._trial_seconds()  # the solving evaluation ends this step
+        result[TIME_TO_STOP_VALUE] = self._time_to_stop_value
         # the save Tune makes for a result with a new evaluation is the "evaluated" kind
         self._evaluated_save_due = self.driver.counters.evaluations > self._evaluations_reported
         if self._evaluated_save_due:
@@ -254,6 +267,7 @@ class MuZeroTrainable(tune.Trainable):
         old_driver = self.driver
         old_driver.close(keep_backend=live)
         self.driver = None
+        self._trial_start, self._trial_seconds_before, self._time_to_stop_value = time.perf_counter(), 0.0, math.nan
         self._build(new_config, backend_from=old_driver if live else None)
         return True
 
@@ -262,6 +276,8 @@ class MuZeroTrainable(tune.Trainable):
         ``buffer.save_in_checkpoint`` is on) and the latest evaluated snapshot (:data:`CHECKPOINT_FILE`)."""
         state = self.driver.current_state_payload()
         state["checkpoint_kind"] = "evaluated" if getattr(self, "_evaluated_save_due", False) else "current"
+        state["trial_seconds"] = self._trial_seconds()
+        state["time_to_stop_value_s"] = self._time_to_stop_value
         self._evaluated_save_due = False
         evaluated = self.driver.evaluated_payload
         if evaluated is not None:
@@ -278,8 +294,11 @@ class MuZeroTrainable(tune.Trainable):
         eval_path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
         evaluated = load_checkpoint(eval_path, policy_type=self.cfg.policy_type) if os.path.isfile(eval_path) else None
         if os.path.isfile(state_path):
-            self.driver.restore_from(load_checkpoint(state_path, policy_type=self.cfg.policy_type), state_path,
-                                     evaluated=evaluated)
+            state = load_checkpoint(state_path, policy_type=self.cfg.policy_type)
+            self.driver.restore_from(state, state_path, evaluated=evaluated)
+            self._trial_seconds_before = float(state.get("trial_seconds", 0.0))
+            self._trial_start = time.perf_counter()
+            self._time_to_stop_value = float(state.get("time_to_stop_value_s", math.nan))
         else:
             self.driver.restore_from(load_checkpoint(eval_path, policy_type=self.cfg.policy_type), eval_path)
         self._evaluations_reported = self.driver.counters.evaluations  # no checkpoint without a new eval
