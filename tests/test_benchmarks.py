@@ -78,3 +78,16 @@ def test_stochastic_2048_prints_scores_of_agent_and_baselines(tmp_path):
     assert out["random"]["mean"] > 0 and out["greedy"]["mean"] > 0
     agent = out["stochastic_muzero (true chance)"]
     assert agent["mean"] > 0 and agent["train_iter"] > 0 and agent["env_steps"] > 0
+
+
+@pytest.mark.slow  # ~30 s: a real train run to a tiny budget, then `lz_tune evaluate` of its last weights
+def test_solve_script_reports_a_held_out_final_evaluation():
+    tiny = ["env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
+            "mcts.num_simulations=4", "learner.batch_size=16", "learner.update_per_collect=4",
+            "evaluator.eval_freq=8", "buffer.game_segment_length=10", "buffer.num_unroll_steps=3",
+            "buffer.td_steps=3", "model.latent_dim=16", "model.hidden_sizes=(16,)", "env.max_episode_steps=30"]
+    out = _last_json(["benchmarks/cartpole_solve.py", "--variants", "muzero", "--seeds", "0", "--max-env-step", "200",
+                      "--final-eval-episodes", "4", "--set", *tiny], timeout=300)
+    run = out["runs"][0]
+    assert run["final_eval_episodes"] == 4 and 1.0 <= run["final_eval"] <= 30.0  # CartPole: 1 per step, <= 30 steps
+    assert out["summary"]["muzero"]["final_evals"] == [run["final_eval"]]
