@@ -31,7 +31,11 @@ def fingerprint(policy_type: str = "muzero", *extra: str) -> dict:
     cfg = load_config_module(os.path.join(REPO_ROOT, CARTPOLE_ZOO)).with_overrides(
         list(TINY_OVERRIDES) + [f"policy_type={policy_type}", f"max_train_iter={NUM_UPDATES}",
                                 "learner.train_start_after_envsteps=0", "mcts.num_simulations=9",
-                                "buffer.reanalyze_ratio=0.25", *extra])
+                                "buffer.reanalyze_ratio=0.25",
+                                # the zoo config's values when the fingerprint was recorded (the
+                                # zoo's CartPole config changed since; the fingerprint guards arithmetic)
+                                "learner.learning_rate=0.003", "learner.ssl_loss_weight=2.0",
+                                "model.projection_hidden_dim=256", *extra])
     driver = Driver(cfg, print_fn=None)
     record: dict = {"visits": [], "updates": []}
     collector = driver.backend.collectors[0]
