@@ -135,12 +135,16 @@ class MuZeroTrainable(tune.Trainable):
 
     def setup(self, config: dict[str, Any]) -> None:
         start = time.perf_counter()
-        self._trial_start = start
-        self._trial_seconds_before = 0.0  # trial seconds of earlier processes (from a restored state)
-        self._time_to_stop_value = math.nan
+        self._reset_trial_clock(start)
         self.driver = None
         self._build(config, backend_from=None)
         self._setup_s = time.perf_counter() - start  # driver_setup_s: envs, networks, buffer, actors
+
+    def _reset_trial_clock(self, start: float) -> None:
+        """A new trial in this process: its seconds count from ``start``, unsolved."""
+        self._trial_start = start
+        self._trial_seconds_before = 0.0  # trial seconds of earlier processes (from a restored state)
+        self._time_to_stop_value = math.nan
 
     def _trial_seconds(self) -> float:
         """Seconds this trial has run, setup included, summed over restores (saved in the state file)."""
@@ -267,7 +271,7 @@ class MuZeroTrainable(tune.Trainable):
         old_driver = self.driver
         old_driver.close(keep_backend=live)
         self.driver = None
-        self._trial_start, self._trial_seconds_before, self._time_to_stop_value = time.perf_counter(), 0.0, math.nan
+        self._reset_trial_clock(time.perf_counter())
         self._build(new_config, backend_from=old_driver if live else None)
         return True
 
