@@ -392,9 +392,19 @@ class CollectorConfig(_Section):
     """Learner updates at which the decayed temperature reaches 0.25."""
     segments_per_collect: Optional[int] = None
     """A collect returns once this many segments are complete (None: one per env)."""
+    eps_greedy_start: float = 0.0
+    """Epsilon-greedy exploration: probability that a collect step plays a uniformly random legal
+    action (continuous: uniform in [-1, 1]^D) instead of the searched one, at env step 0. The step
+    keeps the search's policy target and root value. 0 (with eps_greedy_end 0) disables it."""
+    eps_greedy_end: float = 0.0
+    """Epsilon once eps_greedy_decay_env_steps env steps (all collectors together) are collected."""
+    eps_greedy_decay_env_steps: int = 100_000
+    """Env steps over which epsilon falls linearly from eps_greedy_start to eps_greedy_end."""
 
     def _check(self) -> None:
-        self._positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect")
+        self._positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect",
+                       "eps_greedy_decay_env_steps")
+        self._fraction("eps_greedy_start", "eps_greedy_end")
 
 
 @dataclass(frozen=True)

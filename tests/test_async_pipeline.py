@@ -41,9 +41,9 @@ class Recorder:
 
         self.max_collects_in_flight = 0
 
-        def launch_collect(worker_id, snapshot, temperature):
+        def launch_collect(worker_id, snapshot, temperature, **kwargs):
             self.launch_versions.append(snapshot.version)
-            out = orig_launch(worker_id, snapshot, temperature)
+            out = orig_launch(worker_id, snapshot, temperature, **kwargs)
             self.max_collects_in_flight = max(self.max_collects_in_flight, backend.collects_in_flight)
             return out
 

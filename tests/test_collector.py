@@ -158,3 +158,76 @@ def test_initial_priorities(tiny_cfg, use_max):
             np.testing.assert_allclose(prio, expected, atol=1e-5)
     finally:
         collector.close()
+
+
+# ------------------------------------------------------------------------ epsilon-greedy
+
+def test_epsilon_schedule_is_linear_in_env_steps(tiny_cfg):
+    from lz_tune.workers import epsilon_at
+
+    cfg = tiny_cfg("collector.eps_greedy_start=1.0", "collector.eps_greedy_end=0.2",
+                   "collector.eps_greedy_decay_env_steps=1000")
+    assert [epsilon_at(cfg, n) for n in (0, 250, 1000, 5000)] == pytest.approx([1.0, 0.8, 0.2, 0.2])
+    assert epsilon_at(tiny_cfg(), 0) == 0.0  # off by default
+
+
+def test_explore_replaces_actions_by_uniform_legal_ones(tiny_cfg):
+    """With probability epsilon an env's action becomes a uniform draw over ITS legal actions."""
+    collector = SegmentCollector(tiny_cfg(), seed=0)
+    try:
+        n, a = 3, 5
+        mask = np.array([[True] * a, [True, False, True, False, False], [False, False, False, True, False]])
+        searched = np.array([0, 0, 3], np.int64)
+        counts = np.zeros((n, a))
+        replaced = 0
+        draws = 4000
+        for _ in range(draws):
+            out = collector._explore(searched, mask, 0.5)
+            assert mask[np.arange(n), out].all()
+            replaced += int(out[0] != searched[0])
+            counts[np.arange(n), out] += 1
+        # row 0: with prob 0.5 the searched action 0, else uniform over 5 -> P(0) = 0.6, others 0.1
+        assert counts[0] / draws == pytest.approx([0.6, 0.1, 0.1, 0.1, 0.1], abs=0.03)
+        assert replaced / draws == pytest.approx(0.4, abs=0.03)
+        assert counts[1, [0, 2]] / draws == pytest.approx([0.75, 0.25], abs=0.03)
+        assert counts[2, 3] == draws  # one legal action: always it
+        assert collector._explore(searched, mask, 0.0) is searched  # epsilon 0 draws nothing
+    finally:
+        collector.close()
+
+
+def test_explore_continuous_draws_uniform_points_of_the_box():
+    from types import SimpleNamespace
+
+    stub = SimpleNamespace(spec=SimpleNamespace(is_continuous=True), explore_rng=np.random.default_rng(0))
+    searched = np.full((4000, 2), 0.9, np.float32)
+    out = SegmentCollector._explore(stub, searched, np.ones((4000, 1), bool), 1.0)
+    assert out.dtype == np.float32 and out.shape == (4000, 2)
+    assert out.min() >= -1.0 and out.max() <= 1.0
+    assert out.mean(0) == pytest.approx([0.0, 0.0], abs=0.05)
+    assert out.var(0) == pytest.approx([1 / 3, 1 / 3], abs=0.03)
+
+
+def test_epsilon_one_plays_random_actions_and_keeps_the_search_targets(tiny_cfg):
+    """epsilon = 1: the played (stored) actions are random, the policy targets and root values
+    are the search's own (the search's random stream is not touched by the exploration draws)."""
+    cfg = tiny_cfg()
+    runs = {}
+    for eps in (0.0, 1.0):
+        torch.manual_seed(0)
+        collector = SegmentCollector(cfg, seed=3)
+        owner = _tag_segments_by_env(collector)
+        collector.load_snapshot(_random_snapshot(collector, version=1, train_iter=0, seed=0))
+        segments = collector.collect(temperature=0.25, epsilon=eps, num_segments=3 * cfg.env.collector_env_num).segments
+        first = {}
+        for seg in segments:
+            first.setdefault(owner[id(seg)], seg)
+        runs[eps] = (first, segments)
+        collector.close()
+    (greedy, _), (explored, explored_all) = runs[0.0], runs[1.0]
+    assert set(greedy) == set(explored) == set(range(cfg.env.collector_env_num))
+    for env in greedy:  # every env's first step sees its reset observation in both runs: same search output
+        np.testing.assert_allclose(explored[env].policy_targets[0], greedy[env].policy_targets[0], rtol=1e-5)
+        assert explored[env].root_values[0] == pytest.approx(greedy[env].root_values[0], rel=1e-5)
+    acts = np.concatenate([s.actions for s in explored_all])
+    assert 0.3 < acts.mean() < 0.7 and acts.size > 50  # CartPole's 2 actions, uniformly at random

@@ -30,8 +30,8 @@ def test_killed_actors_are_restarted_and_nothing_half_written(ray_cluster, actor
     state = {"launches": 0, "killed_collectors": 0, "killed_evaluator": False}
     orig_launch, orig_eval, orig_on_collect = backend.launch_collect, backend.launch_eval, driver._on_collect
 
-    def launch_collect(worker_id, snapshot, temperature):
-        orig_launch(worker_id, snapshot, temperature)
+    def launch_collect(worker_id, snapshot, temperature, **kwargs):
+        orig_launch(worker_id, snapshot, temperature, **kwargs)
         state["launches"] += 1
         if state["launches"] % 4 == 0 and state["killed_collectors"] < 4:
             ray.kill(backend.collectors[worker_id], no_restart=True)  # dies with its collect in flight
@@ -77,8 +77,8 @@ def test_crash_loop_becomes_a_clear_error(ray_cluster):
     backend = driver.backend
     orig_launch = backend.launch_collect
 
-    def launch_collect(worker_id, snapshot, temperature):
-        orig_launch(worker_id, snapshot, temperature)
+    def launch_collect(worker_id, snapshot, temperature, **kwargs):
+        orig_launch(worker_id, snapshot, temperature, **kwargs)
         ray.kill(backend.collectors[worker_id], no_restart=True)
 
     backend.launch_collect = launch_collect

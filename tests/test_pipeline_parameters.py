@@ -70,16 +70,18 @@ class FakeConcurrentBackend(WorkerBackend):
     def evals_in_flight(self) -> int:
         return len(self._evals)
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
+                       epsilon: float = 0.0) -> None:
         assert worker_id not in self._collects, "collect launched on a busy collector"
         d = self.driver
         self.collect_launches.append({
             "worker": worker_id, "train_iter": self._train_iter(), "snapshot_train_iter": snapshot.train_iter,
             "in_flight": self.collects_in_flight, "budgets": None if d is None else len(d.budgets),
-            "trainable": None if d is None else d.trainable})
+            "trainable": None if d is None else d.trainable, "epsilon": epsilon,
+            "env_steps": None if d is None else d.counters.env_steps})
         collector = self.collectors[worker_id]
         collector.load_snapshot(snapshot)
-        self._collects[worker_id] = [self.collect_polls, collector.collect(temperature=temperature)]
+        self._collects[worker_id] = [self.collect_polls, collector.collect(temperature=temperature, epsilon=epsilon)]
 
     def launch_eval(self, snapshot: WeightSnapshot) -> bool:
         if len(self._evals) >= self.num_evaluators:
@@ -310,6 +312,25 @@ def test_backpressure_inactive_during_cold_start(tiny_cfg):
     assert max_in_flight == 2
     assert any(c["in_flight"] + c["budgets"] >= cap for c in backend.collect_launches)
     assert all(p["launched"] == p["idle"] for p in passes)  # every idle collector was launched, every time
+
+
+def test_collects_get_the_epsilon_of_the_env_steps_collected_so_far(tiny_cfg):
+    """Epsilon-greedy exploration decays with the env steps of ALL collectors (the driver's
+    count when the collect is launched), not with one collector's own steps."""
+    cfg = tiny_cfg(*ASYNC, "async_pipeline.num_collector_actors=2", "collector.eps_greedy_start=1.0",
+                   "collector.eps_greedy_end=0.1", "collector.eps_greedy_decay_env_steps=400",
+                   "evaluator.eval_freq=100000")
+    driver, backend = fake_driver(cfg, num_collectors=2, collect_polls=1)
+    try:
+        iterate(driver, 80, until=lambda: driver.counters.env_steps > 800)
+    finally:
+        driver.close()
+    launches = backend.collect_launches
+    assert launches[0]["epsilon"] == 1.0 and launches[0]["env_steps"] == 0
+    for c in launches:
+        assert c["epsilon"] == pytest.approx(1.0 - 0.9 * min(1.0, c["env_steps"] / 400))
+    late = [c for c in launches if c["env_steps"] >= 400]
+    assert late and all(c["epsilon"] == pytest.approx(0.1) for c in late)
 
 
 # ---------------------------------------------------------------------------------------------

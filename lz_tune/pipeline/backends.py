@@ -37,8 +37,10 @@ class WorkerBackend(abc.ABC):
         """Ids of collectors with no collect in flight."""
 
     @abc.abstractmethod
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
-        """Start one collect on collector ``worker_id`` with ``snapshot``."""
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
+                       epsilon: float = 0.0) -> None:
+        """Start one collect on collector ``worker_id`` with ``snapshot`` (visit ``temperature``,
+        epsilon-greedy ``epsilon``)."""
 
     @property
     @abc.abstractmethod
@@ -84,10 +86,11 @@ class InProcessBackend(WorkerBackend):
     def idle_collectors(self) -> list[int]:
         return list(range(len(self.collectors)))
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
+                       epsilon: float = 0.0) -> None:
         collector = self.collectors[worker_id]
         collector.load_snapshot(snapshot)
-        self._done.collects.append(collector.collect(temperature=temperature))
+        self._done.collects.append(collector.collect(temperature=temperature, epsilon=epsilon))
 
     # Work runs at launch; results not yet polled count as "in flight" so that the driver
     # never finishes with an unread result.

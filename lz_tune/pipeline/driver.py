@@ -48,7 +48,7 @@ from lz_tune.metrics import EVAL_FIELDS, EVAL_RETURN_VS_ENV_STEPS, learner_metri
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.snapshot import SnapshotPublisher
-from lz_tune.workers import CollectResult, EvalResult, env_spec_for, temperature_at
+from lz_tune.workers import CollectResult, EvalResult, env_spec_for, epsilon_at, temperature_at
 
 #: the replay buffer file written beside a checkpoint when buffer.save_in_checkpoint is on
 BUFFER_FILE = "replay_buffer.pt"
@@ -317,7 +317,8 @@ class Driver:
             lag = self.train_iter - snapshot.train_iter
             self._launch_lags.append(lag)
             self.max_launch_lag = max(self.max_launch_lag, lag)
-            self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter))
+            self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter),
+                                        epsilon=epsilon_at(self.cfg, self.counters.env_steps))
 
     def _on_collect(self, result: CollectResult) -> None:
         c = self.counters

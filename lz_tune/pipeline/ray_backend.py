@@ -152,10 +152,10 @@ class CollectorWorker:
         self._object_store = object_store
         self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id, device=device)
 
-    def collect(self, version: int, snapshot_box: list, temperature: float):
+    def collect(self, version: int, snapshot_box: list, temperature: float, epsilon: float = 0.0):
         if version != self.collector.policy_version:
             self.collector.load_snapshot(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
-        return self.collector.collect(temperature=temperature)
+        return self.collector.collect(temperature=temperature, epsilon=epsilon)
 
     def ping(self) -> bool:
         return True
@@ -357,9 +357,10 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             in_flight[k] += 1
         return [k for k, n in enumerate(in_flight) if n < self.collect_queue_depth]
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
+                       epsilon: float = 0.0) -> None:
         actor = self.collectors[worker_id]
-        ref = actor.collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature)
+        ref = actor.collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature, epsilon)
         self._collect_refs[ref] = (worker_id, actor)
 
     @property
@@ -525,10 +526,11 @@ class LocalActorBackend(_SnapshotRefs, WorkerBackend):
     def idle_collectors(self) -> list[int]:
         return list(range(len(self.collectors)))
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float) -> None:
-        version, box, temperature = self.store.roundtrip((snapshot.version, [self._snapshot_ref(snapshot)],
-                                                          temperature))
-        result = self.collectors[worker_id].collect(version, box, temperature)
+    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
+                       epsilon: float = 0.0) -> None:
+        version, box, temperature, epsilon = self.store.roundtrip((snapshot.version, [self._snapshot_ref(snapshot)],
+                                                                   temperature, epsilon))
+        result = self.collectors[worker_id].collect(version, box, temperature, epsilon)
         self._done.collects.append(self.store.roundtrip(result))
 
     # work runs at launch; results not yet polled count as "in flight" (as in InProcessBackend)

@@ -71,6 +71,14 @@ def temperature_at(cfg: Config, train_iter: int) -> float:
     return 1.0 if frac < 0.5 else 0.5 if frac < 0.75 else 0.25
 
 
+def epsilon_at(cfg: Config, env_steps: int) -> float:
+    """Epsilon-greedy probability for collection after ``env_steps`` env steps of all collectors:
+    linear from ``collector.eps_greedy_start`` to ``eps_greedy_end`` over ``eps_greedy_decay_env_steps``."""
+    c = cfg.collector
+    frac = min(1.0, max(0, env_steps) / c.eps_greedy_decay_env_steps)
+    return c.eps_greedy_start + (c.eps_greedy_end - c.eps_greedy_start) * frac
+
+
 class SegmentCollector:
     """One collector: its own envs, collect policy and segment builders."""
 
@@ -89,6 +97,7 @@ class SegmentCollector:
         self.policy_version = -1
         self.policy_train_iter = 0
         self.rng = np.random.default_rng(seed + 7)
+        self.explore_rng = np.random.default_rng([seed, 0xE95])  # epsilon-greedy only: the search's stream is unchanged
         b = cfg.buffer
         self.builders = [
             SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
@@ -139,9 +148,27 @@ class SegmentCollector:
     def steps_in_progress(self) -> int:
         return sum(b.num_steps_in_progress for b in self.builders)
 
-    def collect(self, *, temperature: float, num_segments: Optional[int] = None) -> CollectResult:
+    def _explore(self, action: np.ndarray, action_mask: np.ndarray, epsilon: float) -> np.ndarray:
+        """The searched ``action`` (``[N]`` int64 or ``[N, D]`` float32 in [-1, 1]) with each env's
+        replaced, with probability ``epsilon``, by a uniformly random legal action (``action_mask
+        [N, A]``) or a uniform point of [-1, 1]^D."""
+        if epsilon <= 0.0:
+            return action
+        pick = np.flatnonzero(self.explore_rng.random(action.shape[0]) < epsilon)
+        if pick.size == 0:
+            return action
+        action = action.copy()
+        if self.spec.is_continuous:
+            action[pick] = self.explore_rng.uniform(-1.0, 1.0, size=(pick.size, *action.shape[1:]))
+        else:
+            for i in pick:
+                action[i] = self.explore_rng.choice(np.flatnonzero(action_mask[i]))
+        return action
+
+    def collect(self, *, temperature: float, epsilon: float = 0.0,
+                num_segments: Optional[int] = None) -> CollectResult:
         """Step all envs until at least ``num_segments`` segments are done (default:
-        collector.segments_per_collect, else one per env)."""
+        collector.segments_per_collect, else one per env); ``epsilon``: see :func:`epsilon_at`."""
         target = num_segments or self.cfg.collector.segments_per_collect or self.env.num_envs
         start, started_at = time.perf_counter(), time.time()
         if self._batch is None:
@@ -159,13 +186,14 @@ class SegmentCollector:
             batch = self._batch
             act = self.policy.act(batch, mode="collect", temperature=temperature, rng=self.rng,
                                   previous_action=self._previous_action.copy())
-            res = self.env.step(act.action)
+            action = self._explore(act.action, batch.action_mask, epsilon)
+            res = self.env.step(action)
             done = res.done
             step_extras = self._step_extras(act.extras, res)
-            self._previous_action = carry_previous_action(act.action, done)
+            self._previous_action = carry_previous_action(action, done)
             for i, builder in enumerate(self.builders):
                 segments.extend(builder.add_step(
-                    action=act.action[i], reward=float(res.reward[i]), root_value=float(act.root_value[i]),
+                    action=action[i], reward=float(res.reward[i]), root_value=float(act.root_value[i]),
                     pred_value=float(act.pred_value[i]), policy_target=act.policy_target[i],
                     action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
                     timestep=int(batch.timestep[i]), next_frame=self._next_frame(res, i),
