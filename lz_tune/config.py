@@ -400,10 +400,13 @@ class CollectorConfig(_Section):
     """Epsilon once eps_greedy_decay_env_steps env steps (all collectors together) are collected."""
     eps_greedy_decay_env_steps: int = 100_000
     """Env steps over which epsilon falls linearly from eps_greedy_start to eps_greedy_end."""
+    eps_greedy_max_duration: int = 1
+    """Temporally extended epsilon-greedy: a random action is held for n steps, n ~ zeta(2) on
+    1..eps_greedy_max_duration (Dabney et al. 2021); 1: plain epsilon-greedy."""
 
     def _check(self) -> None:
         self._positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect",
-                       "eps_greedy_decay_env_steps")
+                       "eps_greedy_decay_env_steps", "eps_greedy_max_duration")
         self._fraction("eps_greedy_start", "eps_greedy_end")
 
 

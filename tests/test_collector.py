@@ -171,41 +171,86 @@ def test_epsilon_schedule_is_linear_in_env_steps(tiny_cfg):
     assert epsilon_at(tiny_cfg(), 0) == 0.0  # off by default
 
 
-def test_explore_replaces_actions_by_uniform_legal_ones(tiny_cfg):
+def _exploration(*, num_envs: int, continuous: bool = False, max_duration: int = 1, seed: int = 0):
+    from lz_tune.workers.exploration import EpsilonGreedy
+
+    return EpsilonGreedy(num_envs=num_envs, continuous=continuous, max_duration=max_duration,
+                         rng=np.random.default_rng(seed))
+
+
+def test_epsilon_greedy_replaces_actions_by_uniform_legal_ones():
     """With probability epsilon an env's action becomes a uniform draw over ITS legal actions."""
-    collector = SegmentCollector(tiny_cfg(), seed=0)
-    try:
-        n, a = 3, 5
-        mask = np.array([[True] * a, [True, False, True, False, False], [False, False, False, True, False]])
-        searched = np.array([0, 0, 3], np.int64)
-        counts = np.zeros((n, a))
-        replaced = 0
-        draws = 4000
-        for _ in range(draws):
-            out = collector._explore(searched, mask, 0.5)
-            assert mask[np.arange(n), out].all()
-            replaced += int(out[0] != searched[0])
-            counts[np.arange(n), out] += 1
-        # row 0: with prob 0.5 the searched action 0, else uniform over 5 -> P(0) = 0.6, others 0.1
-        assert counts[0] / draws == pytest.approx([0.6, 0.1, 0.1, 0.1, 0.1], abs=0.03)
-        assert replaced / draws == pytest.approx(0.4, abs=0.03)
-        assert counts[1, [0, 2]] / draws == pytest.approx([0.75, 0.25], abs=0.03)
-        assert counts[2, 3] == draws  # one legal action: always it
-        assert collector._explore(searched, mask, 0.0) is searched  # epsilon 0 draws nothing
-    finally:
-        collector.close()
+    n, a = 3, 5
+    explore = _exploration(num_envs=n)
+    mask = np.array([[True] * a, [True, False, True, False, False], [False, False, False, True, False]])
+    searched = np.array([0, 0, 3], np.int64)
+    counts = np.zeros((n, a))
+    draws = 4000
+    for _ in range(draws):
+        out = explore.apply(searched, mask, 0.5)
+        assert mask[np.arange(n), out].all() and out.dtype == np.int64
+        counts[np.arange(n), out] += 1
+    # row 0: with prob 0.5 the searched action 0, else uniform over 5 -> P(0) = 0.6, others 0.1
+    assert counts[0] / draws == pytest.approx([0.6, 0.1, 0.1, 0.1, 0.1], abs=0.03)
+    assert counts[1, [0, 2]] / draws == pytest.approx([0.75, 0.25], abs=0.03)
+    assert counts[2, 3] == draws  # one legal action: always it
+    assert explore.apply(searched, mask, 0.0) is searched  # epsilon 0, no option running: nothing drawn
 
 
-def test_explore_continuous_draws_uniform_points_of_the_box():
-    from types import SimpleNamespace
-
-    stub = SimpleNamespace(spec=SimpleNamespace(is_continuous=True), explore_rng=np.random.default_rng(0))
+def test_epsilon_greedy_continuous_draws_uniform_points_of_the_box():
+    explore = _exploration(num_envs=4000, continuous=True)
     searched = np.full((4000, 2), 0.9, np.float32)
-    out = SegmentCollector._explore(stub, searched, np.ones((4000, 1), bool), 1.0)
+    out = explore.apply(searched, np.ones((4000, 1), bool), 1.0)
     assert out.dtype == np.float32 and out.shape == (4000, 2)
     assert out.min() >= -1.0 and out.max() <= 1.0
     assert out.mean(0) == pytest.approx([0.0, 0.0], abs=0.05)
     assert out.var(0) == pytest.approx([1 / 3, 1 / 3], abs=0.03)
+
+
+def test_temporally_extended_options_hold_their_action_for_zeta_durations():
+    """max_duration > 1: a random action is held for n ~ zeta(2) steps on 1..M (P(n) ~ n^-2)."""
+    m, n_envs, steps = 6, 500, 400
+    explore = _exploration(num_envs=n_envs, max_duration=m)
+    mask = np.ones((n_envs, 4), bool)
+    searched = np.full(n_envs, -1, np.int64)  # never a random action: marks "no option"
+    runs, current = [], np.zeros(n_envs, np.int64)
+    previous = np.full(n_envs, -2, np.int64)
+    for _ in range(steps):
+        left_before = explore.steps_left.copy()
+        out = explore.apply(searched, mask, 0.3)
+        started = (left_before == 0) & (out >= 0)
+        # an option's action never changes while it runs
+        held = (left_before > 0)
+        assert (out[held] == previous[held]).all()
+        for i in np.flatnonzero(started):
+            if current[i]:
+                runs.append(current[i])
+            current[i] = 1
+        cont = held & (out >= 0)
+        current[cont] += 1
+        stopped = (out < 0) & (current > 0)
+        runs.extend(current[stopped].tolist())
+        current[stopped] = 0
+        previous = out
+    runs = np.array(runs)
+    p = np.arange(1, m + 1, dtype=float) ** -2.0
+    p /= p.sum()
+    freq = np.bincount(runs, minlength=m + 1)[1:] / runs.size
+    assert runs.max() <= m and runs.size > 3000
+    assert freq == pytest.approx(p, abs=0.02)
+
+
+def test_options_end_at_episode_end_and_when_their_action_becomes_illegal():
+    explore = _exploration(num_envs=2, max_duration=1000)
+    explore.apply(np.array([0, 0]), np.ones((2, 3), bool), 1.0)
+    explore.steps_left[:] = 50  # both envs inside a long option
+    explore.end_episodes(np.array([True, False]))
+    assert explore.steps_left.tolist() == [0, 50]
+    held = int(explore.held_action[1])
+    mask = np.ones((2, 3), bool)
+    mask[1, held] = False
+    out = explore.apply(np.array([0, 2 if held != 2 else 1]), mask, 0.0)
+    assert explore.steps_left[1] == 0 and mask[1, out[1]]  # the illegal option ended: the searched action
 
 
 def test_epsilon_one_plays_random_actions_and_keeps_the_search_targets(tiny_cfg):

@@ -25,6 +25,7 @@ from lz_tune.buffer.segment import GameSegment, SegmentBuilder
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
 from lz_tune.workers.common import WeightSnapshot, carry_previous_action, env_spec_for, make_env, no_previous_action
+from lz_tune.workers.exploration import EpsilonGreedy
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,10 @@ class SegmentCollector:
         self.policy_version = -1
         self.policy_train_iter = 0
         self.rng = np.random.default_rng(seed + 7)
-        self.explore_rng = np.random.default_rng([seed, 0xE95])  # epsilon-greedy only: the search's stream is unchanged
+        # its own random stream: exploration draws leave the search's stream unchanged
+        self.exploration = EpsilonGreedy(num_envs=self.env.num_envs, continuous=self.spec.is_continuous,
+                                         max_duration=cfg.collector.eps_greedy_max_duration,
+                                         rng=np.random.default_rng([seed, 0xE95]))
         b = cfg.buffer
         self.builders = [
             SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
@@ -148,31 +152,16 @@ class SegmentCollector:
     def steps_in_progress(self) -> int:
         return sum(b.num_steps_in_progress for b in self.builders)
 
-    def _explore(self, action: np.ndarray, action_mask: np.ndarray, epsilon: float) -> np.ndarray:
-        """The searched ``action`` (``[N]`` int64 or ``[N, D]`` float32 in [-1, 1]) with each env's
-        replaced, with probability ``epsilon``, by a uniformly random legal action (``action_mask
-        [N, A]``) or a uniform point of [-1, 1]^D."""
-        if epsilon <= 0.0:
-            return action
-        pick = np.flatnonzero(self.explore_rng.random(action.shape[0]) < epsilon)
-        if pick.size == 0:
-            return action
-        action = action.copy()
-        if self.spec.is_continuous:
-            action[pick] = self.explore_rng.uniform(-1.0, 1.0, size=(pick.size, *action.shape[1:]))
-        else:
-            for i in pick:
-                action[i] = self.explore_rng.choice(np.flatnonzero(action_mask[i]))
-        return action
-
     def collect(self, *, temperature: float, epsilon: float = 0.0,
                 num_segments: Optional[int] = None) -> CollectResult:
         """Step all envs until at least ``num_segments`` segments are done (default:
-        collector.segments_per_collect, else one per env); ``epsilon``: see :func:`epsilon_at`."""
+        collector.segments_per_collect, else one per env); ``epsilon``: see :func:`epsilon_at` and
+        :class:`~lz_tune.workers.exploration.EpsilonGreedy`."""
         target = num_segments or self.cfg.collector.segments_per_collect or self.env.num_envs
         start, started_at = time.perf_counter(), time.time()
         if self._batch is None:
             self._batch = self.env.reset(seed=self.seed)
+            self.exploration.end_episodes(np.ones(self.env.num_envs, bool))
             self.policy.reset(np.arange(self.env.num_envs))
             self._previous_action = no_previous_action(self.env.num_envs, self.spec.action_dim)
             for i, builder in enumerate(self.builders):
@@ -186,11 +175,12 @@ class SegmentCollector:
             batch = self._batch
             act = self.policy.act(batch, mode="collect", temperature=temperature, rng=self.rng,
                                   previous_action=self._previous_action.copy())
-            action = self._explore(act.action, batch.action_mask, epsilon)
+            action = self.exploration.apply(act.action, batch.action_mask, epsilon)
             res = self.env.step(action)
             done = res.done
             step_extras = self._step_extras(act.extras, res)
             self._previous_action = carry_previous_action(action, done)
+            self.exploration.end_episodes(done)
             for i, builder in enumerate(self.builders):
                 segments.extend(builder.add_step(
                     action=action[i], reward=float(res.reward[i]), root_value=float(act.root_value[i]),
