@@ -180,11 +180,15 @@ class EnvConfig(_Section):
     """Atari, collection only: rewards clipped to {-1, 0, 1}. Evaluation always reports raw scores."""
     repeat_action_probability: float = 0.0
     """Atari sticky actions (0 as in LightZero; 0.25 is the ALE v5 default)."""
+    action_repeat: int = 1
+    """Gymnasium envs other than Atari and 2048: each agent step plays its action for this many env
+    steps and returns the summed reward (an episode end inside stops it early); returns stay in the
+    env's own units, episode lengths count agent steps. Atari: ``frame_skip``."""
 
     def _check(self) -> None:
         self._require(bool(self.env_id.strip()), "env_id", "must not be empty")
         self._positive("collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps",
-                       "frame_skip")
+                       "frame_skip", "action_repeat")
         self._require(self.image_size >= 32, "image_size", "must be >= 32")
         self._non_negative("noop_max")
         self._fraction("repeat_action_probability")

@@ -142,6 +142,47 @@ def test_cartpole_max_episode_steps_truncates():
         np.testing.assert_array_equal(result.batch.timestep, 0)
 
 
+def test_action_repeat_sums_rewards_and_matches_a_raw_env_replay():
+    """env.action_repeat = 3: one agent step plays its action 3 env steps; the reward is their sum,
+    an episode end inside stops the repeat, returns stay in the env's units, lengths count agent steps."""
+    seed, repeat = 5, 3
+    ref = gymnasium.make("Acrobot-v1")
+    ref_obs, _ = ref.reset(seed=seed)
+    rng = np.random.default_rng(0)
+    with make_vector_env(env_id="Acrobot-v1", num_envs=1, seed=seed, mode="eval", action_repeat=repeat) as env:
+        env.reset()
+        raw_steps = agent_steps = 0
+        while True:
+            a = int(rng.integers(3))
+            result = env.step(np.array([a]))
+            agent_steps += 1
+            reward = 0.0
+            for _ in range(repeat):
+                ref_obs, r, term, trunc, _ = ref.step(a)
+                reward += r
+                raw_steps += 1
+                if term or trunc:
+                    break
+            assert result.reward[0] == pytest.approx(reward)
+            if term or trunc:
+                break
+            np.testing.assert_allclose(result.batch.observation[0], ref_obs, rtol=0, atol=1e-6)
+        # random play does not reach the goal: the 500-step limit ends the episode inside a repeat
+        assert trunc and result.truncated[0] and raw_steps == 500 and agent_steps == 167
+        assert result.episode_length[0] == 167 and result.episode_return[0] == -500.0
+
+
+def test_action_repeat_is_refused_for_atari_and_2048_and_below_one():
+    from lz_tune.config import Config, ConfigError
+
+    with pytest.raises(ValueError, match=r"env\.action_repeat=2.*frame_skip"):
+        probe_env_spec("ALE/Pong-v5", action_repeat=2)
+    with pytest.raises(ValueError, match=r"env\.action_repeat=4.*Game2048"):
+        make_vector_env(env_id="Game2048-v0", num_envs=1, seed=0, mode="eval", action_repeat=4)
+    with pytest.raises(ConfigError, match=r"env\.action_repeat"):
+        Config.from_dict({"env": {"action_repeat": 0}})
+
+
 def test_gym_env_bad_actions_and_closed_env():
     env = _cartpole(2)
     with pytest.raises(RuntimeError, match="reset"):

@@ -55,6 +55,7 @@ def make_vector_env(
     frame_stack: int | None = None,
     atari: AtariOptions | None = None,
     max_episode_steps: int | None = None,
+    action_repeat: int = 1,
 ) -> VectorEnv:
     """Create N envs of ``env_id`` stepped together.
 
@@ -77,6 +78,8 @@ def make_vector_env(
             non-Atari ids.
         max_episode_steps: cap on agent steps per episode (``truncated``); None: the
             id's own limit.
+        action_repeat: env steps per agent step for gymnasium ids (rewards summed); Atari
+            and 2048 refuse values > 1 (Atari: ``atari.frame_skip``).
 
     Raises:
         ValueError: unknown id (the message names it and suggests close matches),
@@ -84,6 +87,7 @@ def make_vector_env(
     """
     check_mode(mode)
     resolved = resolve_env_id(env_id)
+    _check_action_repeat(resolved, action_repeat)
     if resolved.is_atari:
         options = atari_options_for(
             atari, frame_stack=frame_stack, max_episode_steps=max_episode_steps
@@ -104,7 +108,16 @@ def make_vector_env(
         seed=seed,
         frame_stack=1 if frame_stack is None else frame_stack,
         max_episode_steps=max_episode_steps,
+        action_repeat=action_repeat,
     )
+
+
+def _check_action_repeat(resolved, action_repeat: int) -> None:
+    if action_repeat < 1:
+        raise ValueError(f"env.action_repeat must be >= 1, got {action_repeat}")
+    if action_repeat > 1 and (resolved.is_atari or resolved.is_game_2048):
+        what = "Atari envs repeat actions by env.frame_skip" if resolved.is_atari else "2048 has no use for it"
+        raise ValueError(f"env.action_repeat={action_repeat} is for gymnasium envs; env {resolved.env_id!r}: {what}")
 
 
 def probe_env_spec(
@@ -112,6 +125,7 @@ def probe_env_spec(
     *,
     frame_stack: int | None = None,
     atari: AtariOptions | None = None,
+    action_repeat: int = 1,
 ) -> EnvSpecInfo:
     """Shapes, action count and dtype of ``env_id`` as :func:`make_vector_env` would serve it.
 
@@ -122,6 +136,7 @@ def probe_env_spec(
         ValueError: as :func:`make_vector_env`.
     """
     resolved = resolve_env_id(env_id)
+    _check_action_repeat(resolved, action_repeat)
     if resolved.is_atari:
         options = atari_options_for(atari, frame_stack=frame_stack)
         return EnvSpecInfo(

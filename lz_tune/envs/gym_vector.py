@@ -64,7 +64,9 @@ class GymVectorEnv(VectorEnv):
         seed: seed of the first ``reset()`` called without one (env ``i`` gets
             ``seed + i``); None: unseeded.
         frame_stack: observations stacked per model input.
-        max_episode_steps: time limit per episode (None: the id's registered limit).
+        max_episode_steps: time limit per episode in env steps (None: the id's registered limit).
+        action_repeat: env steps per :meth:`step`, the same action each, rewards summed; an
+            episode end inside ends the repeat (episode lengths count :meth:`step` calls).
         make_kwargs: extra keyword arguments for ``gymnasium.make``.
     """
 
@@ -76,9 +78,13 @@ class GymVectorEnv(VectorEnv):
         seed: int | None = None,
         frame_stack: int = 1,
         max_episode_steps: int | None = None,
+        action_repeat: int = 1,
         make_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._check_sizes(num_envs, frame_stack, max_episode_steps)
+        if action_repeat < 1:
+            raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
+        self.action_repeat = int(action_repeat)
         kwargs = dict(make_kwargs or {})
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
@@ -147,8 +153,13 @@ class GymVectorEnv(VectorEnv):
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         for i, env in enumerate(self._envs):
-            obs, r, term, trunc, info = env.step(scaled[i] if self.action_dim else int(actions[i]) + self._action_start)
-            reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
+            action = scaled[i] if self.action_dim else int(actions[i]) + self._action_start
+            for _ in range(self.action_repeat):
+                obs, r, term, trunc, info = env.step(action)
+                reward[i] += float(r)
+                if term or trunc:
+                    break
+            terminated[i], truncated[i] = bool(term), bool(trunc)
             final[i] = obs
             if term or trunc:
                 obs, info = env.reset()

@@ -37,12 +37,14 @@ def make_env(cfg: Config, *, num_envs: int, seed: int, mode: str) -> VectorEnv:
     """The vector env a config describes (``mode``: "collect" or "eval")."""
     e = cfg.env
     return make_vector_env(env_id=e.env_id, num_envs=num_envs, seed=seed, mode=mode,  # type: ignore[arg-type]
-                           frame_stack=e.frame_stack, atari=atari_options(e), max_episode_steps=e.max_episode_steps)
+                           frame_stack=e.frame_stack, atari=atari_options(e), max_episode_steps=e.max_episode_steps,
+                           action_repeat=e.action_repeat)
 
 
 @functools.lru_cache(maxsize=32)
 def _probe(env: EnvConfig) -> EnvSpecInfo:
-    return probe_env_spec(env.env_id, frame_stack=env.frame_stack, atari=atari_options(env))
+    return probe_env_spec(env.env_id, frame_stack=env.frame_stack, atari=atari_options(env),
+                          action_repeat=env.action_repeat)
 
 
 def env_spec_for(cfg: Config) -> EnvSpecInfo:
