@@ -287,6 +287,29 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGINT, previous[1])
 
 
+@contextlib.contextmanager
+def _signals_deferred_while(what: str):
+    """While the run closes (workers, Ray, logs: bounded by ``async_pipeline.shutdown_timeout_s``),
+    a further SIGTERM / Ctrl-C (``timeout`` forwarding its own, a second Ctrl-C) prints a notice
+    instead of raising: an exception there would cut the close short, skip the log and Ray
+    shutdown, and could leave the process waiting on a thread that was never stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+    def notice(signum, frame):
+        print(f"still {what}; it ends by itself (SIGKILL stops it at once)", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGTERM, notice)
+    signal.signal(signal.SIGINT, notice)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = build_config(args.config, args.overrides, seed=args.seed, async_pipeline=args.async_pipeline)
     if args.address:  # the Ray back-end connects to it (lz_tune.pipeline.ray_backend)
@@ -325,15 +348,17 @@ def cmd_train(args: argparse.Namespace) -> int:
             if progress is not None:
                 progress.close()
         except KeyboardInterrupt:
-            if progress is not None:
-                progress.close()
-            name = "SIGTERM" if received else "Ctrl-C"
-            print(f"interrupted ({name}): shutting down workers; checkpoints written so far are kept"
-                  + (f" (continue with --resume {exp_dir})" if driver is not None else ""), file=sys.stderr, flush=True)
-            if driver is not None:
-                driver.close()
-            else:
-                _shutdown_ray_if_started()
+            with _signals_deferred_while("shutting down workers"):
+                if progress is not None:
+                    progress.close()
+                name = "SIGTERM" if received else "Ctrl-C"
+                print(f"interrupted ({name}): shutting down workers; checkpoints written so far are kept"
+                      + (f" (continue with --resume {exp_dir})" if driver is not None else ""), file=sys.stderr,
+                      flush=True)
+                if driver is not None:
+                    driver.close()
+                else:
+                    _shutdown_ray_if_started()
             return 143 if received else 130
     driver.close()  # consumes finished work first: the final counters include it
     m = driver.metrics()

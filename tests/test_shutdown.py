@@ -121,6 +121,25 @@ def test_sigterm_closes_the_run_cleanly_and_keeps_its_checkpoint(tmp_path, tiny_
     assert ckpt["counters"]["train_iter"] > 0
 
 
+def test_a_second_sigterm_during_the_shutdown_does_not_cut_it_short(tmp_path, tiny_overrides):
+    """``timeout`` forwards its SIGTERM to a run that may already have one (pkill of both, a
+    second Ctrl-C): the close still runs to its end and the process exits with 143."""
+    run = _Run(tmp_path / "exp", *tiny_overrides, "evaluator.eval_freq=20")
+    try:
+        run.wait_for(lambda: run.printed("train_iter="), "first evaluation line")
+        run.proc.send_signal(signal.SIGTERM)
+        run.wait_for(lambda: run.printed("interrupted (SIGTERM)"), "the shutdown line", timeout_s=60)
+    except BaseException:
+        run.kill()
+        raise
+    code, out = run.signal(signal.SIGTERM, timeout_s=60), run.output
+    assert code == 143, out[-2000:]
+    assert "before training started" not in out and "Traceback" not in out, out[-2000:]
+    from lz_tune.checkpoint import load_checkpoint
+
+    assert load_checkpoint(tmp_path / "exp" / "ckpt" / "ckpt_latest.pt", policy_type="muzero")["counters"]["train_iter"] > 0
+
+
 def _loading_torch(pid: int) -> bool:
     """The child has mapped libtorch: it is inside (or just past) ``import torch``."""
     try:
