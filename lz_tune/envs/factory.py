@@ -76,7 +76,8 @@ def make_vector_env(
             (default 4), 1 otherwise.
         atari: Atari options (None: :class:`AtariOptions` defaults); ignored for
             non-Atari ids.
-        max_episode_steps: cap on agent steps per episode (``truncated``); None: the
+        max_episode_steps: cap on steps per episode (``truncated``): agent steps for Atari,
+            env steps for gymnasium ids (with ``action_repeat`` R, R per agent step); None: the
             id's own limit.
         action_repeat: env steps per agent step for gymnasium ids (rewards summed); Atari
             and 2048 refuse values > 1 (Atari: ``atari.frame_skip``).
