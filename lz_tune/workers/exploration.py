@@ -42,6 +42,8 @@ class EpsilonGreedy:
         """The actions to play this step: the searched ``action`` (``[N]`` int64 or ``[N, D]``
         float32) where no option runs, else the option's (``action_mask [N, A]`` bool legal actions).
         A new option starts in each free env with probability ``epsilon``."""
+        if epsilon <= 0.0 and not self.steps_left.any():
+            return action  # the default (off): nothing to draw or hold, no work in the actor loop
         if self.held_action is None:
             self.held_action = np.zeros_like(action)
         if not self.continuous:  # an option whose action became illegal ends here
