@@ -69,6 +69,25 @@ def _check_signals() -> None:
         raise _Terminated() if _SIGTERM_SEEN else KeyboardInterrupt()
 
 
+def _end_process(code: int) -> None:
+    """End the CLI process the way ``sys.exit`` would (non-daemon threads joined, ``atexit``
+    handlers run: Ray, logging, tensorboard writers), then skip the interpreter's own teardown: it
+    resets the signal handlers to the default first, so a SIGTERM during its slow part (freeing
+    torch's and Ray's modules) would kill the process with a raw signal status after a clean close."""
+    import atexit
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken pipe: nothing more to write
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":  # a signal while torch & co load: one line, no traceback
     _raise_on_sigterm()
 try:
@@ -283,8 +302,32 @@ def _sigterm_as_interrupt():
     try:
         yield _SIGTERM_SEEN
     finally:
-        signal.signal(signal.SIGTERM, previous[0])
-        signal.signal(signal.SIGINT, previous[1])
+        if _RUNNING_AS_CLI:  # the process ends after this command: no handler to give back
+            _exit_at_once_on_a_signal(143 if _SIGTERM_SEEN else 130 if _SIGNALS_SEEN else 0)
+        else:
+            signal.signal(signal.SIGTERM, previous[0])
+            signal.signal(signal.SIGINT, previous[1])
+
+
+_RUNNING_AS_CLI = False
+"""True in ``python -m lz_tune``: once a command is over, a further signal ends the process at once
+(the run's frames and workers are torn down after the command returned, which can take a while)."""
+
+
+def _exit_at_once_on_a_signal(code: int) -> None:
+    """After the command's close: a SIGTERM / Ctrl-C during the teardown that follows ends the
+    process at once with ``code`` (or 143 / 130 after a clean run), rather than with the default
+    handler's raw signal status or a traceback from a half-torn-down interpreter."""
+    def exit_now(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a reentrant flush (the signal landed inside a write): skip it
+                pass
+        os._exit(code if code else (143 if signum == signal.SIGTERM else 130))
+
+    signal.signal(signal.SIGTERM, exit_now)
+    signal.signal(signal.SIGINT, exit_now)
 
 
 @contextlib.contextmanager
@@ -412,9 +455,46 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1
 
 
+def _exit_at_once_on_a_signal(code: int) -> None:
+    """After the command returned (its close is done): a SIGTERM / Ctrl-C during the interpreter's
+    teardown ends the process at once with ``code`` (143 after a SIGTERM) rather than with the
+    default handler's raw signal status or a traceback from a half-torn-down interpreter."""
+    def exit_now(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a reentrant flush (the signal landed inside a write): skip it
+                pass
+        os._exit(code if code else (143 if signum == signal.SIGTERM else 130))
+
+    signal.signal(signal.SIGTERM, exit_now)
+    signal.signal(signal.SIGINT, exit_now)
+
+
+def _end_process(code: int) -> None:
+    """End the CLI process the way ``sys.exit`` would (non-daemon threads joined, ``atexit``
+    handlers run: Ray, logging, tensorboard writers), then skip the interpreter's own teardown: it
+    resets the signal handlers to the default first, so a SIGTERM during its slow part (freeing
+    torch's and Ray's modules) would kill the process with a raw signal status after a clean close."""
+    import atexit
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken pipe: nothing more to write
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
+    _RUNNING_AS_CLI = True
     try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # a second signal while shutting down
-        print("interrupted", file=sys.stderr)
-        sys.exit(143 if _SIGTERM_SEEN else 130)
+        exit_code = main()
+    except KeyboardInterrupt:  # a further signal while the command restored its handlers
+        exit_code = 143 if _SIGTERM_SEEN else 130
+    _exit_at_once_on_a_signal(exit_code)
+    _end_process(exit_code)
