@@ -539,13 +539,21 @@ class StochasticConfig(_Section):
     commitment_loss_weight: float = 1.0
     """Weight of the commitment term ||softmax(c_e) - sg(one_hot(argmax c_e))||^2 that pulls
     the chance encoder's distribution to its own one-hot code (learned codes only)."""
+    code_usage_loss_weight: float = 0.0
+    """Weight of the code-usage term ``log C - H(mean over the batch of softmax(c_e))`` (learned
+    codes only; 0 when a batch uses its codes evenly). With the commitment term (each code
+    confident) it maximises the information the code carries about the transition, as in
+    information-maximising clustering. Without it the encoder can settle on one code for every
+    transition, and the model is then a deterministic one (2048: 1 of 32 codes in use after 500
+    updates, benchmarks/README.md). 0 is the paper's loss."""
     q_normalization: Literal["tree", "node"] = "tree"
     """Q normalisation at decision nodes: ``tree`` (min-max over the whole tree, MuZero) or
     ``node`` (per node, as mctx)."""
 
     def _check(self) -> None:
         self._positive("chance_space_size")
-        self._non_negative("chance_loss_weight", "afterstate_value_loss_weight", "commitment_loss_weight")
+        self._non_negative("chance_loss_weight", "afterstate_value_loss_weight", "commitment_loss_weight",
+                           "code_usage_loss_weight")
 
 
 @dataclass(frozen=True)

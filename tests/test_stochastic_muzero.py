@@ -134,8 +134,56 @@ def test_true_chance_labels_reach_segments_and_the_loss(tiny_cfg):
     assert "loss/chance" in logs and "loss/commitment" not in logs and np.isfinite(logs["loss/total"])
 
 
+def test_code_usage_gap_values():
+    from lz_tune.algos.stochastic_muzero import code_usage_gap
+
+    C = 8
+    one_code = F.one_hot(torch.zeros(6, dtype=torch.long), C).float()
+    even = F.one_hot(torch.arange(8) % C, C).float()
+    ones = torch.ones(8)
+    assert torch.allclose(code_usage_gap(one_code, torch.ones(6)), torch.full((6,), np.log(C)), atol=1e-5)
+    assert torch.allclose(code_usage_gap(even, ones), torch.zeros(8), atol=1e-5)
+    # masked-out rows do not count: the real rows use one code
+    mask = torch.tensor([1.0, 1, 0, 0, 0, 0, 0, 0])
+    two_rows = torch.cat([one_code[:2], even[2:]])
+    assert torch.allclose(code_usage_gap(two_rows, mask), torch.full((8,), np.log(C)), atol=1e-5)
+    assert torch.equal(code_usage_gap(even, torch.zeros(8)), torch.zeros(8))
+
+
+def test_code_usage_term_spreads_a_collapsed_encoder(tiny_cfg):
+    """An encoder that gives one code to every transition (what the paper's loss settles on in
+    2048): the usage term's gradient step raises the entropy of the batch's mean code
+    distribution; without the term (the paper's loss alone) the loss has no such term."""
+    torch.manual_seed(0)
+    cfg = _stochastic(tiny_cfg, "stochastic.code_usage_loss_weight=1.0",
+                      *(f"learner.{k}_loss_weight=0" for k in ("policy", "value", "reward", "ssl")),
+                      "stochastic.chance_loss_weight=0", "stochastic.afterstate_value_loss_weight=0",
+                      "stochastic.commitment_loss_weight=0", "learner.policy_entropy_weight=0",
+                      "learner.optim_type=sgd", "learner.learning_rate=0.5", "learner.weight_decay=0")
+    spec = env_spec_for(cfg)
+    learner = get_algorithm(cfg.policy_type).make_learner(cfg, spec)
+    encoder = learner.policy.network.chance_encoder
+    with torch.no_grad():  # collapse: code 0 far ahead of the rest for every input
+        encoder[-1].bias.copy_(torch.tensor([3.0, 0.0, 0.0, 0.0]))
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    obs = torch.from_numpy(batch.obs)
+
+    def entropy_of_mean() -> float:
+        with torch.no_grad():
+            p = F.softmax(learner.policy.network.encode_chance(obs[:, 0], obs[:, 1]), -1).mean(0)
+            return float(-(p * p.log()).sum())
+
+    before = entropy_of_mean()
+    logs, _ = learner.learn(batch)
+    assert "loss/code_usage" in logs and logs["loss/code_usage"] > 0
+    assert entropy_of_mean() > before + 1e-3
+    plain = get_algorithm(cfg.policy_type).make_learner(_stochastic(tiny_cfg), spec)
+    assert "loss/code_usage" not in plain.learn(_batch(cfg, spec, np.random.default_rng(0)))[0]
+
+
 @pytest.mark.parametrize("overrides, match", [
     (("stochastic.chance_space_size=0",), "stochastic.chance_space_size"),
+    (("stochastic.code_usage_loss_weight=-1",), "stochastic.code_usage_loss_weight"),
     (("policy_type=stochastic_muzero", "stochastic.use_true_chance_label=true"), "stochastic.use_true_chance_label"),
     (("policy_type=stochastic_muzero", "env.env_id=Game2048-v0", "stochastic.use_true_chance_label=true",
       "stochastic.chance_space_size=16"), "stochastic.chance_space_size"),

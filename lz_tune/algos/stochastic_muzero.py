@@ -13,6 +13,8 @@ reward, optional SSL, entropy bonus), with ``as_{k-1} = phi(s_{k-1}, a_{k-1})``:
     afterstate value : CE(Q_{k-1}, two_hot(h(z_{k-1})))        stochastic.afterstate_value_loss_weight
     chance           : CE(sigma_{k-1}, sg(c_{k-1})) * mask_k    stochastic.chance_loss_weight
     commitment       : ||softmax(c^e) - sg(c)||^2 * mask_k      stochastic.commitment_loss_weight (learned codes)
+    code usage       : log C - H(mean_b softmax(c^e)_k)         stochastic.code_usage_loss_weight (learned codes;
+                       the batch's masked mean distribution per step, the same value for every sample)
 
 where the code ``c_{k-1}`` is the chance encoder's straight-through one-hot of
 ``e(o_{t+k-1}, o_{t+k})`` (or, with ``stochastic.use_true_chance_label``, the env's true
@@ -32,6 +34,7 @@ outcomes of 2048 (the original's env reports the cell only).
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -48,7 +51,7 @@ from lz_tune.models.stochastic import StochasticMuZeroNetwork, straight_through_
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
 __all__ = ["StochasticMuZeroPolicy", "StochasticMuZeroLearner", "make_policy", "make_learner", "step_columns",
-           "policy_target_size", "check_chance_config", "CHANCE_COLUMN"]
+           "policy_target_size", "check_chance_config", "code_usage_gap", "CHANCE_COLUMN"]
 
 CHANCE_COLUMN = "chance_outcome"
 """Name of the env's true chance outcome, in ``StepResult.info_columns`` and as a step column."""
@@ -171,7 +174,7 @@ class StochasticMuZeroLearner(MuZeroLearner):
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits)
         zeros = torch.zeros_like(value_loss)
-        reward_loss, ssl_loss, q_loss, chance_loss, commitment = (zeros.clone() for _ in range(5))
+        reward_loss, ssl_loss, q_loss, chance_loss, commitment, usage = (zeros.clone() for _ in range(6))
         if num_unroll and lc.ssl_loss_weight > 0:
             target_proj = self._ssl_targets(net, obs, num_unroll)
         for k in range(1, num_unroll + 1):
@@ -183,6 +186,8 @@ class StochasticMuZeroLearner(MuZeroLearner):
             if encoder_logits is not None:
                 probs = F.softmax(full_precision(encoder_logits), dim=-1)
                 commitment = commitment + ((probs - code.detach()) ** 2).sum(-1) * mask[:, k]
+                if st.code_usage_loss_weight > 0:
+                    usage = usage + code_usage_gap(probs, mask[:, k])
             latent, reward_logits = net.dynamics(afterstate, code)
             reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
             policy_logits, value_logits = net.prediction(latent)
@@ -196,9 +201,23 @@ class StochasticMuZeroLearner(MuZeroLearner):
                        "loss/chance": (st.chance_loss_weight, chance_loss)}
         if not st.use_true_chance_label:
             self._extra["loss/commitment"] = (st.commitment_loss_weight, commitment)
+            if st.code_usage_loss_weight > 0:
+                self._extra["loss/code_usage"] = (st.code_usage_loss_weight, usage)
         return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
 
     _losses_fused = _losses_eager  # one path (see the module docstring)
+
+
+def code_usage_gap(probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``log C - H(p_bar)`` of the masked batch mean ``p_bar [C]`` of the encoder's code
+    distributions ``probs [B, C]`` (``mask [B]``, 1 for real transitions), broadcast to ``[B]``:
+    0 when the batch spreads over all C codes evenly, ``log C`` when it uses one. A batch with no
+    real transition gives 0."""
+    weight = mask.to(probs.dtype)
+    mean = (probs * weight[:, None]).sum(0) / weight.sum().clamp_min(1.0)
+    entropy_of_mean = -(mean * mean.clamp_min(1e-12).log()).sum()
+    gap = (math.log(probs.shape[1]) - entropy_of_mean) * (weight.sum() > 0).to(probs.dtype)
+    return gap.expand(probs.shape[0])
 
 
 def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
