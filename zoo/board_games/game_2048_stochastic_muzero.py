@@ -23,7 +23,9 @@ def make_config() -> Config:
         "model": {"kind": "mlp", "latent_dim": 128, "hidden_sizes": [256], "layer_norm": True,
                   "value_support_size": 100, "reward_support_size": 40},
         "mcts": {"num_simulations": 25, "discount_factor": 0.99},
-        "stochastic": {"chance_space_size": 32},
+        # the code-usage term keeps the learned codes from collapsing to one (the paper's loss alone:
+        # 1 of 32 codes in use after 500 updates; benchmarks/README.md, 2048)
+        "stochastic": {"chance_space_size": 32, "code_usage_loss_weight": 1.0},
         "buffer": {"replay_buffer_size": 200_000, "game_segment_length": 100, "num_unroll_steps": 5,
                    "td_steps": 10, "use_priority": True},
         "learner": {"batch_size": 256, "optim_type": "adam", "learning_rate": 3e-3,
