@@ -69,25 +69,6 @@ def _check_signals() -> None:
         raise _Terminated() if _SIGTERM_SEEN else KeyboardInterrupt()
 
 
-def _end_process(code: int) -> None:
-    """End the CLI process the way ``sys.exit`` would (non-daemon threads joined, ``atexit``
-    handlers run: Ray, logging, tensorboard writers), then skip the interpreter's own teardown: it
-    resets the signal handlers to the default first, so a SIGTERM during its slow part (freeing
-    torch's and Ray's modules) would kill the process with a raw signal status after a clean close."""
-    import atexit
-
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a closed or broken pipe: nothing more to write
-            pass
-    os._exit(code)
-
-
 if __name__ == "__main__":  # a signal while torch & co load: one line, no traceback
     _raise_on_sigterm()
 try:
@@ -319,11 +300,7 @@ def _exit_at_once_on_a_signal(code: int) -> None:
     process at once with ``code`` (or 143 / 130 after a clean run), rather than with the default
     handler's raw signal status or a traceback from a half-torn-down interpreter."""
     def exit_now(signum, frame):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # a reentrant flush (the signal landed inside a write): skip it
-                pass
+        _flush_streams()
         os._exit(code if code else (143 if signum == signal.SIGTERM else 130))
 
     signal.signal(signal.SIGTERM, exit_now)
@@ -455,22 +432,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1
 
 
-def _exit_at_once_on_a_signal(code: int) -> None:
-    """After the command returned (its close is done): a SIGTERM / Ctrl-C during the interpreter's
-    teardown ends the process at once with ``code`` (143 after a SIGTERM) rather than with the
-    default handler's raw signal status or a traceback from a half-torn-down interpreter."""
-    def exit_now(signum, frame):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # a reentrant flush (the signal landed inside a write): skip it
-                pass
-        os._exit(code if code else (143 if signum == signal.SIGTERM else 130))
-
-    signal.signal(signal.SIGTERM, exit_now)
-    signal.signal(signal.SIGINT, exit_now)
-
-
 def _end_process(code: int) -> None:
     """End the CLI process the way ``sys.exit`` would (non-daemon threads joined, ``atexit``
     handlers run: Ray, logging, tensorboard writers), then skip the interpreter's own teardown: it
@@ -482,12 +443,18 @@ def _end_process(code: int) -> None:
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()
+    _flush_streams()
+    os._exit(code)
+
+
+def _flush_streams() -> None:
+    """Flush stdout and stderr before ``os._exit``; a closed or broken pipe, or a reentrant flush
+    (a signal that landed inside a write), is skipped."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # a closed or broken pipe: nothing more to write
+        except Exception:
             pass
-    os._exit(code)
 
 
 if __name__ == "__main__":
