@@ -367,6 +367,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                 _check_signals()
             if progress is not None:
                 progress.close()
+            with _signals_deferred_while("closing the run"):
+                driver.close()  # consumes finished work first: the final counters include it
         except KeyboardInterrupt:
             with _signals_deferred_while("shutting down workers"):
                 if progress is not None:
@@ -380,7 +382,6 @@ def cmd_train(args: argparse.Namespace) -> int:
                 else:
                     _shutdown_ray_if_started()
             return 143 if received else 130
-    driver.close()  # consumes finished work first: the final counters include it
     m = driver.metrics()
     best = m.get("eval_reward_mean_best")
     best_text = "n/a" if best is None else f"{best:.1f}"
