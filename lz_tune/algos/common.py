@@ -9,9 +9,11 @@ import torch.nn.functional as F
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.base import MuZeroNetwork
+from lz_tune.models.conv import MuZeroConvNetwork
 
 __all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_rate_at", "soft_ce", "entropy",
-           "cosine", "full_precision", "scale_gradient", "require_device", "learner_autocast"]
+           "cosine", "full_precision", "scale_gradient", "require_device", "learner_autocast",
+           "use_channels_last"]
 
 
 def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
@@ -102,6 +104,20 @@ def learner_autocast(cfg: Config, device: torch.device):
     loss helpers above upcast to float32), a no-op context for float32."""
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
                           enabled=cfg.learner.precision == "bfloat16")
+
+
+def use_channels_last(network: torch.nn.Module) -> bool:
+    """Put every 4-D weight of ``network`` in the channels-last layout and make each
+    :class:`MuZeroConvNetwork` inside it convert its observations to that layout (the
+    learner's fused path: convolutions and batch norms on NHWC data). Returns whether
+    ``network`` has a conv network (MLP networks are left as they are)."""
+    convs = [m for m in network.modules() if isinstance(m, MuZeroConvNetwork)]
+    if not convs:
+        return False
+    network.to(memory_format=torch.channels_last)
+    for conv in convs:
+        conv.use_channels_last()
+    return True
 
 
 def make_optimizer(cfg: Config, params, *, fused: bool = False) -> torch.optim.Optimizer:

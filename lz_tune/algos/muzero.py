@@ -32,7 +32,7 @@ from torch.profiler import record_function
 
 from lz_tune.algos.base import ActResult, Learner, Policy, Reanalysis
 from lz_tune.algos.common import (build_network, cosine, entropy, learner_autocast, learning_rate_at, make_optimizer,
-                                  require_device, scale_gradient, soft_ce)
+                                  require_device, scale_gradient, soft_ce, use_channels_last)
 from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
@@ -178,6 +178,8 @@ class MuZeroLearner(Learner):
         self.cfg = cfg
         device = str(require_device(cfg.learner.device, "learner.device"))
         self.policy = self.policy_class(cfg, spec, device=device)
+        if cfg.learner.update_path == "fused":
+            use_channels_last(self.policy.network)  # conv networks: NHWC layout (a layout; same values)
         self.target_policy = self.policy_class(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
         self.optimizer = make_optimizer(cfg, self.policy.network.parameters(), fused=cfg.learner.update_path == "fused")
         self.train_iter = 0
@@ -405,6 +407,10 @@ class MuZeroLearner(Learner):
         self.policy.load_weights(state["network"])
         self.target_policy.load_weights(state["target_network"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for param, slots in self.optimizer.state.items():  # moments in their parameter's layout
+            for key, value in slots.items():            # (a checkpoint of the other update path)
+                if torch.is_tensor(value) and value.shape == param.shape and value.stride() != param.stride():
+                    slots[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)
         self.train_iter = int(state["train_iter"])
 
 

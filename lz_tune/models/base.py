@@ -95,12 +95,19 @@ def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
         latent: ``[B, ...]``; the min/max are taken over all non-batch dims.
 
     Returns:
-        ``[B, ...]`` contiguous tensor, same shape.
+        ``[B, ...]`` tensor, same shape; contiguous, or channels-last when ``latent`` is a
+        channels-last ``[B, C, H, W]``.
     """
     if latent.dim() == 2 and latent.dtype == torch.float32 and latent.device.type == "cpu" \
             and not torch.is_grad_enabled():
         # search hot path (no autograd): one numba pass instead of five torch ops
         return torch.from_numpy(_minmax_rows(latent.numpy(), LATENT_RANGE_EPS))
+    if latent.dim() == 4 and latent.is_contiguous(memory_format=torch.channels_last) and not latent.is_contiguous():
+        # channels-last conv latent (the learner's fused path): reduce over (C, H, W) in place
+        # of flattening, which would copy it back to NCHW; same values
+        dims = (1, 2, 3)
+        low, high = latent.amin(dim=dims, keepdim=True), latent.amax(dim=dims, keepdim=True)
+        return (latent - low) / (high - low).clamp_min(LATENT_RANGE_EPS)
     flat = latent if latent.dim() == 2 else latent.flatten(1)
     low, high = torch.aminmax(flat, dim=1, keepdim=True)
     normalized = (flat - low) / (high - low).clamp_min(LATENT_RANGE_EPS)
