@@ -114,19 +114,22 @@ def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
     return normalized if flat is latent else normalized.view(latent.shape)
 
 
-def observation_to_float(obs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def observation_to_float(obs: torch.Tensor, dtype: torch.dtype,
+                         memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
     """Convert observations to ``dtype``; uint8 (pixel) observations are scaled by 1/255.
 
     Args:
         obs: ``[B, ...]`` observations, uint8 or any numeric dtype.
         dtype: the floating dtype of the network parameters.
+        memory_format: layout of the result (``torch.channels_last`` for ``[B, C, H, W]``
+            conv inputs: converted in the same pass as the dtype).
 
     Returns:
         ``[B, ...]`` floating tensor.
     """
     if obs.dtype == torch.uint8:
-        return obs.to(dtype).div_(255.0)
-    return obs.to(dtype)
+        return obs.to(dtype, memory_format=memory_format).div_(255.0)
+    return obs.to(dtype, memory_format=memory_format)
 
 
 class MuZeroNetwork(nn.Module, abc.ABC):

@@ -161,9 +161,8 @@ class MuZeroConvNetwork(MuZeroNetwork):
 
     def representation(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs [B, C, H, W]`` (uint8 scaled by 1/255) -> normalised ``latent [B, *latent_shape]``."""
-        x = observation_to_float(obs, self.dynamics_conv.weight.dtype)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = observation_to_float(obs, self.dynamics_conv.weight.dtype,
+                                 torch.channels_last if self.channels_last else torch.preserve_format)
         return normalize_latent(self.representation_blocks(self.stem(x)))
 
     def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,7 +174,7 @@ class MuZeroConvNetwork(MuZeroNetwork):
         else:
             plane = (action.to(latent.dtype) / self.action_space_size).reshape(batch, 1, 1, 1)
         x = torch.cat([latent, plane.expand(batch, plane.shape[1], height, width)], dim=1)
-        x = torch.relu(self.dynamics_bn(self.dynamics_conv(x)) + latent)
+        x = (self.dynamics_bn(self.dynamics_conv(x)) + latent).relu_()
         x = self.dynamics_blocks(x)
         return normalize_latent(x), self.reward_head(x)
 
