@@ -144,3 +144,40 @@ def test_fused_optimizer_makes_the_same_step(tiny_cfg, optim_type):
             optims[fused].step()
         for a, b in zip(params[True], params[False]):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+ONE_UNROLL_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "unizero", "sampled_unizero"}
+
+
+@pytest.mark.parametrize("policy_type", sorted(IMPLEMENTED))
+def test_a_type_without_the_batched_unroll_says_so(tiny_cfg, policy_type):
+    """No type loses the fast path silently: the types whose unroll has one path return a
+    notice naming the type when the fused path is asked for; the others (and any type asked
+    for the eager path) return None."""
+    cfg = tiny_cfg(f"policy_type={policy_type}", "sampled.num_samples=2")
+    spec = env_spec_for(cfg)
+    fused = get_algorithm(policy_type).make_learner(cfg, spec).update_path_notice()
+    eager = get_algorithm(policy_type).make_learner(cfg.with_overrides(["learner.update_path=eager"]),
+                                                    spec).update_path_notice()
+    assert eager is None
+    if policy_type in ONE_UNROLL_PATH:
+        assert fused and f"policy_type={policy_type}" in fused and "learner.update_path" in fused, fused
+    else:
+        assert fused is None, fused
+
+
+def test_the_driver_prints_the_notice_at_start(tiny_cfg, tmp_path):
+    from lz_tune.pipeline import Driver
+
+    lines: list[str] = []
+    driver = Driver(tiny_cfg("policy_type=stochastic_muzero"), exp_dir=str(tmp_path / "run"), print_fn=lines.append)
+    try:
+        assert any("note: policy_type=stochastic_muzero has one unroll path" in line for line in lines), lines
+    finally:
+        driver.close()
+    lines.clear()
+    driver = Driver(tiny_cfg(), exp_dir=str(tmp_path / "run2"), print_fn=lines.append)
+    try:
+        assert not any("note:" in line for line in lines), lines
+    finally:
+        driver.close()

@@ -126,3 +126,8 @@ class Learner(abc.ABC):
     @abc.abstractmethod
     def learning_rate(self) -> float:
         """The learning rate of the next update."""
+
+    def update_path_notice(self) -> Optional[str]:
+        """What ``learner.update_path`` does NOT give this type, in one sentence for the start
+        of a run (the driver prints it); None when the type runs the path that was asked for."""
+        return None

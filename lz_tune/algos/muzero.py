@@ -189,6 +189,14 @@ class MuZeroLearner(Learner):
     def learning_rate(self) -> float:
         return learning_rate_at(self.cfg, self.train_iter)
 
+    def update_path_notice(self) -> Optional[str]:
+        """Types whose unroll has one path (``_losses_fused = _losses_eager``) say so when the
+        fused path is asked for: they get its optimizer kernel and conv layout only."""
+        if self.cfg.learner.update_path == "fused" and type(self)._losses_fused is type(self)._losses_eager:
+            return (f"policy_type={self.cfg.policy_type} has one unroll path: learner.update_path=fused gives it the "
+                    "fused optimizer kernel (and channels-last conv weights) but not the batched unroll")
+        return None
+
     # ------------------------------------------------------------------ what variants override
 
     def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import os
 import time
@@ -49,6 +50,8 @@ from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBacken
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.snapshot import SnapshotPublisher
 from lz_tune.workers import CollectResult, EvalResult, env_spec_for, epsilon_at, temperature_at
+
+_log = logging.getLogger(__name__)
 
 #: the replay buffer file written beside a checkpoint when buffer.save_in_checkpoint is on
 BUFFER_FILE = "replay_buffer.pt"
@@ -151,6 +154,9 @@ class Driver:
         torch.set_num_threads(learner_threads(cfg))
         self.rng = np.random.default_rng(cfg.seed + 31)
         self.learner = algo.make_learner(cfg, self.spec)
+        notice = self.learner.update_path_notice()
+        if notice:  # no type loses the fast path silently
+            (self.print if print_fn else _log.warning)(f"[{cfg.exp_name}] note: {notice}")
         b = cfg.buffer
         self.buffer = GameBuffer(capacity_transitions=b.replay_buffer_size, num_unroll_steps=b.num_unroll_steps,
                                  td_steps=b.td_steps, discount=cfg.mcts.discount_factor,
