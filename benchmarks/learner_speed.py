@@ -12,6 +12,11 @@ Prints a table, then as the LAST line one JSON object (``cartpole_updates_per_s`
 ``cartpole_updates_per_s_eager``, ``pong_updates_per_s``, ``pong_updates_per_s_eager``, ...).
 
     python benchmarks/learner_speed.py [--repeats 5] [--updates 20] [--threads 2] [--configs cartpole,pong]
+    THP_MEM_ALLOC_ENABLE=0 python benchmarks/learner_speed.py ...   # without huge pages (lz_tune's default: on)
+
+Large tensors go on transparent huge pages as in every lz_tune process (``THP_MEM_ALLOC_ENABLE=1``,
+set by ``import lz_tune``; here before torch is imported); both paths share the setting, and the
+JSON says which it was (``thp``).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as lz_tune sets it; before torch's first allocation
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -114,7 +121,7 @@ def main() -> None:
     parser.add_argument("--policy-type", default="muzero")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    results: dict[str, float] = {}
+    results: dict[str, object] = {"thp": os.environ["THP_MEM_ALLOC_ENABLE"] not in ("0", "false", "False")}
     print(f"{'config':<10}{'path':<7}{'updates/s (median)':>19}{'min':>8}{'max':>8}   ms/update: forward backward "
           "optimizer targets+rest")
     for name in args.configs.split(","):

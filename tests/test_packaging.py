@@ -61,3 +61,20 @@ def test_the_readme_install_line_installs_what_its_notebook_command_needs():
     assert any(d.startswith("jupyterlab") for extra in extras for d in optional.get(extra, []))
     # and CI installs what the README says
     assert f'-e ".[{install.group(1)}]"' in (REPO_ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("preset,expected", [(None, "1"), ("0", "0")])
+def test_import_lz_tune_puts_large_tensors_on_huge_pages_unless_the_user_said_otherwise(preset, expected):
+    """``import lz_tune`` sets THP_MEM_ALLOC_ENABLE=1 (torch's allocator then madvises its large
+    CPU allocations) before torch is imported; a value the user set is kept."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    if preset is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = preset
+    code = ("import os, sys; import lz_tune; assert 'torch' not in sys.modules, 'lz_tune imported torch first'; "
+            "print(os.environ['THP_MEM_ALLOC_ENABLE'])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == expected
