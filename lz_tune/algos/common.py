@@ -106,18 +106,13 @@ def learner_autocast(cfg: Config, device: torch.device):
                           enabled=cfg.learner.precision == "bfloat16")
 
 
-def use_channels_last(network: torch.nn.Module) -> bool:
-    """Put every 4-D weight of ``network`` in the channels-last layout and make each
-    :class:`MuZeroConvNetwork` inside it convert its observations to that layout (the
-    learner's fused path: convolutions and batch norms on NHWC data). Returns whether
-    ``network`` has a conv network (MLP networks are left as they are)."""
-    convs = [m for m in network.modules() if isinstance(m, MuZeroConvNetwork)]
-    if not convs:
-        return False
-    network.to(memory_format=torch.channels_last)
-    for conv in convs:
-        conv.use_channels_last()
-    return True
+def use_channels_last(network: torch.nn.Module) -> None:
+    """Every :class:`MuZeroConvNetwork` in ``network`` to the channels-last layout (the
+    learner's fused path: convolutions and batch norms on NHWC data); MLP networks are left
+    as they are."""
+    for module in network.modules():
+        if isinstance(module, MuZeroConvNetwork):
+            module.use_channels_last()
 
 
 def make_optimizer(cfg: Config, params, *, fused: bool = False) -> torch.optim.Optimizer:

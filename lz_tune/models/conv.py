@@ -152,9 +152,8 @@ class MuZeroConvNetwork(MuZeroNetwork):
     def use_channels_last(self) -> MuZeroConvNetwork:
         """Store the conv weights channels-last and convert observations to it in
         :meth:`representation`, so that every conv and batch norm runs on NHWC data (the
-        layout oneDNN's and cuDNN's fast kernels want: ~1.35x the Pong learner's updates/s on
-        a 2-core CPU, see benchmarks/learner_speed.py). Same values to float rounding. Returns
-        ``self``."""
+        layout oneDNN's and cuDNN's fast kernels want; benchmarks/README.md, "Learner speed").
+        Same values to float rounding. Returns ``self``."""
         self.to(memory_format=torch.channels_last)
         self.channels_last = True
         return self
