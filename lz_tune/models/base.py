@@ -21,6 +21,7 @@ __all__ = [
     "InitialOutput",
     "RecurrentOutput",
     "MuZeroNetwork",
+    "ComposedMuZeroNetwork",
     "normalize_latent",
     "observation_to_float",
 ]
@@ -229,3 +230,54 @@ class MuZeroNetwork(nn.Module, abc.ABC):
             value_logits=value_logits,
             policy_logits=policy_logits,
         )
+
+
+class ComposedMuZeroNetwork(nn.Module, abc.ABC):
+    """Base of the networks that compose a MuZero network (``self.muzero``) with parts of
+    their own: EfficientZero's value-prefix LSTM, Stochastic MuZero's afterstate heads,
+    muzero_rnn_full_obs's GRU history. It passes the MuZero parts through unchanged: the
+    size attributes, :meth:`representation` and :meth:`project`; ``module(obs)`` is
+    :meth:`initial_inference`, which each subclass defines (as its ``prediction``/``dynamics``).
+
+    Deliberately not a :class:`MuZeroNetwork` subclass: code that checks for one (the fused
+    unroll, the inference fast paths) must not mistake a composed network for a plain one.
+    """
+
+    muzero: MuZeroNetwork
+
+    @property
+    def action_space_size(self) -> int:
+        return self.muzero.action_space_size
+
+    @property
+    def value_support_size(self) -> int:
+        return self.muzero.value_support_size
+
+    @property
+    def reward_support_size(self) -> int:
+        return self.muzero.reward_support_size
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return self.muzero.latent_shape
+
+    @property
+    def projection_dim(self) -> int:
+        return self.muzero.projection_dim
+
+    def representation(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs [B, *obs_shape]`` -> normalised ``latent [B, *latent_shape]`` (MuZero's h)."""
+        return self.muzero.representation(obs)
+
+    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
+        """SimSiam projection ``latent [B, *latent_shape]`` -> ``[B, P]`` (see
+        :meth:`MuZeroNetwork.project`)."""
+        return self.muzero.project(latent, with_grad=with_grad, groups=groups)
+
+    @abc.abstractmethod
+    def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
+        """``obs [B, *obs_shape]`` -> latent, value and policy logits of the root."""
+
+    def forward(self, obs: torch.Tensor) -> InitialOutput:
+        """``module(obs)`` is :meth:`initial_inference`."""
+        return self.initial_inference(obs)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lz_tune.models import _validation as check
-from lz_tune.models.base import InitialOutput
+from lz_tune.models.base import ComposedMuZeroNetwork, InitialOutput
 from lz_tune.models.conv import MuZeroConvNetwork
 from lz_tune.models.mlp import MuZeroMLPNetwork
 
@@ -62,7 +62,7 @@ class EZRecurrentOutput:
     policy_logits: torch.Tensor
 
 
-class EfficientZeroNetwork(nn.Module):
+class EfficientZeroNetwork(ComposedMuZeroNetwork):
     """MuZero network + value-prefix LSTM head (see the module docstring).
 
     Not a :class:`~lz_tune.models.base.MuZeroNetwork` (``dynamics`` takes and returns the
@@ -142,54 +142,20 @@ class EfficientZeroNetwork(nn.Module):
         return cls(muzero, lstm_hidden_size=lstm_hidden_size, reduced_channels=reduced_channels,
                    fc_hidden=muzero.fc_hidden)
 
-    # ------------------------------------------------------------------ attributes
-
-    @property
-    def action_space_size(self) -> int:
-        return self.muzero.action_space_size
-
-    @property
-    def value_support_size(self) -> int:
-        return self.muzero.value_support_size
-
-    @property
-    def reward_support_size(self) -> int:
-        return self.muzero.reward_support_size
-
-    @property
-    def latent_shape(self) -> tuple[int, ...]:
-        return self.muzero.latent_shape
+    # ------------------------------------------------------------------ MuZero parts
 
     @property
     def batch_independent_prediction(self) -> bool:
         return self.muzero.batch_independent_prediction
 
-    @property
-    def projection_dim(self) -> int:
-        return self.muzero.projection_dim
-
-    # ------------------------------------------------------------------ MuZero parts
-
-    def representation(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs [B, *obs_shape]`` -> normalised ``latent [B, *latent_shape]``."""
-        return self.muzero.representation(obs)
-
     def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``latent [B, *latent_shape]`` -> ``(policy_logits [B, A], value_logits [B, V])``."""
         return self.muzero.prediction(latent)
-
-    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
-        """SimSiam projection ``latent [B, *latent_shape]`` -> ``[B, P]`` (see MuZeroNetwork.project)."""
-        return self.muzero.project(latent, with_grad=with_grad, groups=groups)
 
     def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
         """Representation then prediction for ``obs [B, *obs_shape]``; start from
         :meth:`initial_hidden` for the first :meth:`dynamics` step."""
         return self.muzero.initial_inference(obs)
-
-    def forward(self, obs: torch.Tensor) -> InitialOutput:
-        """``module(obs)`` is :meth:`initial_inference`."""
-        return self.initial_inference(obs)
 
     # ------------------------------------------------------------------ value prefix
 

@@ -26,14 +26,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from lz_tune.models import _validation as check
-from lz_tune.models.base import InitialOutput, normalize_latent
+from lz_tune.models.base import ComposedMuZeroNetwork, InitialOutput, normalize_latent
 from lz_tune.models.conv import MuZeroConvNetwork
 from lz_tune.models.mlp import MuZeroMLPNetwork
 
 __all__ = ["RNNFullObsNetwork"]
 
 
-class RNNFullObsNetwork(nn.Module):
+class RNNFullObsNetwork(ComposedMuZeroNetwork):
     """MuZero network + GRU history that conditions prediction (see the module docstring).
 
     Args:
@@ -54,21 +54,9 @@ class RNNFullObsNetwork(nn.Module):
         nn.init.zeros_(self.history_to_latent.bias)
         self.batch_independent_prediction = muzero.batch_independent_prediction
 
-    @property
-    def action_space_size(self) -> int:
-        return self.muzero.action_space_size
-
-    @property
-    def latent_shape(self) -> tuple[int, ...]:
-        return self.muzero.latent_shape
-
     def empty_history(self, batch: int, *, like: torch.Tensor) -> torch.Tensor:
         """``[B, H]`` zeros (no history) on ``like``'s device and dtype."""
         return like.new_zeros((batch, self.hidden_size))
-
-    def representation(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs [B, *obs_shape]`` -> normalised ``latent [B, *latent_shape]``."""
-        return self.muzero.representation(obs)
 
     def history_step(self, latent: torch.Tensor, action: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``h' = GRU([flatten(latent), one_hot(action)], h)``: ``latent [B, *L]``, ``action [B]``
@@ -90,9 +78,3 @@ class RNNFullObsNetwork(nn.Module):
         latent = self.representation(obs)
         policy_logits, value_logits = self.prediction(latent, self.empty_history(latent.shape[0], like=latent))
         return InitialOutput(latent=latent, value_logits=value_logits, policy_logits=policy_logits)
-
-    def forward(self, obs: torch.Tensor) -> InitialOutput:
-        return self.initial_inference(obs)
-
-    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
-        return self.muzero.project(latent, with_grad=with_grad, groups=groups)

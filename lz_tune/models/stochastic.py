@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lz_tune.models import _validation as check
-from lz_tune.models.base import InitialOutput, normalize_latent, observation_to_float
+from lz_tune.models.base import ComposedMuZeroNetwork, InitialOutput, normalize_latent, observation_to_float
 from lz_tune.models.mlp import MuZeroMLPNetwork
 
 __all__ = ["StochasticMuZeroNetwork", "straight_through_one_hot"]
@@ -67,7 +67,7 @@ def straight_through_one_hot(logits: torch.Tensor) -> torch.Tensor:
     return one_hot + (probs - probs.detach())  # exactly the one-hot forward
 
 
-class StochasticMuZeroNetwork(nn.Module):
+class StochasticMuZeroNetwork(ComposedMuZeroNetwork):
     """MuZero MLP network + afterstate prediction, chance dynamics and chance encoder (see the
     module docstring).
 
@@ -103,26 +103,6 @@ class StochasticMuZeroNetwork(nn.Module):
 
     # --------------------------------------------------------------------- the MuZero parts
 
-    @property
-    def action_space_size(self) -> int:
-        return self.muzero.action_space_size
-
-    @property
-    def latent_shape(self) -> tuple[int, ...]:
-        return self.muzero.latent_shape
-
-    @property
-    def value_support_size(self) -> int:
-        return self.muzero.value_support_size
-
-    @property
-    def reward_support_size(self) -> int:
-        return self.muzero.reward_support_size
-
-    def representation(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs [B, O]`` -> normalised ``latent [B, D]``."""
-        return self.muzero.representation(obs)
-
     def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``latent [B, D]`` -> ``(policy_logits [B, A], value_logits [B, V])``."""
         return self.muzero.prediction(latent)
@@ -131,13 +111,6 @@ class StochasticMuZeroNetwork(nn.Module):
         latent = self.representation(obs)
         policy_logits, value_logits = self.prediction(latent)
         return InitialOutput(latent=latent, value_logits=value_logits, policy_logits=policy_logits)
-
-    def forward(self, obs: torch.Tensor) -> InitialOutput:
-        return self.initial_inference(obs)
-
-    def project(self, latent: torch.Tensor, *, with_grad: bool, groups: int = 1) -> torch.Tensor:
-        """SimSiam projection ``[B, D] -> [B, P]`` (see :meth:`MuZeroMLPNetwork.project`)."""
-        return self.muzero.project(latent, with_grad=with_grad, groups=groups)
 
     # --------------------------------------------------------------------- the stochastic parts
 
