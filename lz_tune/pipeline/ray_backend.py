@@ -112,24 +112,38 @@ def _store_get(object_store: Optional["LocalObjectStore"], ref):
     return ray.get(ref)
 
 
-def _placement_group_id(object_store: Optional["LocalObjectStore"]):
-    if object_store is not None:  # in-process: no Ray, no placement group
-        return None
-    import ray
+class _WorkerBody:
+    """What every actor body answers besides its work: liveness, process, placement group and
+    node (the last two None in-process, where ``_object_store`` is set and there is no Ray)."""
 
-    return ray.get_runtime_context().get_placement_group_id()
+    _object_store: Optional["LocalObjectStore"]
+
+    def ping(self) -> bool:
+        return True
+
+    def pid(self) -> int:
+        """Id of the process this worker runs in."""
+        import os
+
+        return os.getpid()
+
+    def placement_group_id(self):
+        if self._object_store is not None:
+            return None
+        import ray
+
+        return ray.get_runtime_context().get_placement_group_id()
+
+    def node_id(self) -> Optional[str]:
+        """Hex id of the Ray node this worker runs on (None in-process)."""
+        if self._object_store is not None:
+            return None
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
 
-def _node_id(object_store: Optional["LocalObjectStore"]) -> Optional[str]:
-    """Hex id of the Ray node this worker runs on (None in-process)."""
-    if object_store is not None:
-        return None
-    import ray
-
-    return ray.get_runtime_context().get_node_id()
-
-
-class CollectorWorker:
+class CollectorWorker(_WorkerBody):
     """Body of a collector actor: a SegmentCollector plus snapshot caching.
 
     ``own_process`` (a Ray actor: True) lets the worker set its process's torch thread count and
@@ -157,27 +171,12 @@ class CollectorWorker:
             self.collector.load_snapshot(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
         return self.collector.collect(temperature=temperature, epsilon=epsilon)
 
-    def ping(self) -> bool:
-        return True
-
-    def pid(self) -> int:
-        """Id of the process this worker runs in."""
-        import os
-
-        return os.getpid()
-
-    def placement_group_id(self):
-        return _placement_group_id(self._object_store)
-
-    def node_id(self) -> Optional[str]:
-        return _node_id(self._object_store)
-
     def close(self) -> bool:
         self.collector.close()
         return True
 
 
-class EvaluatorWorker:
+class EvaluatorWorker(_WorkerBody):
     """Body of an evaluator actor (``own_process``, ``object_store``: as for :class:`CollectorWorker`)."""
 
     def __init__(self, cfg_dict: dict, seed: int, num_threads: int, device: str = "cpu", *,
@@ -196,21 +195,6 @@ class EvaluatorWorker:
 
     def evaluate(self, snapshot_box: list):
         return self.evaluator.evaluate(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
-
-    def ping(self) -> bool:
-        return True
-
-    def pid(self) -> int:
-        """Id of the process this worker runs in."""
-        import os
-
-        return os.getpid()
-
-    def placement_group_id(self):
-        return _placement_group_id(self._object_store)
-
-    def node_id(self) -> Optional[str]:
-        return _node_id(self._object_store)
 
     def close(self) -> bool:
         self.evaluator.close()
