@@ -17,10 +17,11 @@ space = {
     "learner.learning_rate": tune.loguniform(1e-3, 1e-2),
     "learner.update_per_collect": tune.choice([50, 100, 200]),
     "mcts.num_simulations": tune.choice([16, 25, 50]),
+    "mcts.pb_c_init": tune.choice([0.25, 0.5, 1.25]),  # 0.5 in the zoo config: sharper targets over 2 children
     "collector.temperature": tune.choice([0.25, 0.5, 1.0]),
 }
 
-#: stop a trial once solved or after 100k env steps
-stop = {"evaluation/env_runners/episode_return_mean": -100.0, "num_env_steps_sampled_lifetime": 100_000}
+#: stop a trial once solved or after the zoo config's 150k decisions
+stop = {"evaluation/env_runners/episode_return_mean": -100.0, "num_env_steps_sampled_lifetime": 150_000}
 
 __all__ = ["space", "stop", "scheduler"]
