@@ -62,12 +62,10 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from async_vs_sync import base_config, window  # noqa: E402
-from learner_speed import CONFIGS, Bench, fill_buffer  # noqa: E402
+from learner_speed import CONFIGS, Bench  # noqa: E402
 
-from lz_tune.algos import get_algorithm  # noqa: E402
 from lz_tune.config import Config, load_config_module  # noqa: E402
 from lz_tune.pipeline import Driver  # noqa: E402
-from lz_tune.workers import env_spec_for  # noqa: E402
 
 PONG_ZOO, PONG_OVERRIDES, PONG_FILL = CONFIGS["pong"]
 STARTUP_TIMEOUT_S = 900.0  # the first collect of every actor (process start, envs, numba compile)
@@ -133,14 +131,8 @@ class DeviceBench(Bench):
     weights) instead of one per update path; ``timed(device, n)`` gives updates/s."""
 
     def __init__(self, cfg: Config, devices: list[str], fill: int) -> None:
-        self.buffer = fill_buffer(cfg, fill)
-        self.learners = {}
-        for device in devices:
-            dcfg = cfg.with_overrides([f"learner.device={device}"])
-            torch.manual_seed(0)
-            self.learners[device] = get_algorithm(dcfg.policy_type).make_learner(dcfg, env_spec_for(dcfg))
-        self.batch_size = cfg.learner.batch_size
-        self.rng = np.random.default_rng(0)
+        self._init_learners(cfg, fill, {device: cfg.with_overrides([f"learner.device={device}"])
+                                        for device in devices})
 
     def update(self, device: str) -> None:
         super().update(device)

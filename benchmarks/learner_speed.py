@@ -74,12 +74,17 @@ class Bench:
         zoo, overrides, fill = CONFIGS[name]
         base = load_config_module(os.path.join(ROOT, zoo)).with_overrides(
             [*overrides, f"policy_type={policy_type}", f"learner.num_threads={threads}"])
+        self._init_learners(base, fill, {path: base.with_overrides([f"learner.update_path={path}"])
+                                         for path in PATHS})
+
+    def _init_learners(self, base: Config, fill: int, variants: dict[str, Config]) -> None:
+        """Fill one buffer from ``base`` with ``fill`` transitions, then build one learner per
+        ``variants`` config, each from torch seed 0 (the same initial weights)."""
         self.buffer = fill_buffer(base, fill)
         self.learners = {}
-        for path in PATHS:
-            cfg = base.with_overrides([f"learner.update_path={path}"])
+        for key, cfg in variants.items():
             torch.manual_seed(0)
-            self.learners[path] = get_algorithm(cfg.policy_type).make_learner(cfg, env_spec_for(cfg))
+            self.learners[key] = get_algorithm(cfg.policy_type).make_learner(cfg, env_spec_for(cfg))
         self.batch_size = base.learner.batch_size
         self.rng = np.random.default_rng(0)
 
