@@ -237,10 +237,12 @@ class ComposedMuZeroNetwork(nn.Module, abc.ABC):
     their own: EfficientZero's value-prefix LSTM, Stochastic MuZero's afterstate heads,
     muzero_rnn_full_obs's GRU history. It passes the MuZero parts through unchanged: the
     size attributes, :meth:`representation` and :meth:`project`; ``module(obs)`` is
-    :meth:`initial_inference`, which each subclass defines (as its ``prediction``/``dynamics``).
+    :meth:`initial_inference`. Each subclass defines that and its own ``prediction`` and
+    ``dynamics``.
 
-    Deliberately not a :class:`MuZeroNetwork` subclass: code that checks for one (the fused
-    unroll, the inference fast paths) must not mistake a composed network for a plain one.
+    Not a :class:`MuZeroNetwork` subclass: those two have signatures of their own here
+    (EfficientZero's dynamics carries the LSTM state, the rnn network's prediction reads the
+    history, Stochastic MuZero's step goes through an afterstate).
     """
 
     muzero: MuZeroNetwork
