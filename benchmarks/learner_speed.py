@@ -15,7 +15,7 @@ Prints a table, then as the LAST line one JSON object (``cartpole_updates_per_s`
     THP_MEM_ALLOC_ENABLE=0 python benchmarks/learner_speed.py ...   # without huge pages (lz_tune's default: on)
 
 Large tensors go on transparent huge pages as in every lz_tune process (``THP_MEM_ALLOC_ENABLE=1``,
-set by ``import lz_tune``; here before torch is imported); both paths share the setting, and the
+set by ``import lz_tune``, imported here before torch); both paths share the setting, and the
 JSON says which it was (``thp``).
 """
 
@@ -27,13 +27,13 @@ import os
 import sys
 import time
 
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as lz_tune sets it; before torch's first allocation
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 from lz_tune.algos import get_algorithm  # noqa: E402
 from lz_tune.buffer import GameBuffer  # noqa: E402
