@@ -372,10 +372,41 @@ class LearnerConfig(_Section):
     torch's fused kernel (~2x the updates/s of eager on CartPole). ``eager``: the reference
     path, every step on its own and the optimizer's per-parameter loop. Both compute the same
     losses, gradients and priorities (to float rounding; tests/test_learner_paths.py)."""
+    num_workers: int = 1
+    """Data-parallel learner workers. 1: the update runs in the driver process (no Ray needed).
+    N >= 2: every update runs on N Ray Train workers with PyTorch DDP (gloo on CPU, NCCL on GPU);
+    the driver still samples the global batch of ``batch_size``, splits it into N shards, and
+    writes back every shard's priorities (lz_tune/parallel/)."""
+    worker_num_cpus: float = 1.0
+    """CPUs reserved per learner worker (num_workers >= 2; part of each Tune trial's bundles)."""
+    worker_num_gpus: float = 0.0
+    """GPUs reserved per learner worker (num_workers >= 2); > 0 needs ``learner.device=cuda``."""
+    sync_batchnorm: bool = False
+    """num_workers >= 2: BatchNorm layers use the statistics of the whole global batch (all-reduced
+    over the workers, as one process would) instead of each worker's shard (the default, as
+    LightZero's DDP). Needs a network with BatchNorm."""
+    prepare_ahead_with_lag: bool = False
+    """num_workers >= 2: sample and build the next batch while the workers compute the current
+    update even when that changes the result: the next sample is drawn before the current
+    update's priorities are written back (PER one update late). Off: batches are prepared ahead
+    only where nothing changes (no PER, target network unchanged by the update in flight)."""
 
     def _check(self) -> None:
         self._positive("batch_size", "learning_rate", "threshold_training_steps_for_final_lr", "grad_clip_value",
-                       "target_update_freq", "update_per_collect", "replay_ratio", "num_threads")
+                       "target_update_freq", "update_per_collect", "replay_ratio", "num_threads", "num_workers",
+                       "worker_num_cpus")
+        self._non_negative("worker_num_gpus")
+        self._require(self.num_workers <= self.batch_size, "num_workers",
+                      f"{self.num_workers} workers cannot share a global batch of learner.batch_size="
+                      f"{self.batch_size} (each needs at least one sample)")
+        self._require(not self.sync_batchnorm or self.num_workers >= 2, "sync_batchnorm",
+                      "synchronises BatchNorm over learner workers: needs learner.num_workers >= 2")
+        self._require(self.worker_num_gpus == 0 or self.device.startswith("cuda"), "worker_num_gpus",
+                      f"reserves GPUs for the learner workers, but learner.device="
+                      f"{self.device} leaves them idle; set learner.device=cuda")
+        self._require(self.num_workers == 1 or not self.device.startswith("cuda") or self.worker_num_gpus > 0,
+                      "device", f"with learner.num_workers={self.num_workers}: the workers "
+                      "run the update, set learner.worker_num_gpus (e.g. 1) so each gets a GPU")
         self._non_negative("weight_decay", "value_loss_weight", "reward_loss_weight", "policy_loss_weight",
                            "ssl_loss_weight", "policy_entropy_weight", "train_start_after_envsteps")
         self._fraction("momentum")

@@ -127,6 +127,13 @@ class Learner(abc.ABC):
     def learning_rate(self) -> float:
         """The learning rate of the next update."""
 
+    def target_changes_at(self, train_iter: int) -> bool:
+        """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target
+        network (what :meth:`make_batch` bootstraps from). True unless the type knows better: a
+        data-parallel driver fetches the target weights after such updates and prepares the next
+        batch ahead only across updates that leave the target unchanged."""
+        return True
+
     def update_path_notice(self) -> Optional[str]:
         """What ``learner.update_path`` does NOT give this type, in one sentence for the start
         of a run (the driver prints it); None when the type runs the path that was asked for."""

@@ -366,16 +366,21 @@ class MuZeroLearner(Learner):
         value_t = scalar_to_support(target_value, vs)                   # [B, U+1, 2vs+1]
         reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
         losses = self._losses_fused if lc.update_path == "fused" else self._losses_eager
-        with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
-            policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0 = (t.float() for t in losses(
-                net, obs, actions, value_t, reward_t, target_policy, mask))
-            per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
-                          + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
-                          - lc.policy_entropy_weight * policy_entropy)
-            extra = self.extra_losses(batch)  # the type's own terms of this forward pass
-            for weight, term in extra.values():
-                per_sample = per_sample + weight * term
-            loss = (weights * per_sample).mean() / max(num_unroll, 1)
+
+        def forward():
+            with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
+                terms = tuple(t.float() for t in losses(net, obs, actions, value_t, reward_t, target_policy, mask))
+                policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, _ = terms
+                per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
+                              + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
+                              - lc.policy_entropy_weight * policy_entropy)
+                extra = self.extra_losses(batch)  # the type's own terms of this forward pass
+                for weight, term in extra.values():
+                    per_sample = per_sample + weight * term
+                return (weights * per_sample).mean() / max(num_unroll, 1), terms, extra
+
+        loss, terms, extra = self.run_forward(forward)
+        policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0 = terms
 
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate
@@ -402,6 +407,19 @@ class MuZeroLearner(Learner):
         logs = dict(zip(names, scalars))
         logs["learner/lr"] = self.optimizer.param_groups[0]["lr"]
         return logs, priorities
+
+    def run_forward(self, forward):
+        """Run ``forward`` (the closure computing ``(loss, terms, extra)`` of one update from the
+        learner network). In-process: call it. A data-parallel worker (lz_tune.parallel) sets
+        ``self.data_parallel`` to a DDP module that runs it, so the backward pass all-reduces the
+        gradients over the workers."""
+        ddp = getattr(self, "data_parallel", None)
+        return forward() if ddp is None else ddp(forward)
+
+    def target_changes_at(self, train_iter: int) -> bool:
+        """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target
+        network (MuZero: its hard copy every learner.target_update_freq updates)."""
+        return (train_iter + 1) % self.cfg.learner.target_update_freq == 0
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -294,6 +294,10 @@ class UniZeroLearner(MuZeroLearner):
         probs = (1.0 - eps) * probs + eps / probs.shape[-1]
         return (probs, *target[1:]) if isinstance(target, tuple) else probs
 
+    def target_changes_at(self, train_iter: int) -> bool:
+        """The momentum average moves the target network at every update."""
+        return True
+
     def update_target(self) -> None:
         """theta_target <- (1 - tau) theta_target + tau theta after every update."""
         tau = self.cfg.unizero.target_momentum

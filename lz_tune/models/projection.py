@@ -11,12 +11,14 @@ from lz_tune.models import _validation as check
 __all__ = ["SimSiamProjector", "grouped_forward"]
 
 
-def _grouped_batch_norm(bn: nn.BatchNorm1d, x: torch.Tensor, groups: int) -> torch.Tensor:
+def _grouped_batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: torch.Tensor, groups: int) -> torch.Tensor:
     """``bn`` applied to each of ``groups`` consecutive blocks of ``x [G*B, C]`` separately, as
     ``groups`` calls in a row would (batch statistics per block; running statistics updated
     block after block), in ONE batch-norm call: the blocks become separate channels."""
     if groups == 1 or not bn.training:
         return bn(x)
+    if getattr(bn, "per_call_statistics", False):  # statistics over ranks (lz_tune.parallel): one call a block
+        return torch.cat([bn(block) for block in x.chunk(groups)])
     rows, channels = x.shape
     batch = rows // groups
     wide = x.view(groups, batch, channels).transpose(0, 1).reshape(batch, groups * channels)
@@ -41,7 +43,8 @@ def grouped_forward(layers: nn.Sequential, x: torch.Tensor, groups: int) -> torc
     """``layers`` over ``x [G*B, ...]`` as if called on each of the ``groups`` blocks of B rows
     in turn: linear layers and activations run once over all rows, BatchNorm1d per block."""
     for layer in layers:
-        x = _grouped_batch_norm(layer, x, groups) if isinstance(layer, nn.BatchNorm1d) else layer(x)
+        x = (_grouped_batch_norm(layer, x, groups) if isinstance(layer, nn.modules.batchnorm._BatchNorm)
+             else layer(x))
     return x
 
 

@@ -46,6 +46,7 @@ from lz_tune.checkpoint import (CheckpointError, load_buffer_state, load_checkpo
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
 from lz_tune.metrics import EVAL_FIELDS, EVAL_RETURN_VS_ENV_STEPS, learner_metrics, public_metrics
+from lz_tune.parallel import make_learner
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.snapshot import SnapshotPublisher
@@ -153,7 +154,7 @@ class Driver:
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(learner_threads(cfg))
         self.rng = np.random.default_rng(cfg.seed + 31)
-        self.learner = algo.make_learner(cfg, self.spec)
+        self.learner = make_learner(cfg, self.spec)  # the type's own, or data-parallel over N workers
         notice = self.learner.update_path_notice()
         if notice:  # no type loses the fast path silently
             (self.print if print_fn else _log.warning)(f"[{cfg.exp_name}] note: {notice}")
@@ -170,7 +171,8 @@ class Driver:
                                  action_dim=self.spec.action_dim, seed=cfg.seed + 17)
         ap = cfg.async_pipeline
         self.publisher = SnapshotPublisher(weight_sync_interval=ap.weight_sync_interval,
-                                           max_policy_lag=ap.max_policy_lag, get_weights=self.learner.policy.weights)
+                                           max_policy_lag=ap.max_policy_lag,
+                                           get_weights=lambda: self.learner.policy.weights())
         self.budgets = TrainBudgetQueue()
         self.counters = Counters()
         self.times = TimeShares()
@@ -212,6 +214,14 @@ class Driver:
                     json.dump(cfg.flat_dict(), f, indent=2)
         self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
         self.backend = backend if backend is not None else make_backend(cfg)
+        self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
+        if hasattr(self.learner, "start"):  # data-parallel learner workers, now that all was validated
+            try:
+                self.learner.start()
+            except BaseException:
+                if backend is None:
+                    self.backend.close()
+                raise
         self._start_time = time.perf_counter()
         self._start_env_steps = self.counters.env_steps
         self._start_train_iter = self.learner.train_iter
@@ -354,7 +364,9 @@ class Driver:
         n = self.budgets.take(self.cfg.async_pipeline.max_train_chunk_steps)
         start = time.perf_counter()
         for i in range(n):
-            self._train_one()
+            # the next update follows this one with no buffer change in between (same budget, below
+            # max_train_iter): its batch may be prepared while this one runs on learner workers
+            self._train_one(next_follows=i + 1 < n and self.train_iter + 1 < self.cfg.max_train_iter)
             if self.budgets.consumed():
                 self._on_budget_complete()
             if self.train_iter >= self.cfg.max_train_iter:
@@ -363,11 +375,30 @@ class Driver:
                 break  # yield early: a finished collector restarts now, not after the rest of the chunk
         self.times.train += time.perf_counter() - start
 
-    def _train_one(self) -> None:
-        cfg, b = self.cfg, self.cfg.buffer
-        index = self.buffer.sample(cfg.learner.batch_size)
-        batch = self.learner.make_batch(self.buffer, index, rng=self.rng)  # the type's targets
-        logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
+    def _sample_batch(self) -> tuple:
+        index = self.buffer.sample(self.cfg.learner.batch_size)
+        return index, self.learner.make_batch(self.buffer, index, rng=self.rng)  # the type's targets
+
+    def _may_prepare_ahead(self) -> bool:
+        """Whether the next batch may be sampled and built while the current update runs: the
+        update in flight must leave the target network unchanged (the next batch's bootstrap
+        values) and, with PER, its priorities are written back only after the next sample is
+        drawn, which ``learner.prepare_ahead_with_lag`` must allow."""
+        lc = self.cfg.learner
+        return ((not self.cfg.buffer.use_priority or lc.prepare_ahead_with_lag)
+                and not self.learner.target_changes_at(self.train_iter))
+
+    def _train_one(self, *, next_follows: bool = False) -> None:
+        b = self.cfg.buffer
+        index, batch = self._prepared if self._prepared is not None else self._sample_batch()
+        self._prepared = None
+        if hasattr(self.learner, "start_update"):  # learner workers: prepare the next batch meanwhile
+            pending = self.learner.start_update(batch, train_iter=self.train_iter)
+            if next_follows and self._may_prepare_ahead():
+                self._prepared = self._sample_batch()
+            logs, priorities = self.learner.finish_update(pending)
+        else:
+            logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
         self._update_times.append(time.time())
         if b.use_priority:
             self.buffer.update_priorities(index, priorities)
@@ -622,6 +653,7 @@ class Driver:
             self._discard_pending(state)
         self._pending_eval_states.clear()
         self._final_eval_launched = self._final_eval_wanted = self._start_eval_wanted = False
+        self._prepared = None  # built from the weights before the restore
         self.stop = StopReason()
 
     def _load_buffer_beside(self, checkpoint_path: str) -> None:
@@ -685,6 +717,12 @@ class Driver:
     def close(self, *, keep_backend: bool = False) -> None:
         """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and
         flush the TensorBoard files."""
+        close_learner = getattr(getattr(self, "learner", None), "close", None)
+        if close_learner is not None:  # (also with keep_backend: a new Driver starts its own learner workers)
+            try:
+                close_learner()  # learner workers first: the backend may own the Ray instance
+            except Exception as e:
+                self.print(f"[{self.cfg.exp_name}] closing: learner workers ({type(e).__name__}: {e})")
         if hasattr(self, "backend") and not keep_backend:
             try:
                 self._consume_finished()

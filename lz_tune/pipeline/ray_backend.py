@@ -51,6 +51,31 @@ def import_ray():
     return ray
 
 
+def init_ray(cfg: Config) -> bool:
+    """Start or join Ray for a run outside Tune unless it is up already; True when this call
+    started a local instance (its owner shuts it down at close). ``RAY_ADDRESS`` set: join that
+    cluster (``ray start --head``; ``train --address``) with its resources. Otherwise a local Ray
+    with enough CPUs for the run's actors (collectors, evaluators, learner workers) and the driver."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    import os
+
+    ap, lc = cfg.async_pipeline, cfg.learner
+    need = 0.0
+    if ap.enabled and not ap.ray_local_mode:
+        need += ap.num_collector_actors * ap.collector_num_cpus + ap.num_evaluator_actors * ap.evaluator_num_cpus
+    if lc.num_workers > 1:
+        need += lc.num_workers * lc.worker_num_cpus
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True, configure_logging=False)
+    else:
+        ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
+                 log_to_driver=True, configure_logging=False)
+    return True
+
+
 def _normal_priority() -> None:
     """Ray starts worker processes niced; a collector is as much on the critical path as the learner
     (the driver), so it takes back normal priority where allowed. On a 2-core box this moved
@@ -231,18 +256,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         self.ray = ray
         self.cfg = cfg
         ap = cfg.async_pipeline
-        self._started_ray = False
-        if not ray.is_initialized():
-            need = ap.num_collector_actors * ap.collector_num_cpus + ap.num_evaluator_actors * ap.evaluator_num_cpus
-            import os
-
-            address = os.environ.get("RAY_ADDRESS")
-            if address:  # an existing cluster (`ray start --head`; `train --address`): its resources
-                ray.init(address=address, log_to_driver=True, configure_logging=False)
-            else:
-                ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
-                         log_to_driver=True, configure_logging=False)
-            self._started_ray = True
+        self._started_ray = init_ray(cfg)
         self._cfg_dict = cfg.to_dict()
         self._pg = ray.util.get_current_placement_group()
         self._restarts = 0

@@ -1,0 +1,76 @@
+"""Splitting one global training batch over N data-parallel learner workers, and merging back.
+
+One update is one global batch of B = ``learner.batch_size`` samples. Worker i gets the
+contiguous rows ``[start_i, start_i + n_i)`` (sizes differ by at most one: B need not divide by
+N). Every policy type's loss is ``mean_b(w_b * l_b) / U`` over its batch (IS weights w, per-sample
+loss l), and DDP averages the workers' gradients, so worker i's IS weights are scaled by
+``n_i * N / B``: then ``(1/N) * sum_i mean_{b in i}(w'_b l_b) = (1/B) * sum_b w_b l_b``, exactly
+the loss, and so the gradient, of one process on the whole batch, for uneven shards too.
+(Terms that use statistics of the batch itself, BatchNorm without ``learner.sync_batchnorm`` and
+stochastic_muzero's code-usage term, see each worker's shard, as in LightZero's DDP.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lz_tune.buffer import SampledIndex, TrainBatch
+
+__all__ = ["merge_logs", "shard_bounds", "split_batch"]
+
+#: logs that are already a global quantity on every worker after the all-reduce: the mean of the
+#: workers' values is the global value (the others are per-sample means: size-weighted)
+_MEAN_OVER_WORKERS = ("loss/total",)
+
+
+def shard_bounds(batch_size: int, num_shards: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` of ``num_shards`` contiguous shards of ``batch_size`` rows; the
+    first ``batch_size % num_shards`` shards hold one row more."""
+    if not 1 <= num_shards <= batch_size:
+        raise ValueError(f"cannot split a batch of {batch_size} into {num_shards} non-empty shards "
+                         "(learner.num_workers must be <= learner.batch_size)")
+    base, extra = divmod(batch_size, num_shards)
+    bounds, start = [], 0
+    for i in range(num_shards):
+        stop = start + base + (1 if i < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
+    """The shards of ``batch`` (see the module docstring): rows sliced, IS weights scaled by
+    ``n_i * N / B``, ``num_reanalyzed`` counted within each shard."""
+    total = len(batch)
+    shards = []
+    for start, stop in shard_bounds(total, num_shards):
+        rows = slice(start, stop)
+        scale = np.float32((stop - start) * num_shards / total)
+        index = batch.index
+        shard_index = SampledIndex(segment_ids=np.asarray(index.segment_ids)[rows],
+                                   positions=np.asarray(index.positions)[rows],
+                                   weights=np.asarray(index.weights)[rows], make_time=index.make_time)
+        shards.append(dataclasses.replace(
+            batch, obs=batch.obs[rows], actions=batch.actions[rows], target_value=batch.target_value[rows],
+            target_reward=batch.target_reward[rows], target_policy=batch.target_policy[rows], mask=batch.mask[rows],
+            weights=np.ascontiguousarray(batch.weights[rows] * scale, dtype=np.float32),
+            to_play=batch.to_play[rows], action_mask=batch.action_mask[rows], timesteps=batch.timesteps[rows],
+            index=shard_index, num_reanalyzed=int(min(max(batch.num_reanalyzed - start, 0), stop - start)),
+            extras={k: v[rows] for k, v in batch.extras.items()}))
+    return shards
+
+
+def merge_logs(logs: list[dict[str, float]], sizes: list[int]) -> dict[str, float]:
+    """One update's logs from the workers' logs: per-sample means weighted by shard size, the
+    global loss (already scaled, see the module docstring) averaged over workers."""
+    total = float(sum(sizes))
+    merged: dict[str, float] = {}
+    for key in logs[0]:
+        values = [float(log[key]) for log in logs]
+        if key in _MEAN_OVER_WORKERS:
+            merged[key] = sum(values) / len(values)
+        else:
+            merged[key] = sum(v * n for v, n in zip(values, sizes)) / total
+    return merged

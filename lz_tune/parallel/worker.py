@@ -1,0 +1,106 @@
+"""One rank of the data-parallel learner: the policy type's own learner, its loss run through
+PyTorch DDP (a Ray actor of :class:`lz_tune.parallel.group.LearnerGroup`).
+
+Every rank holds the whole learner (network, target network, optimizer, train_iter) and runs the
+type's ``learn`` on its shard; ``learn`` hands its loss closure to ``learner.run_forward``, which
+here is the DDP module, so the backward pass all-reduces (averages) the gradients. Gradient
+clipping, the optimizer step, the schedule in train_iter and the target update then run on the
+same averaged gradients everywhere, so all ranks keep identical weights; rank 0's are the ones
+the driver publishes and checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from lz_tune.pipeline.ray_backend import _WorkerBody
+
+__all__ = ["LearnerWorker"]
+
+
+class _Forward(torch.nn.Module):
+    """``forward(fn) = fn()`` over the learner network's parameters: what DDP wraps, so that the
+    whole loss of a policy type (any mix of representation / dynamics / prediction calls) is one
+    DDP forward."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, fn):
+        return fn()
+
+
+class LearnerWorker(_WorkerBody):
+    """Ray actor body: one learner rank. Built from the run's config dict and env spec; the
+    process group is set up by Ray Train's torch backend before :meth:`wrap_data_parallel`."""
+
+    _object_store = None
+
+    def __init__(self, cfg_dict: dict[str, Any], spec, num_threads: int) -> None:
+        from lz_tune.algos import get_algorithm
+        from lz_tune.config import Config
+
+        torch.set_num_threads(max(1, int(num_threads)))
+        self.cfg = Config.from_dict(cfg_dict)
+        torch.manual_seed(self.cfg.seed)
+        self.learner = get_algorithm(self.cfg.policy_type).make_learner(self.cfg, spec)
+        self.rank: Optional[int] = None
+
+    def wrap_data_parallel(self, sync_batchnorm: bool) -> int:
+        """Wrap the loss in DDP (after the process group exists); returns this worker's rank."""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        from lz_tune.parallel.sync_batchnorm import convert_to_global_batchnorm
+
+        net = self.learner.policy.network
+        if sync_batchnorm:
+            convert_to_global_batchnorm(net)
+        device = self.learner.device
+        self.learner.data_parallel = DistributedDataParallel(
+            _Forward(net), device_ids=[device.index or 0] if device.type == "cuda" else None,
+            # a type may leave parameters out of a loss (ssl_loss_weight=0, unused heads): DDP must
+            # not wait for their gradients; they stay None, as in one process
+            find_unused_parameters=True)
+        self.rank = dist.get_rank()
+        return self.rank
+
+    def learn(self, shard, train_iter: int) -> tuple[dict[str, float], np.ndarray, int]:
+        """One update on this rank's shard: (logs, priorities [n_i], train_iter after)."""
+        logs, priorities = self.learner.learn(shard, train_iter=train_iter)
+        return logs, priorities, self.learner.train_iter
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learner state (one copy: network, target, optimizer, train_iter) as CPU tensors."""
+        return _to_cpu(self.learner.state_dict())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_state_dict(state)
+
+    def network_weights(self) -> dict[str, Any]:
+        """CPU copy of the learner network's weights."""
+        return self.learner.policy.weights()
+
+    def target_weights(self) -> dict[str, Any]:
+        """CPU copy of the target network's weights."""
+        return self.learner.target_policy.weights()
+
+    def set_config(self, cfg_dict: dict[str, Any]) -> None:
+        """Take a config whose learner.* keys changed live (Tune's reset_config, PBT)."""
+        from lz_tune.config import Config
+
+        self.cfg = self.learner.cfg = Config.from_dict(cfg_dict)
+
+
+def _to_cpu(obj):
+    if torch.is_tensor(obj):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
