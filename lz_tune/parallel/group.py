@@ -179,6 +179,10 @@ class LearnerGroup:
     def target_weights(self) -> dict[str, Any]:
         return self.get([self.workers[0].target_weights.remote()], "fetching target weights")[0]
 
+    def apply(self, fn) -> list:
+        """``fn(learner)`` on every rank's learner (diagnostics and tests); results in rank order."""
+        return self.get([w.apply.remote(fn) for w in self.workers], "apply")
+
     def set_config(self, cfg: Config) -> None:
         self.cfg = cfg
         self.get([w.set_config.remote(cfg.to_dict()) for w in self.workers], "set_config")

@@ -2,9 +2,9 @@
 
 torch's ``nn.SyncBatchNorm`` refuses CPU tensors (its forward raises for anything but CUDA), and
 the learner workers run on CPUs as often as on GPUs, so this module computes the same thing with
-torch.distributed's autograd-aware collectives: the per-channel sum and count of every shard are
+torch.distributed's differentiable all-reduce: the per-channel sum and count of every shard are
 all-reduced to the global mean, then the squared deviations to the global (biased) variance, two
-passes as one process's ``F.batch_norm`` would. The backward of ``torch.distributed.nn.all_reduce``
+passes as one process's ``F.batch_norm`` would. The backward of that all-reduce
 all-reduces the gradient of the statistics, so each worker's input gets the gradient of the
 whole batch's loss, as with one process on the whole batch.
 
@@ -28,6 +28,20 @@ def has_batchnorm(module: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
 
 
+def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum of ``t`` over the default process group, differentiable (its backward sums the
+    gradients over the ranks): torch's functional collective, or on older torch the one of
+    ``torch.distributed.nn`` (deprecated since)."""
+    try:
+        from torch.distributed import _functional_collectives as funcol
+
+        return funcol.all_reduce(t, "sum", dist.group.WORLD)
+    except (ImportError, AttributeError):  # pragma: no cover - torch without the functional collectives
+        from torch.distributed.nn.functional import all_reduce
+
+        return all_reduce(t)
+
+
 class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
     """BatchNorm{1,2,3}d whose training-mode statistics are those of the global batch over all
     ranks of the default process group. Inputs ``[B, C]`` or ``[B, C, *spatial]``; in eval mode,
@@ -44,18 +58,16 @@ class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
         self._check_input_dim(x)
         if not (self.training and dist.is_available() and dist.is_initialized()):
             return super().forward(x)
-        from torch.distributed.nn.functional import all_reduce
-
         channels = x.shape[1]
         dims = [0, *range(2, x.dim())]
-        local = x.float()
-        count = torch.tensor([x.numel() / channels], dtype=torch.float32, device=x.device)
-        sums = all_reduce(torch.cat([local.sum(dims), count]))
+        local = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # statistics in >= float32
+        count = torch.tensor([x.numel() / channels], dtype=local.dtype, device=x.device)
+        sums = _all_reduce_sum(torch.cat([local.sum(dims), count]))
         total = sums[-1]
         mean = sums[:-1] / total
         shape = (1, channels) + (1,) * (x.dim() - 2)
         centered = local - mean.view(shape)
-        var = all_reduce((centered * centered).sum(dims)) / total              # biased, as batch_norm
+        var = _all_reduce_sum((centered * centered).sum(dims)) / total              # biased, as batch_norm
         out = centered * torch.rsqrt(var + self.eps).view(shape)
         if self.affine:
             out = out * self.weight.view(shape) + self.bias.view(shape)

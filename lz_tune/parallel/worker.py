@@ -18,7 +18,7 @@ import torch
 
 from lz_tune.pipeline.ray_backend import _WorkerBody
 
-__all__ = ["LearnerWorker"]
+__all__ = ["LearnerWorker", "to_float64"]
 
 
 class _Forward(torch.nn.Module):
@@ -60,6 +60,7 @@ class LearnerWorker(_WorkerBody):
         net = self.learner.policy.network
         if sync_batchnorm:
             convert_to_global_batchnorm(net)
+        self._sync_batchnorm = sync_batchnorm
         device = self.learner.device
         self.learner.data_parallel = DistributedDataParallel(
             _Forward(net), device_ids=[device.index or 0] if device.type == "cuda" else None,
@@ -89,11 +90,26 @@ class LearnerWorker(_WorkerBody):
         """CPU copy of the target network's weights."""
         return self.learner.target_policy.weights()
 
+    def apply(self, fn):
+        """``fn(learner)`` on this rank's learner, then DDP wrapped anew (``fn`` may have changed the
+        parameters' dtype or device, which DDP's gradient buckets were built for); returns ``fn``'s
+        result. For diagnostics and tests (e.g. :func:`to_float64`); every rank must call it."""
+        result = fn(self.learner)
+        self.wrap_data_parallel(self._sync_batchnorm)
+        return result
+
     def set_config(self, cfg_dict: dict[str, Any]) -> None:
         """Take a config whose learner.* keys changed live (Tune's reset_config, PBT)."""
         from lz_tune.config import Config
 
         self.cfg = self.learner.cfg = Config.from_dict(cfg_dict)
+
+
+def to_float64(learner) -> None:
+    """Cast a learner's networks to float64 (for :meth:`LearnerWorker.apply` in equivalence checks:
+    float32 rounding of another summation order is then far below any tolerance)."""
+    learner.policy.network.double()
+    learner.target_policy.network.double()
 
 
 def _to_cpu(obj):

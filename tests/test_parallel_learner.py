@@ -1,0 +1,295 @@
+"""Data-parallel learner (``learner.num_workers >= 2``, lz_tune/parallel/).
+
+- the shard split and its IS-weight scaling reproduce the global loss exactly, for uneven shards;
+- GlobalBatchNorm over two gloo processes equals one BatchNorm over the whole batch (outputs,
+  gradients, running statistics);
+- N = 2 Ray Train workers against the in-process learner on the same ten global batches: priorities,
+  weights, target weights and optimizer state equal to float tolerance, for an MLP whose BatchNorm
+  is unused (ssl off) and for one whose projector BatchNorm runs with ``learner.sync_batchnorm``;
+  the same comparison with the IS-weight scaling removed fails;
+- bad input: clear errors naming the key before any learner worker starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from lz_tune.buffer import SampledIndex, TrainBatch
+from lz_tune.config import ConfigError
+from lz_tune.parallel.shards import merge_logs, shard_bounds, split_batch
+
+
+def _batch(b: int, u: int = 2, seed: int = 0) -> TrainBatch:
+    rng = np.random.default_rng(seed)
+    index = SampledIndex(segment_ids=np.arange(b), positions=np.zeros(b, np.int64),
+                         weights=rng.uniform(0.2, 1.0, b).astype(np.float32), make_time=3)
+    return TrainBatch(obs=rng.normal(size=(b, u + 1, 4)).astype(np.float32), actions=rng.integers(0, 2, (b, u)),
+                      target_value=rng.normal(size=(b, u + 1)).astype(np.float32),
+                      target_reward=rng.normal(size=(b, u)).astype(np.float32),
+                      target_policy=np.full((b, u + 1, 2), 0.5, np.float32), mask=np.ones((b, u + 1), np.float32),
+                      weights=index.weights.copy(), to_play=np.full((b, u + 1), -1),
+                      action_mask=np.ones((b, u + 1, 2), bool), timesteps=np.zeros((b, u + 1), np.int64), index=index,
+                      num_reanalyzed=5, extras={"x": np.arange(b * 3).reshape(b, 3)})
+
+
+def test_shard_bounds_cover_the_batch_with_sizes_differing_by_at_most_one():
+    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert shard_bounds(8, 2) == [(0, 4), (4, 8)]
+    with pytest.raises(ValueError, match="num_workers"):
+        shard_bounds(2, 3)
+
+
+@pytest.mark.parametrize("b,n", [(15, 2), (10, 3), (16, 4), (7, 7)])
+def test_scaled_shard_losses_average_to_the_global_loss(b, n):
+    batch = _batch(b)
+    per_sample = np.random.default_rng(1).uniform(0, 3, b)
+    shards = split_batch(batch, n)
+    starts = [s for s, _ in shard_bounds(b, n)]
+    ddp_mean = np.mean([np.mean(s.weights * per_sample[st:st + len(s)]) for s, st in zip(shards, starts)])
+    assert ddp_mean == pytest.approx(np.mean(batch.weights * per_sample), rel=1e-6)
+    # rows, index and extras follow the rows; num_reanalyzed counts inside each shard
+    assert np.array_equal(np.concatenate([s.obs for s in shards]), batch.obs)
+    assert np.array_equal(np.concatenate([s.index.segment_ids for s in shards]), batch.index.segment_ids)
+    assert np.array_equal(np.concatenate([s.extras["x"] for s in shards]), batch.extras["x"])
+    assert sum(s.num_reanalyzed for s in shards) == batch.num_reanalyzed
+    assert all(s.index.make_time == 3 for s in shards)
+
+
+def test_merge_logs_weights_per_sample_means_by_shard_size_and_averages_the_global_loss():
+    logs = [{"loss/total": 2.0, "loss/value": 1.0}, {"loss/total": 4.0, "loss/value": 4.0}]
+    merged = merge_logs(logs, [3, 1])
+    assert merged["loss/total"] == pytest.approx(3.0)
+    assert merged["loss/value"] == pytest.approx((3 * 1.0 + 4.0) / 4)
+
+
+# ---------------------------------------------------------------------------------- GlobalBatchNorm
+
+def _bn_rank(rank: int, world: int, port: int, x: torch.Tensor, grad_out: torch.Tensor, bounds, out_dir: str):
+    import torch.distributed as dist
+
+    from lz_tune.parallel.sync_batchnorm import convert_to_global_batchnorm
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    net = convert_to_global_batchnorm(torch.nn.Sequential(torch.nn.BatchNorm2d(3)))
+    start, stop = bounds[rank]
+    xs = x[start:stop].clone().requires_grad_(True)
+    out = net(xs)
+    # the global objective sum(out * grad_out) / world per rank, as DDP's gradient mean
+    (out * grad_out[start:stop]).sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    for g in grads:
+        dist.all_reduce(g)
+    torch.save({"out": out.detach(), "xgrad": xs.grad, "pgrad": grads, "state": net.state_dict()},
+               os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_global_batchnorm_over_two_processes_equals_batchnorm_on_the_whole_batch(tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    torch.manual_seed(3)
+    x = torch.randn(7, 3, 4, 4) * 2 + 1
+    grad_out = torch.randn(7, 3, 4, 4)
+    bounds = [(0, 4), (4, 7)]  # uneven shards
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_bn_rank, args=(2, port, x, grad_out, bounds, str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+
+    torch.manual_seed(0)
+    ref = torch.nn.BatchNorm2d(3)
+    xr = x.clone().requires_grad_(True)
+    out = ref(xr)
+    (out * grad_out).sum().backward()
+    torch.testing.assert_close(torch.cat([r["out"] for r in ranks]), out.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.cat([r["xgrad"] for r in ranks]), xr.grad, rtol=1e-5, atol=1e-5)
+    for r in ranks:
+        for got, want in zip(r["pgrad"], [ref.weight.grad, ref.bias.grad]):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        for key, value in ref.state_dict().items():
+            torch.testing.assert_close(r["state"][f"0.{key}"], value, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------- N = 2 vs N = 1
+
+def _filled_buffer(cfg):
+    """A sync Driver that only collects (no update before 10^9 env steps): its buffer and spec."""
+    from lz_tune.pipeline.driver import Driver
+
+    collect_only = cfg.with_overrides(["learner.train_start_after_envsteps=1000000000", "max_env_step=300",
+                                       "learner.num_workers=1", "learner.sync_batchnorm=False"])
+    driver = Driver(collect_only, print_fn=None)
+    driver.run()
+    driver.close()
+    return driver
+
+
+def _assert_state_close(a, b, rtol, atol):
+    for key in ("network", "target_network"):
+        assert a[key].keys() == b[key].keys()
+        for name in a[key]:
+            torch.testing.assert_close(b[key][name], a[key][name], rtol=rtol, atol=atol, msg=lambda m, k=f"{key}.{name}": f"{k}: {m}")
+    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
+    assert sa.keys() == sb.keys()
+    for pid in sa:
+        for slot, value in sa[pid].items():
+            if torch.is_tensor(value):
+                torch.testing.assert_close(sb[pid][slot], value, rtol=rtol, atol=atol, msg=lambda m, k=f"optimizer {pid}.{slot}": f"{k}: {m}")
+    assert a["train_iter"] == b["train_iter"]
+
+
+def _compare(cfg, learner, batches, *, rtol=1e-5, atol=1e-7):
+    """One in-process learner and ``learner`` (N workers), both from the same state, over
+    ``batches``: priorities after each update, then the whole learner state. Both in float64:
+    in float32 the summation order of a shard flips near-ties in the latent's min-max
+    normalisation (its gradient goes to the arg-max element) and Adam scales the float noise of
+    gradients that are 0 in exact arithmetic (a bias before a BatchNorm) up to steps of ~lr, so
+    two float32 runs of one process drift apart over ten updates as well. (What is left is the
+    float32 rounding of the shards' scaled IS weights, ~1e-7 relative.)"""
+    from lz_tune.algos import get_algorithm
+    from lz_tune.parallel.learner import mirror_config
+
+    reference = get_algorithm(cfg.policy_type).make_learner(mirror_config(cfg), learner._spec)
+    from lz_tune.parallel.worker import to_float64
+
+    to_float64(reference)
+    learner.group.apply(to_float64)
+    reference.load_state_dict(learner.state_dict())
+    batches = [dataclasses.replace(b, obs=b.obs.astype(np.float64)) for b in batches]
+    for i, batch in enumerate(batches):
+        logs_a, prio_a = reference.learn(batch, train_iter=reference.train_iter)
+        logs_b, prio_b = learner.learn(batch, train_iter=learner.train_iter)
+        np.testing.assert_allclose(prio_b, prio_a, rtol=rtol, atol=atol, err_msg=f"priorities of update {i}")
+        assert logs_b["loss/total"] == pytest.approx(logs_a["loss/total"], rel=rtol, abs=atol)
+        assert logs_b["loss/value"] == pytest.approx(logs_a["loss/value"], rel=rtol, abs=atol)
+    _assert_state_close(reference.state_dict(), learner.state_dict(), rtol, atol)
+
+
+def _data_parallel(cfg, driver):
+    from lz_tune.parallel import make_learner
+
+    learner = make_learner(cfg, driver.spec)
+    learner.start()
+    return learner
+
+
+def _ten_batches(cfg, driver):
+    rng = np.random.default_rng(0)
+    batches = []
+    for _ in range(10):
+        index = driver.buffer.sample(cfg.learner.batch_size)
+        batches.append(driver.learner.make_batch(driver.buffer, index, rng=rng))
+    return batches
+
+
+@pytest.fixture(scope="module")
+def equivalence_cfg(tiny_cfg):
+    # an uneven global batch (8 + 7): the IS-weight scaling matters
+    return tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=0.5", "learner.batch_size=15",
+                    "learner.target_update_freq=4", "learner.learning_rate=0.05")
+
+
+def test_two_workers_equal_one_process_on_ten_batches_without_batchnorm(ray_cluster, equivalence_cfg, monkeypatch):
+    cfg = equivalence_cfg.with_overrides(["learner.ssl_loss_weight=0"])  # the projector's BatchNorm unused
+    driver = _filled_buffer(cfg)
+    batches = _ten_batches(cfg, driver)
+    learner = _data_parallel(cfg, driver)
+    try:
+        initial = learner.state_dict()
+        _compare(cfg, learner, batches)
+
+        # the same with the shards' IS-weight scaling removed: DDP's mean of shard means is not the
+        # global mean for uneven shards, and the comparison catches it
+        def unscaled(batch, n):
+            return [dataclasses.replace(s, weights=np.asarray(batch.weights[a:b])) for s, (a, b)
+                    in zip(split_batch(batch, n), shard_bounds(len(batch), n))]
+
+        import lz_tune.parallel.learner as parallel_learner
+
+        monkeypatch.setattr(parallel_learner, "split_batch", unscaled)
+        learner.load_state_dict(initial)
+        with pytest.raises(AssertionError):
+            _compare(cfg, learner, batches)
+    finally:
+        learner.close()
+
+
+def test_two_workers_with_sync_batchnorm_equal_one_process_on_ten_batches(ray_cluster, equivalence_cfg):
+    # SGD: the projector's last BatchNorm bias feeds the predictor's BatchNorm, so its gradient is 0
+    # in exact arithmetic and float noise from the loss's float32 sums otherwise; Adam scales that
+    # noise up to steps of ~lr/10 (in one process as in two), SGD keeps it at the noise level
+    # and shards of 8 + 8: the IS-weight scale is exactly 1 (the float32 rounding of an uneven scale,
+    # ~6e-8, is amplified by this network's normalisations past the tolerance within ten updates;
+    # uneven shards are checked through GlobalBatchNorm above and without BatchNorm in the test before)
+    cfg = equivalence_cfg.with_overrides(["learner.ssl_loss_weight=2.0", "learner.sync_batchnorm=True",
+                                          "learner.optim_type=sgd", "learner.learning_rate=0.1",
+                                          "learner.batch_size=16"])
+    driver = _filled_buffer(cfg)
+    from lz_tune.parallel.sync_batchnorm import has_batchnorm
+
+    assert has_batchnorm(driver.learner.policy.network)  # the SSL projector's BatchNorm1d runs in every update
+    batches = _ten_batches(cfg, driver)
+    learner = _data_parallel(cfg, driver)
+    try:
+        _compare(cfg, learner, batches, atol=1e-6)
+    finally:
+        learner.close()
+
+
+# ---------------------------------------------------------------------------------- bad input
+
+def test_config_errors_name_the_key(tiny_cfg):
+    with pytest.raises(ConfigError, match="learner.num_workers"):
+        tiny_cfg("learner.num_workers=0")
+    with pytest.raises(ConfigError, match="learner.num_workers"):
+        tiny_cfg("learner.num_workers=17")  # more workers than samples in a batch of 16
+    with pytest.raises(ConfigError, match="learner.sync_batchnorm"):
+        tiny_cfg("learner.sync_batchnorm=True")  # one worker: nothing to synchronise
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
+        tiny_cfg("learner.num_workers=2", "learner.worker_num_gpus=1")  # learner.device=cpu
+
+
+def test_sync_batchnorm_on_a_network_without_batchnorm_fails_before_any_worker(tiny_cfg, monkeypatch):
+    from lz_tune.parallel import group
+    from lz_tune.pipeline.driver import Driver
+
+    def no_workers(*a, **k):
+        raise AssertionError("a learner worker was started")
+
+    monkeypatch.setattr(group, "LearnerGroup", no_workers)
+    cfg = tiny_cfg("learner.num_workers=2", "learner.sync_batchnorm=True", "model.model_type=mlp",
+                   "policy_type=unizero") if False else None
+    # an MLP network's only BatchNorm is in the SSL projector; UniZero's transformer has none
+    cfg = tiny_cfg("policy_type=unizero", "learner.num_workers=2", "learner.sync_batchnorm=True")
+    from lz_tune.parallel.sync_batchnorm import has_batchnorm
+    from lz_tune.algos import get_algorithm
+    from lz_tune.workers import env_spec_for
+
+    if has_batchnorm(get_algorithm("unizero").make_learner(cfg.with_overrides(
+            ["learner.num_workers=1", "learner.sync_batchnorm=False"]), env_spec_for(cfg)).policy.network):
+        pytest.skip("the UniZero network has BatchNorm")
+    with pytest.raises(ConfigError, match="learner.sync_batchnorm"):
+        Driver(cfg, print_fn=None)
+
+
+def test_more_gpus_per_worker_than_the_cluster_has_is_refused_naming_the_key(tiny_cfg):
+    from lz_tune.parallel.group import check_cluster_fits
+
+    cfg = dataclasses.replace(tiny_cfg("learner.num_workers=2"))
+    cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, device="cuda", worker_num_gpus=2.0))
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
+        check_cluster_fits(cfg, [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0}])
+    with pytest.raises(ConfigError, match="learner.num_workers / learner.worker_num_cpus"):
+        check_cluster_fits(tiny_cfg("learner.num_workers=4", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])
+    check_cluster_fits(tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])
