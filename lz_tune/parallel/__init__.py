@@ -15,16 +15,20 @@ learner workers; their gradients are averaged by DDP. Modules:
 
 from __future__ import annotations
 
-from lz_tune.algos import get_algorithm
-from lz_tune.algos.base import Learner
-from lz_tune.config import Config
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (this package's resources module is imported by Tune's resource request: no torch there)
+    from lz_tune.algos.base import Learner
+    from lz_tune.config import Config
 
 __all__ = ["make_learner"]
 
 
-def make_learner(cfg: Config, spec) -> Learner:
+def make_learner(cfg: "Config", spec) -> "Learner":
     """The run's learner: the type's own (``learner.num_workers == 1``), or a
     :class:`~lz_tune.parallel.learner.DataParallelLearner` over it. Workers start on ``start()``."""
+    from lz_tune.algos import get_algorithm
+
     algo = get_algorithm(cfg.policy_type)
     if cfg.learner.num_workers < 2:
         return algo.make_learner(cfg, spec)

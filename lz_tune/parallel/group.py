@@ -147,8 +147,8 @@ class LearnerGroup:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
             if not ready:
-                raise LearnerWorkerError(f"learner workers {sorted(pending.values())} did not finish {what} "
-                                         f"within {timeout} s")
+                raise ray.exceptions.GetTimeoutError(f"learner workers {sorted(pending.values())} did not finish "
+                                                     f"{what} within {timeout} s")
             for ref in ready:
                 rank = pending.pop(ref)
                 try:
@@ -182,6 +182,13 @@ class LearnerGroup:
     def apply(self, fn) -> list:
         """``fn(learner)`` on every rank's learner (diagnostics and tests); results in rank order."""
         return self.get([w.apply.remote(fn) for w in self.workers], "apply")
+
+    def placement(self, timeout: Optional[float] = None) -> dict[str, list]:
+        """Where the workers run: ``{"placement_group_ids": [...], "node_ids": [...], "pids": [...]}`` in
+        rank order (hex ids; placement group None outside a Tune trial)."""
+        pgs = self.get([w.placement_group_id.remote() for w in self.workers], "placement", timeout=timeout)
+        nodes = self.get([w.node_id.remote() for w in self.workers], "placement", timeout=timeout)
+        return {"placement_group_ids": pgs, "node_ids": nodes, "pids": [m.pid for m in self.metadata]}
 
     def set_config(self, cfg: Config) -> None:
         self.cfg = cfg

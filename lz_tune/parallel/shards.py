@@ -64,12 +64,15 @@ def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
 
 def merge_logs(logs: list[dict[str, float]], sizes: list[int]) -> dict[str, float]:
     """One update's logs from the workers' logs: per-sample means weighted by shard size, the
-    global loss (already scaled, see the module docstring) averaged over workers."""
+    global loss (already scaled, see the module docstring) averaged over workers, ``timing/*``
+    the slowest worker's."""
     total = float(sum(sizes))
     merged: dict[str, float] = {}
     for key in logs[0]:
         values = [float(log[key]) for log in logs]
-        if key in _MEAN_OVER_WORKERS:
+        if key.startswith("timing/"):  # the update waits for the slowest worker
+            merged[key] = max(values)
+        elif key in _MEAN_OVER_WORKERS:
             merged[key] = sum(values) / len(values)
         else:
             merged[key] = sum(v * n for v, n in zip(values, sizes)) / total

@@ -11,6 +11,8 @@ the driver publishes and checkpoints.
 
 from __future__ import annotations
 
+import time
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -18,7 +20,7 @@ import torch
 
 from lz_tune.pipeline.ray_backend import _WorkerBody
 
-__all__ = ["LearnerWorker", "to_float64"]
+__all__ = ["LearnerWorker", "time_all_reduce", "to_float64"]
 
 
 class _Forward(torch.nn.Module):
@@ -71,8 +73,14 @@ class LearnerWorker(_WorkerBody):
         return self.rank
 
     def learn(self, shard, train_iter: int) -> tuple[dict[str, float], np.ndarray, int]:
-        """One update on this rank's shard: (logs, priorities [n_i], train_iter after)."""
-        logs, priorities = self.learner.learn(shard, train_iter=train_iter)
+        """One update on this rank's shard: (logs, priorities [n_i], train_iter after). The logs
+        carry ``timing/worker_update_s``: this rank's seconds in ``learn`` (forward, backward with
+        DDP's all-reduce overlapped, optimizer step)."""
+        start = time.perf_counter()
+        with warnings.catch_warnings():  # the shard's arrays view Ray's read-only object store; learn only reads them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            logs, priorities = self.learner.learn(shard, train_iter=train_iter)
+        logs["timing/worker_update_s"] = time.perf_counter() - start
         return logs, priorities, self.learner.train_iter
 
     def state_dict(self) -> dict[str, Any]:
@@ -110,6 +118,25 @@ def to_float64(learner) -> None:
     float32 rounding of another summation order is then far below any tolerance)."""
     learner.policy.network.double()
     learner.target_policy.network.double()
+
+
+def time_all_reduce(learner, repeats: int = 20) -> float:
+    """Seconds of one all-reduce of a buffer as large as the learner network's gradients over the
+    process group (median of ``repeats``; for :meth:`LearnerWorker.apply` in benchmarks): what the
+    all-reduce of one update costs when nothing overlaps it."""
+    import torch.distributed as dist
+
+    params = [p for p in learner.policy.network.parameters() if p.requires_grad]
+    buffer = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
+    times = []
+    for _ in range(repeats + 2):
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(buffer)
+        if buffer.is_cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[2:]))
 
 
 def _to_cpu(obj):

@@ -627,6 +627,13 @@ class Driver:
         """:attr:`evaluated_payload`, or before any evaluation :meth:`current_state_payload`."""
         return self._last_eval_payload if self._last_eval_payload is not None else self.current_state_payload()
 
+    def learner_placement(self, timeout: Optional[float] = None) -> dict[str, list]:
+        """Where the learner workers run (``learner.num_workers >= 2``): their placement groups and
+        Ray nodes and process ids in rank order; empty lists when the learner is in this process."""
+        group = getattr(self.learner, "group", None)
+        empty: dict[str, list] = {"placement_group_ids": [], "node_ids": [], "pids": []}
+        return group.placement(timeout=timeout) if group is not None else empty
+
     def reconfigure(self, cfg: Config) -> None:
         """Take a config that differs only in learner.* (not optimizer type, device, threads,
         momentum, weight decay) and evaluator.eval_freq: read live by the learner and the loop."""

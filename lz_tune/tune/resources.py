@@ -5,8 +5,10 @@ Bundle layout of one trial::
     bundle 0            driver / learner      {"CPU": driver_num_cpus, "GPU": driver_num_gpus}
     bundles 1..C        collector actors      {"CPU": async_pipeline.collector_num_cpus, ...}
     bundles C+1..C+E    evaluator actors      {"CPU": async_pipeline.evaluator_num_cpus, ...}
+    next N bundles      learner workers       {"CPU": learner.worker_num_cpus, "GPU": learner.worker_num_gpus}
 
-(actor bundles only when ``async_pipeline.enabled`` and not ``ray_local_mode``), laid out over the
+(actor bundles only when ``async_pipeline.enabled`` and not ``ray_local_mode``; learner-worker bundles
+only when ``learner.num_workers`` N >= 2: lz_tune.parallel.resources), laid out over the
 nodes by ``async_pipeline.placement_strategy`` (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD). A request the
 cluster cannot hold leaves Tune trials PENDING forever with a warning a minute (RAY_NOTES), so
 :func:`check_cluster_resources` fails fast instead, naming the config keys that size the request.
@@ -19,6 +21,7 @@ import os
 from typing import Any, Mapping, Optional, Sequence
 
 from lz_tune.config import Config, ConfigError
+from lz_tune.parallel.resources import learner_bundle_index, learner_bundles
 
 SKIP_ENV = "LZ_TUNE_SKIP_RESOURCE_CHECK"
 _EPS = 1e-9
@@ -33,11 +36,13 @@ def trial_bundles(cfg: Config, tune_config: Mapping[str, Any]) -> list[dict[str,
     if driver["CPU"] < 0 or gpus < 0:
         raise ConfigError("driver_num_cpus / driver_num_gpus: must be >= 0")
     on_gpu = cfg.learner.device.startswith("cuda")
-    if on_gpu and gpus == 0:
+    # learner.num_workers >= 2: the workers hold the learner's GPUs (learner.worker_num_gpus, checked with
+    # learner.device by the config); the driver's copy then builds batches on its CPU unless it has one
+    if on_gpu and gpus == 0 and cfg.learner.num_workers < 2:
         raise ConfigError(f"learner.device / driver_num_gpus: learner.device={cfg.learner.device} runs the learner on "
                           "a GPU, but driver_num_gpus=0 reserves none for the trial's driver; set driver_num_gpus=1 "
                           "(or a fraction, e.g. 0.5, to share one GPU between two trials)")
-    if gpus > 0 and not on_gpu:
+    if gpus > 0 and not on_gpu and cfg.learner.num_workers < 2:
         raise ConfigError(f"driver_num_gpus / learner.device: driver_num_gpus={gpus:g} reserves a GPU for the trial's "
                           f"driver, but learner.device={cfg.learner.device} leaves it idle; set learner.device=cuda")
     if gpus > 0:
@@ -49,6 +54,7 @@ def trial_bundles(cfg: Config, tune_config: Mapping[str, Any]) -> list[dict[str,
                                   (ap.num_evaluator_actors, ap.evaluator_num_cpus, ap.evaluator_num_gpus)):
             bundle = {"CPU": float(cpus)} | ({"GPU": float(gpus)} if gpus > 0 else {})
             bundles.extend(dict(bundle) for _ in range(count))
+    bundles.extend(learner_bundles(cfg))
     return bundles
 
 
@@ -56,6 +62,8 @@ def _keys_for(index: int, cfg: Config) -> str:
     ap = cfg.async_pipeline
     if index == 0:
         return "driver_num_cpus / driver_num_gpus"
+    if index >= learner_bundle_index(cfg, 0) and cfg.learner.num_workers > 1:
+        return "learner.worker_num_cpus / learner.worker_num_gpus"
     if index <= ap.num_collector_actors:
         return "async_pipeline.collector_num_cpus / collector_num_gpus"
     return "async_pipeline.evaluator_num_cpus / evaluator_num_gpus"
@@ -85,14 +93,19 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
     for r in sorted({r for b in bundles for r in b}):
         need = sum(float(b.get(r, 0.0)) for b in bundles)
         if need > totals.get(r, 0.0) + _EPS:
-            ap = cfg.async_pipeline
+            ap, lc = cfg.async_pipeline, cfg.learner
             parts = f"driver {bundles[0].get(r, 0.0):g}"
-            if len(bundles) > 1:
+            first_learner = learner_bundle_index(cfg, 0)
+            if first_learner > 1:
                 parts += (f" + {ap.num_collector_actors} collector(s) x {bundles[1].get(r, 0.0):g}"
-                          f" + {ap.num_evaluator_actors} evaluator(s) x {bundles[-1].get(r, 0.0):g}")
+                          f" + {ap.num_evaluator_actors} evaluator(s) x {bundles[first_learner - 1].get(r, 0.0):g}")
+            learner_keys = ""
+            if lc.num_workers > 1:
+                parts += f" + {lc.num_workers} learner worker(s) x {bundles[first_learner].get(r, 0.0):g}"
+                learner_keys = f" / learner.num_workers / learner.worker_num_{r.lower()}s"
             raise ConfigError(
                 f"driver_num_{r.lower()}s / async_pipeline.num_collector_actors / async_pipeline.collector_num_"
-                f"{r.lower()}s / async_pipeline.evaluator_num_{r.lower()}s: one trial needs {need:g} {r} "
+                f"{r.lower()}s / async_pipeline.evaluator_num_{r.lower()}s{learner_keys}: one trial needs {need:g} {r} "
                 f"({parts}) but the Ray cluster has {totals.get(r, 0.0):g}; the trial would stay PENDING "
                 "forever. Use fractional actor resources (e.g. async_pipeline.collector_num_cpus=0.25) or "
                 "fewer actors")
@@ -108,7 +121,9 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
                           f"bundles (driver + actors) on its own node, but this Ray cluster has {len(nodes)} node(s) "
                           f"that cannot hold them that way; use SPREAD (as spread as the nodes allow) or fewer actors")
     if strategy in ("PACK", "SPREAD") and len(bundles) > 1 and not _packs(bundles, nodes):
-        raise ConfigError(f"driver_num_cpus / async_pipeline.collector_num_cpus / async_pipeline.evaluator_num_cpus: "
+        learner_keys = " / learner.worker_num_cpus" if cfg.learner.num_workers > 1 else ""
+        raise ConfigError(f"driver_num_cpus / async_pipeline.collector_num_cpus / async_pipeline.evaluator_num_cpus"
+                          f"{learner_keys}: "
                           f"the trial's {len(bundles)} bundles {[_fmt(b) for b in bundles]} fit the cluster's total "
                           f"but cannot be split over its nodes "
                           f"{[_fmt({r: float(n.get(r, 0.0)) for b in bundles for r in b}) for n in nodes]}; the trial would stay "

@@ -101,7 +101,8 @@ def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupF
 
 #: config keys a running driver can take without rebuilding networks, buffer or workers
 _NOT_LIVE = {"learner.optim_type", "learner.device", "learner.num_threads", "learner.momentum",
-             "learner.weight_decay"}
+             "learner.weight_decay", "learner.num_workers", "learner.worker_num_cpus", "learner.worker_num_gpus",
+             "learner.sync_batchnorm"}
 
 
 def _live(key: str) -> bool:
@@ -231,12 +232,15 @@ class MuZeroTrainable(tune.Trainable):
         try:  # an actor not up yet (restarted, waiting for room on a node): try again next result
             groups = getattr(backend, "actor_placement_groups", lambda timeout: [])(timeout=5.0)
             nodes = getattr(backend, "actor_node_ids", lambda timeout: {"collectors": [], "evaluators": []})(timeout=5.0)
+            learners = self.driver.learner_placement(timeout=5.0)
         except ray.exceptions.GetTimeoutError:
             return
         info = {"placement_group_id": pg.id.hex() if pg is not None else None, "actor_placement_group_ids": groups,
                 "placement_strategy": self.cfg.async_pipeline.placement_strategy,
                 "driver_node_id": ray.get_runtime_context().get_node_id(),
-                "collector_node_ids": nodes["collectors"], "evaluator_node_ids": nodes["evaluators"]}
+                "collector_node_ids": nodes["collectors"], "evaluator_node_ids": nodes["evaluators"],
+                "learner_placement_group_ids": learners["placement_group_ids"],
+                "learner_node_ids": learners["node_ids"], "learner_pids": learners["pids"]}
         path = os.path.join(self.driver.exp_dir, PLACEMENT_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(info, f)
