@@ -57,6 +57,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # before Ray is imported (as the other Ray benchmarks here)
 
 import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
 
@@ -70,8 +71,6 @@ from lz_tune.config import Config, load_config_module  # noqa: E402
 from lz_tune.parallel import make_learner  # noqa: E402
 from lz_tune.parallel.worker import time_all_reduce  # noqa: E402
 from lz_tune.workers import env_spec_for  # noqa: E402
-
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 CONFIGS = {
     # the zoo config as committed (batch 64); buffer fill as learner_speed.py's
