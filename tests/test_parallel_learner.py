@@ -293,3 +293,47 @@ def test_more_gpus_per_worker_than_the_cluster_has_is_refused_naming_the_key(tin
     with pytest.raises(ConfigError, match="learner.num_workers / learner.worker_num_cpus"):
         check_cluster_fits(tiny_cfg("learner.num_workers=4", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])
     check_cluster_fits(tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])
+
+
+# ---------------------------------------------------------------------------------- prepared ahead
+
+def _batches_of_first_budget(cfg):
+    """The (segment ids, positions, target values) of every batch the driver trains on in its
+    first train budget, and how many it built while the previous update ran."""
+    from lz_tune.pipeline.driver import Driver
+
+    driver = Driver(cfg, print_fn=None)
+    seen = []
+    sample = driver._sample_batch
+
+    def recording():
+        index, batch = sample()
+        seen.append((index.segment_ids.copy(), index.positions.copy(), batch.target_value.copy()))
+        return index, batch
+
+    driver._sample_batch = recording
+    try:
+        driver.run()
+        return seen, driver.batches_prepared_ahead
+    finally:
+        driver.close()
+
+
+def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster, tiny_cfg):
+    """Without PER, the driver builds the next batch while two workers run the current update,
+    except across a target-network refresh (every 2nd update here): the batches are those of the
+    in-process learner, bootstrap values included (a batch prepared across the refresh would
+    carry the old target network's values)."""
+    cfg = tiny_cfg("buffer.use_priority=False", "learner.target_update_freq=2", "learner.update_per_collect=6",
+                   "max_train_iter=6", "evaluator.eval_freq=100")
+    in_order, ahead_1 = _batches_of_first_budget(cfg)
+    parallel, ahead_2 = _batches_of_first_budget(cfg.with_overrides(["learner.num_workers=2",
+                                                                      "learner.worker_num_cpus=0.5",
+                                                                      "learner.sync_batchnorm=True"]))
+    # the updates 0 -> 1, 2 -> 3 and 4 -> 5 leave the target network as it is: batches 1, 3 and 5 were
+    # built while they ran; 1 -> 2 and 3 -> 4 refresh it, so batches 2 and 4 waited for them
+    assert ahead_1 == 0 and ahead_2 == 3
+    assert len(in_order) == len(parallel) == 6
+    for (s1, p1, v1), (s2, p2, v2) in zip(in_order, parallel):
+        assert np.array_equal(s1, s2) and np.array_equal(p1, p2)
+        np.testing.assert_allclose(v2, v1, rtol=1e-5, atol=1e-6)

@@ -215,6 +215,7 @@ class Driver:
         self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
         self.backend = backend if backend is not None else make_backend(cfg)
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
+        self.batches_prepared_ahead = 0
         if hasattr(self.learner, "start"):  # data-parallel learner workers, now that all was validated
             try:
                 self.learner.start()
@@ -396,6 +397,7 @@ class Driver:
             pending = self.learner.start_update(batch, train_iter=self.train_iter)
             if next_follows and self._may_prepare_ahead():
                 self._prepared = self._sample_batch()
+                self.batches_prepared_ahead += 1
             logs, priorities = self.learner.finish_update(pending)
         else:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
