@@ -50,10 +50,18 @@ class LearnerWorker(_WorkerBody):
         self.cfg = Config.from_dict(cfg_dict)
         torch.manual_seed(self.cfg.seed)
         self.learner = get_algorithm(self.cfg.policy_type).make_learner(self.cfg, spec)
+        self.learner.data_parallel = None
         self.rank: Optional[int] = None
+        self._sync_batchnorm = False
+        self._probe_unused = False
 
-    def wrap_data_parallel(self, sync_batchnorm: bool) -> int:
-        """Wrap the loss in DDP (after the process group exists); returns this worker's rank."""
+    def wrap_data_parallel(self, sync_batchnorm: bool, *, find_unused_parameters: bool = True) -> int:
+        """Wrap the loss in DDP (after the process group exists); returns this worker's rank.
+
+        A type may leave parameters out of its loss (``ssl_loss_weight=0``, unused heads): DDP must
+        then not wait for their gradients (they stay None, as in one process). The first update
+        after wrapping runs with DDP's search for such parameters; when no rank found any, DDP is
+        wrapped again without it (it costs a walk of the autograd graph every update)."""
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
@@ -66,11 +74,22 @@ class LearnerWorker(_WorkerBody):
         device = self.learner.device
         self.learner.data_parallel = DistributedDataParallel(
             _Forward(net), device_ids=[device.index or 0] if device.type == "cuda" else None,
-            # a type may leave parameters out of a loss (ssl_loss_weight=0, unused heads): DDP must
-            # not wait for their gradients; they stay None, as in one process
-            find_unused_parameters=True)
+            find_unused_parameters=find_unused_parameters)
+        self._probe_unused = find_unused_parameters
         self.rank = dist.get_rank()
         return self.rank
+
+    def _drop_unused_search(self) -> None:
+        """After the first update: wrap DDP without the unused-parameter search when every rank's
+        every trainable parameter got a gradient (a collective: every rank calls it)."""
+        import torch.distributed as dist
+
+        self._probe_unused = False
+        params = [p for p in self.learner.policy.network.parameters() if p.requires_grad]
+        unused = torch.tensor([float(sum(p.grad is None for p in params))])
+        dist.all_reduce(unused)
+        if unused.item() == 0:
+            self.wrap_data_parallel(self._sync_batchnorm, find_unused_parameters=False)
 
     def learn(self, shard, train_iter: int) -> tuple[dict[str, float], np.ndarray, int]:
         """One update on this rank's shard: (logs, priorities [n_i], train_iter after). The logs
@@ -81,6 +100,8 @@ class LearnerWorker(_WorkerBody):
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             logs, priorities = self.learner.learn(shard, train_iter=train_iter)
         logs["timing/worker_update_s"] = time.perf_counter() - start
+        if self._probe_unused:
+            self._drop_unused_search()
         return logs, priorities, self.learner.train_iter
 
     def state_dict(self) -> dict[str, Any]:
@@ -111,6 +132,8 @@ class LearnerWorker(_WorkerBody):
         from lz_tune.config import Config
 
         self.cfg = self.learner.cfg = Config.from_dict(cfg_dict)
+        if self.learner.data_parallel is not None:  # loss weights may have changed which parameters are used
+            self.wrap_data_parallel(self._sync_batchnorm)
 
 
 def to_float64(learner) -> None:
