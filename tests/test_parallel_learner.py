@@ -337,3 +337,13 @@ def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster,
     for (s1, p1, v1), (s2, p2, v2) in zip(in_order, parallel):
         assert np.array_equal(s1, s2) and np.array_equal(p1, p2)
         np.testing.assert_allclose(v2, v1, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_with_per_batches_are_prepared_ahead_only_when_the_lag_is_allowed(ray_cluster, tiny_cfg):
+    cfg = tiny_cfg("buffer.use_priority=True", "learner.target_update_freq=2", "learner.update_per_collect=6",
+                   "max_train_iter=6", "evaluator.eval_freq=100", "learner.num_workers=2", "learner.worker_num_cpus=0.5")
+    seen, ahead = _batches_of_first_budget(cfg)
+    assert len(seen) == 6 and ahead == 0  # PER: the next sample waits for the current priorities
+    seen, ahead = _batches_of_first_budget(cfg.with_overrides(["learner.prepare_ahead_with_lag=True"]))
+    assert len(seen) == 6 and ahead == 3
