@@ -268,8 +268,6 @@ def test_sync_batchnorm_on_a_network_without_batchnorm_fails_before_any_worker(t
         raise AssertionError("a learner worker was started")
 
     monkeypatch.setattr(group, "LearnerGroup", no_workers)
-    cfg = tiny_cfg("learner.num_workers=2", "learner.sync_batchnorm=True", "model.model_type=mlp",
-                   "policy_type=unizero") if False else None
     # an MLP network's only BatchNorm is in the SSL projector; UniZero's transformer has none
     cfg = tiny_cfg("policy_type=unizero", "learner.num_workers=2", "learner.sync_batchnorm=True")
     from lz_tune.parallel.sync_batchnorm import has_batchnorm
@@ -347,3 +345,17 @@ def test_with_per_batches_are_prepared_ahead_only_when_the_lag_is_allowed(ray_cl
     assert len(seen) == 6 and ahead == 0  # PER: the next sample waits for the current priorities
     seen, ahead = _batches_of_first_budget(cfg.with_overrides(["learner.prepare_ahead_with_lag=True"]))
     assert len(seen) == 6 and ahead == 3
+
+
+def test_a_gpu_worker_on_a_cluster_without_gpus_is_refused_before_any_actor(ray_cluster, tiny_cfg, monkeypatch):
+    from lz_tune.parallel import group
+    from lz_tune.pipeline import driver as driver_module
+
+    started = []
+    monkeypatch.setattr(driver_module, "make_backend", lambda cfg: started.append("collectors"))
+    monkeypatch.setattr(group, "LearnerGroup", lambda *a, **k: started.append("learner workers"))
+    cfg = tiny_cfg("learner.num_workers=2", "learner.device=cuda", "learner.worker_num_gpus=1",
+                   "async_pipeline.enabled=True")
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
+        driver_module.Driver(cfg, print_fn=None)
+    assert started == []

@@ -94,8 +94,6 @@ class LearnerGroup:
         self._closed = False
         try:
             pg = ray.util.get_current_placement_group()
-            if pg is None:  # inside a Tune trial the trial's bundles were checked when it was created
-                check_cluster_fits(cfg, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
             options = [self._options(cfg, pg, rank) for rank in range(lc.num_workers)]
             from ray.train.torch import TorchConfig
 

@@ -68,6 +68,16 @@ class DataParallelLearner(Learner):
         self._online_stale = False
         self._target_stale = False
 
+    def check_resources(self) -> None:
+        """ConfigError naming the key when the workers cannot be placed on the connected Ray cluster
+        (outside a Tune trial, whose bundles Tune checked): call before any actor starts."""
+        import ray
+
+        from lz_tune.parallel.group import check_cluster_fits
+
+        if ray.util.get_current_placement_group() is None:
+            check_cluster_fits(self._cfg, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+
     def start(self) -> None:
         """Start the workers (after everything was validated and the driver made its own actors),
         each with the mirror's state."""

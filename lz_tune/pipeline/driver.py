@@ -213,7 +213,21 @@ class Driver:
                 with open(os.path.join(exp_dir, PARAMS_FILE), "w") as f:
                     json.dump(cfg.flat_dict(), f, indent=2)
         self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
-        self.backend = backend if backend is not None else make_backend(cfg)
+        self._started_ray = False
+        if hasattr(self.learner, "start"):  # learner workers: Ray up (the run's own, or the cluster) and the
+            from lz_tune.pipeline.ray_backend import init_ray  # workers' resources checked, before any actor
+
+            self._started_ray = init_ray(cfg)
+            try:
+                self.learner.check_resources()
+            except BaseException:
+                self._shutdown_ray()
+                raise
+        try:
+            self.backend = backend if backend is not None else make_backend(cfg)
+        except BaseException:
+            self._shutdown_ray()
+            raise
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
         self.batches_prepared_ahead = 0
         if hasattr(self.learner, "start"):  # data-parallel learner workers, now that all was validated
@@ -222,6 +236,7 @@ class Driver:
             except BaseException:
                 if backend is None:
                     self.backend.close()
+                self._shutdown_ray()
                 raise
         self._start_time = time.perf_counter()
         self._start_env_steps = self.counters.env_steps
@@ -748,3 +763,13 @@ class Driver:
         if hasattr(self, "logger"):
             self.logger.flush()
             self.logger.close()
+        if not keep_backend:
+            self._shutdown_ray()
+
+    def _shutdown_ray(self) -> None:
+        """Shut down the Ray instance this driver started for its learner workers (if any)."""
+        if getattr(self, "_started_ray", False):
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
