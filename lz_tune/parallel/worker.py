@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from lz_tune.pipeline.ray_backend import _WorkerBody
+from lz_tune.pipeline.ray_backend import _normal_priority, _WorkerBody
 
 __all__ = ["LearnerWorker", "time_all_reduce", "to_float64"]
 
@@ -46,6 +46,7 @@ class LearnerWorker(_WorkerBody):
         from lz_tune.algos import get_algorithm
         from lz_tune.config import Config
 
+        _normal_priority()  # on the critical path of every update, like a collector
         torch.set_num_threads(max(1, int(num_threads)))
         self.cfg = Config.from_dict(cfg_dict)
         torch.manual_seed(self.cfg.seed)
@@ -74,7 +75,10 @@ class LearnerWorker(_WorkerBody):
         device = self.learner.device
         self.learner.data_parallel = DistributedDataParallel(
             _Forward(net), device_ids=[device.index or 0] if device.type == "cuda" else None,
-            find_unused_parameters=find_unused_parameters)
+            find_unused_parameters=find_unused_parameters,
+            # buffers (BatchNorm running statistics) are read from rank 0 only (snapshots, checkpoints);
+            # training mode normalises with batch statistics: no broadcast of them before every forward
+            broadcast_buffers=False)
         self._probe_unused = find_unused_parameters
         self.rank = dist.get_rank()
         return self.rank
