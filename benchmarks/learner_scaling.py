@@ -31,15 +31,17 @@ value); an N >= 2 row's workers run on ``int(learner.worker_num_cpus)`` threads 
 (``--worker-cpus``) and the driver prepares batches on ``--driver-threads``. On a 2-core box the
 fair comparison is N = 1 on 1 and on 2 threads against N = 2 with 1 CPU each (the defaults).
 
-Ray is started here (``ray.init(num_cpus=...)``, enough CPUs for the largest N) when a row has
-N >= 2, and shut down at the end. Prints a markdown table, then as the LAST line one JSON object
-with the same figures (``rows``: one object per row, ``machine``, ``overrides``).
+Ray is started here when a row has N >= 2 (``ray.init(num_cpus=...)`` with room for the workers of
+every such row: they all stay up, idle while another row runs) and shut down at the end. Prints a
+markdown table, then as the LAST line one JSON object with the same figures (``rows``: one object
+per row, ``machine``, ``overrides``).
 
     python benchmarks/learner_scaling.py [--configs cartpole,pong] [--workers 1 2 [4]] [--threads 1 2]
-        [--worker-cpus 1] [--updates 20] [--repeats 3] [--warmup 3] [--device cuda] [key=value ...]
-    python benchmarks/learner_scaling.py --configs pong --updates 3 learner.batch_size=64   # quicker Pong
+        [--worker-cpus 1] [--updates U] [--repeats R] [--warmup W] [--device cuda] [key=value ...]
+    python benchmarks/learner_scaling.py --configs pong learner.batch_size=64   # a quicker Pong
 
-``key=value`` overrides apply to every config and row (e.g. ``learner.batch_size=128``).
+``key=value`` overrides apply to every config and row (e.g. ``learner.batch_size=128``); after
+``--workers`` or ``--threads`` (lists) put them behind ``--``: ``--workers 1 2 4 -- learner.batch_size=128``.
 ``--device cuda`` sets ``learner.device=cuda`` and ``learner.worker_num_gpus=1`` (one GPU per worker);
 it stops with a message where torch sees no GPU.
 """
@@ -78,7 +80,8 @@ CONFIGS = {
     # the zoo config (batch 256) with learner_speed.py's smaller collector for the fill
     "pong": SPEED_CONFIGS["pong"],
 }
-PARTS = ("prepare", "transfer", "compute", "all_reduce", "priorities")
+#: default (timed updates per repeat, repeats, warm-up updates) per config: each config ~1-4 min on 2 cores
+BUDGETS = {"cartpole": (40, 5, 5), "pong": (3, 3, 1)}
 
 
 @dataclasses.dataclass
@@ -95,6 +98,11 @@ class Row:
         return f"N={self.workers}, {self.threads} thread{'s' * (self.threads > 1)}"
 
 
+def budgets(which: str) -> str:
+    i = ("updates", "repeats", "warmup").index(which)
+    return ", ".join(f"{name} {b[i]}" for name, b in BUDGETS.items())
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", default="cartpole,pong", help=f"comma-separated, from {', '.join(CONFIGS)}")
@@ -105,9 +113,12 @@ def parse_args() -> argparse.Namespace:
                    help="learner.worker_num_cpus of the N >= 2 rows (torch threads per worker: its integer part)")
     p.add_argument("--driver-threads", type=int, default=min(2, os.cpu_count() or 1),
                    help="torch threads of this process (the driver: sample + targets) in the N >= 2 rows")
-    p.add_argument("--updates", type=int, default=20, help="timed updates per row and repeat")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats, rows interleaved")
-    p.add_argument("--warmup", type=int, default=3, help="updates per row before timing (not counted)")
+    p.add_argument("--updates", type=int, default=None,
+                   help=f"timed updates per row and repeat (default per config: {budgets('updates')})")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"timed repeats, rows interleaved (default per config: {budgets('repeats')})")
+    p.add_argument("--warmup", type=int, default=None,
+                   help=f"updates per row before timing, not counted (default per config: {budgets('warmup')})")
     p.add_argument("--fill", type=int, default=None, help="transitions in each config's buffer (default: per config)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                    help="cuda: learner.device=cuda and learner.worker_num_gpus=1")
@@ -116,9 +127,10 @@ def parse_args() -> argparse.Namespace:
     args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     if not args.configs or set(args.configs) - set(CONFIGS):
         p.error(f"--configs: expected some of {', '.join(CONFIGS)}, got {args.configs}")
-    if min(args.workers) < 1 or min(args.threads) < 1 or args.driver_threads < 1 or args.worker_cpus < 1:
-        p.error("--workers, --threads, --driver-threads and --worker-cpus must be >= 1")
-    if min(args.updates, args.repeats) < 1 or args.warmup < 0:
+    if min(args.workers) < 1 or min(args.threads) < 1 or args.driver_threads < 1 or args.worker_cpus <= 0:
+        p.error("--workers, --threads and --driver-threads must be >= 1, --worker-cpus > 0")
+    if (args.updates is not None and args.updates < 1) or (args.repeats is not None and args.repeats < 1) or (
+            args.warmup is not None and args.warmup < 0):
         p.error("--updates and --repeats must be >= 1, --warmup >= 0")
     if args.device == "cuda":
         if not torch.cuda.is_available():
@@ -215,6 +227,8 @@ def ms_split(updates: list[dict[str, float]], all_reduce_s: float) -> dict[str, 
 
 def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
     zoo, overrides, fill = CONFIGS[name]
+    n_updates, repeats, warmup = (given if given is not None else default for given, default in
+                                  zip((args.updates, args.repeats, args.warmup), BUDGETS[name]))
     base = load_config_module(os.path.join(ROOT, zoo)).with_overrides([*overrides, *args.overrides])
     rows = make_rows(base, args)
     t0 = time.perf_counter()
@@ -225,30 +239,30 @@ def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
         all_reduce = {row.key: bench.all_reduce_s(row) for row in rows}  # before the warm-up: apply rewraps DDP
         for row in rows:
             torch.set_num_threads(row.driver_threads)
-            for _ in range(args.warmup):
+            for _ in range(warmup):
                 bench.split_update(row)
         mb = batch_megabytes(bench.learners[rows[0].key].make_batch(bench.buffer, bench.buffer.sample(
             bench.batch_size), rng=bench.rng))
         rates: dict[str, list[float]] = {row.key: [] for row in rows}
         updates: dict[str, list[dict]] = {row.key: [] for row in rows}
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             for row in rows:
                 torch.set_num_threads(row.driver_threads)
                 start = time.perf_counter()
-                updates[row.key] += [bench.split_update(row) for _ in range(args.updates)]
-                rates[row.key].append(args.updates / (time.perf_counter() - start))
+                updates[row.key] += [bench.split_update(row) for _ in range(n_updates)]
+                rates[row.key].append(n_updates / (time.perf_counter() - start))
     finally:
         bench.close()
     out = []
     for row in rows:
-        r = rates[row.key]
+        r, ms = rates[row.key], ms_split(updates[row.key], all_reduce[row.key])
         out.append({"config": name, "batch_size": base.learner.batch_size, "workers": row.workers,
                     "threads": row.threads, "driver_threads": row.driver_threads,
                     "worker_num_cpus": row.cfg.learner.worker_num_cpus if row.workers >= 2 else None,
                     "device": row.cfg.learner.device, "updates_per_s": round(float(np.median(r)), 3),
                     "updates_per_s_min": round(min(r), 3), "updates_per_s_max": round(max(r), 3),
-                    "ms_per_update": {k: round(v, 2) for k, v in ms_split(updates[row.key], all_reduce[row.key]).items()},
-                    "batch_mb": round(mb, 2)})
+                    "ms_per_update": {k: round(v, 2) for k, v in ms.items()},
+                    "batch_mb": round(mb, 2), "updates": n_updates, "repeats": repeats, "warmup": warmup})
     best_single = max((o["updates_per_s"] for o in out if o["workers"] == 1), default=None)
     for o in out:
         o["vs_best_n1"] = round(o["updates_per_s"] / best_single, 3) if best_single else None
@@ -256,23 +270,25 @@ def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
 
 
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
-    print(f"\nLearner updates/s at the same global batch, {args.updates} updates x {args.repeats} repeats per row "
-          f"(after {args.warmup} warm-up updates), learner.device={args.device}; threads: N = 1 learner.num_threads, "
-          f"N >= 2 per worker (int(learner.worker_num_cpus)), driver on {args.driver_threads}:\n")
-    print("| config | batch | N | threads | updates/s (median) | min - max | vs best N=1 | prepare | transfer | "
-          "compute | all-reduce | priorities | total (ms/update) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"\nLearner updates/s at the same global batch, learner.device={args.device} (timed: repeats x updates "
+          "per row, rows interleaved, after the warm-up); threads: N = 1 learner.num_threads, N >= 2 per worker "
+          f"(int(learner.worker_num_cpus)), the driver's sample + targets on {args.driver_threads}; ms per update, "
+          "mean:\n")
+    print("| config | batch | N | threads | timed | updates/s (median) | min - max | vs best N=1 | prepare | "
+          "transfer | compute | all-reduce | priorities | total |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for o in rows:
         ms = o["ms_per_update"]
         vs = f"{o['vs_best_n1']:.2f}x" if o["vs_best_n1"] else "-"
         parallel = o["workers"] >= 2
-        print(f"| {o['config']} | {o['batch_size']} | {o['workers']} | {o['threads']} | {o['updates_per_s']:.2f} | "
+        print(f"| {o['config']} | {o['batch_size']} | {o['workers']} | {o['threads']} | "
+              f"{o['repeats']} x {o['updates']} | {o['updates_per_s']:.2f} | "
               f"{o['updates_per_s_min']:.2f} - {o['updates_per_s_max']:.2f} | {vs} | {ms['prepare']:.1f} | "
               f"{ms['transfer']:.1f} | {ms['compute']:.1f} | " + (f"{ms['all_reduce']:.1f}" if parallel else "-")
               + f" | {ms['priorities']:.2f} | {ms['total']:.1f} |")
     for name in dict.fromkeys(o["config"] for o in rows):
         mb = next(o["batch_mb"] for o in rows if o["config"] == name)
-        print(f"{name}: one global batch is {mb:.1f} MB of arrays (what N >= 2 sends to its workers per update)")
+        print(f"{name}: one global batch is {mb:.2f} MB of arrays (what N >= 2 sends to its workers per update)")
 
 
 def main() -> None:
@@ -285,9 +301,9 @@ def main() -> None:
     if parallel:
         import ray
 
-        need = math.ceil(max(args.workers) * args.worker_cpus)
-        cpus = max(os.cpu_count() or 1, need)
-        if need > (os.cpu_count() or 1):
+        # every row's workers stay up (rows are interleaved; idle ones cost no CPU): Ray needs room for all
+        cpus = max(os.cpu_count() or 1, sum(math.ceil(n * args.worker_cpus) for n in set(args.workers) if n >= 2))
+        if max(args.workers) * args.worker_cpus > (os.cpu_count() or 1):
             notes.append(f"{max(args.workers)} workers x {args.worker_cpus:g} CPU > {os.cpu_count()} cores: "
                          "the cores are oversubscribed")
             print(f"note: {notes[-1]}")
@@ -305,9 +321,8 @@ def main() -> None:
         print(f"note: {note}")
     total = round(time.perf_counter() - start, 1)
     print(f"\n{describe(m)}; total {total:.0f} s")
-    print(json.dumps({"rows": rows, "updates": args.updates, "repeats": args.repeats, "warmup": args.warmup,
-                      "device": args.device, "notes": notes, "machine": m, "overrides": args.overrides,
-                      "total_s": total}))
+    print(json.dumps({"rows": rows, "device": args.device, "driver_threads": args.driver_threads, "notes": notes,
+                      "machine": m, "overrides": args.overrides, "total_s": total}))
 
 
 if __name__ == "__main__":

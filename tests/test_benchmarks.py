@@ -70,6 +70,19 @@ def test_learner_speed_prints_updates_per_second():
     assert set(out["cartpole_ms_per_update"]) >= {"forward", "backward", "optimizer", "targets_and_rest"}
 
 
+def test_learner_scaling_prints_updates_per_second_for_one_and_two_workers():
+    # ~25 s on the idle 2-core box: Ray, two learner workers with gloo, CartPole at a small batch
+    out = _last_json(["benchmarks/learner_scaling.py", "--configs", "cartpole", "--workers", "1", "2", "--threads",
+                      "1", "--updates", "2", "--repeats", "1", "--warmup", "1", "--fill", "300",
+                      "learner.batch_size=16"], timeout=300)
+    rows = {(row["config"], row["workers"]): row for row in out["rows"]}
+    assert set(rows) == {("cartpole", 1), ("cartpole", 2)}
+    for row in rows.values():
+        assert row["updates_per_s"] > 0 and row["batch_size"] == 16 and row["threads"] == 1
+        assert set(row["ms_per_update"]) == {"prepare", "transfer", "compute", "all_reduce", "priorities", "total"}
+    assert rows["cartpole", 2]["ms_per_update"]["all_reduce"] > 0 and rows["cartpole", 2]["worker_num_cpus"] == 1
+
+
 @pytest.mark.slow
 def test_stochastic_2048_prints_scores_of_agent_and_baselines(tmp_path):
     out = _last_json(["benchmarks/stochastic_2048.py", "--budget-s", "45", "--modes", "true", "--eval-games", "2",
