@@ -57,12 +57,12 @@ class Recorder:
             if driver.trainable:
                 self.max_queue_when_trainable = max(self.max_queue_when_trainable, len(driver.budgets))
 
-        def train_one():
+        def train_one(**kwargs):
             if backend.collects_in_flight > 0:
                 self.overlapped_updates += 1
             if driver.counters.env_steps < driver.cfg.learner.train_start_after_envsteps:
                 self.updates_before_cold_start_end += 1
-            orig_train_one()
+            orig_train_one(**kwargs)
 
         backend.launch_collect, backend.launch_eval = launch_collect, launch_eval
         driver._on_collect, driver._train_one = on_collect, train_one

@@ -70,6 +70,7 @@ def test_learner_speed_prints_updates_per_second():
     assert set(out["cartpole_ms_per_update"]) >= {"forward", "backward", "optimizer", "targets_and_rest"}
 
 
+@pytest.mark.slow  # ~30 s (Ray and two learner workers start); tests/test_parallel_*.py run the same path
 def test_learner_scaling_prints_updates_per_second_for_one_and_two_workers():
     # ~25 s on the idle 2-core box: Ray, two learner workers with gloo, CartPole at a small batch
     out = _last_json(["benchmarks/learner_scaling.py", "--configs", "cartpole", "--workers", "1", "2", "--threads",

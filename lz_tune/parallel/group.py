@@ -172,10 +172,16 @@ class LearnerGroup:
         self.get([w.load_state_dict.remote(ref) for w in self.workers], "load_state_dict")
 
     def network_weights(self) -> dict[str, Any]:
-        return self.get([self.workers[0].network_weights.remote()], "fetching weights")[0]
+        """Rank 0's learner network weights (CPU tensors)."""
+        from lz_tune.parallel.worker import weights_from_numpy
+
+        return weights_from_numpy(self.get([self.workers[0].network_weights.remote()], "fetching weights")[0])
 
     def target_weights(self) -> dict[str, Any]:
-        return self.get([self.workers[0].target_weights.remote()], "fetching target weights")[0]
+        """Rank 0's target network weights (CPU tensors)."""
+        from lz_tune.parallel.worker import weights_from_numpy
+
+        return weights_from_numpy(self.get([self.workers[0].target_weights.remote()], "fetching target weights")[0])
 
     def apply(self, fn) -> list:
         """``fn(learner)`` on every rank's learner (diagnostics and tests); results in rank order."""

@@ -20,7 +20,7 @@ import torch
 
 from lz_tune.pipeline.ray_backend import _normal_priority, _WorkerBody
 
-__all__ = ["LearnerWorker", "time_all_reduce", "to_float64"]
+__all__ = ["LearnerWorker", "time_all_reduce", "to_float64", "weights_from_numpy", "weights_to_numpy"]
 
 
 class _Forward(torch.nn.Module):
@@ -116,12 +116,12 @@ class LearnerWorker(_WorkerBody):
         self.learner.load_state_dict(state)
 
     def network_weights(self) -> dict[str, Any]:
-        """CPU copy of the learner network's weights."""
-        return self.learner.policy.weights()
+        """CPU copy of the learner network's weights, as numpy arrays (see :func:`weights_to_numpy`)."""
+        return weights_to_numpy(self.learner.policy.weights())
 
     def target_weights(self) -> dict[str, Any]:
-        """CPU copy of the target network's weights."""
-        return self.learner.target_policy.weights()
+        """CPU copy of the target network's weights, as numpy arrays."""
+        return weights_to_numpy(self.learner.target_policy.weights())
 
     def apply(self, fn):
         """``fn(learner)`` on this rank's learner, then DDP wrapped anew (``fn`` may have changed the
@@ -138,6 +138,19 @@ class LearnerWorker(_WorkerBody):
         self.cfg = self.learner.cfg = Config.from_dict(cfg_dict)
         if self.learner.data_parallel is not None:  # loss weights may have changed which parameters are used
             self.wrap_data_parallel(self._sync_batchnorm)
+
+
+def weights_to_numpy(weights: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Weights as numpy arrays for the trip through Ray (numpy buffers travel out-of-band, torch
+    tensors through torch's slower pickling); bfloat16 tensors stay tensors (numpy has none)."""
+    return {k: v if v.dtype == torch.bfloat16 else v.numpy() for k, v in weights.items()}
+
+
+def weights_from_numpy(weights: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """Inverse of :func:`weights_to_numpy` (tensors view the arrays; ``load_state_dict`` copies)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in weights.items()}
 
 
 def to_float64(learner) -> None:
