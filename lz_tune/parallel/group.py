@@ -171,17 +171,12 @@ class LearnerGroup:
         ref = self.ray.put(state)
         self.get([w.load_state_dict.remote(ref) for w in self.workers], "load_state_dict")
 
-    def network_weights(self) -> dict[str, Any]:
-        """Rank 0's learner network weights (CPU tensors)."""
+    def weights(self, which: str) -> dict[str, Any]:
+        """Rank 0's weights (CPU tensors) of ``which``: "policy" (the learner network) or
+        "target_policy"."""
         from lz_tune.parallel.worker import weights_from_numpy
 
-        return weights_from_numpy(self.get([self.workers[0].network_weights.remote()], "fetching weights")[0])
-
-    def target_weights(self) -> dict[str, Any]:
-        """Rank 0's target network weights (CPU tensors)."""
-        from lz_tune.parallel.worker import weights_from_numpy
-
-        return weights_from_numpy(self.get([self.workers[0].target_weights.remote()], "fetching target weights")[0])
+        return weights_from_numpy(self.get([self.workers[0].weights.remote(which)], f"fetching {which} weights")[0])
 
     def apply(self, fn) -> list:
         """``fn(learner)`` on every rank's learner (diagnostics and tests); results in rank order."""

@@ -65,8 +65,7 @@ class DataParallelLearner(Learner):
             raise ConfigError(f"learner.sync_batchnorm: the {cfg.policy_type} network for {cfg.env.env_id} has no "
                               "BatchNorm layer to synchronise; set learner.sync_batchnorm=False")
         self.group = None
-        self._online_stale = False
-        self._target_stale = False
+        self._stale: set[str] = set()  # mirror policies ("policy", "target_policy") behind rank 0
 
     def check_resources(self) -> None:
         """ConfigError naming the key when the workers cannot be placed on the connected Ray cluster
@@ -107,18 +106,20 @@ class DataParallelLearner(Learner):
     @property
     def policy(self) -> Policy:
         """The mirror's policy, with rank 0's current weights."""
-        if self._online_stale and self.group is not None:
-            self.local.policy.load_weights(self.group.network_weights())
-            self._online_stale = False
-        return self.local.policy
+        return self._fresh("policy")
 
     @property
     def target_policy(self) -> Policy:
         """The mirror's target policy, with rank 0's current target weights."""
-        if self._target_stale and self.group is not None:
-            self.local.target_policy.load_weights(self.group.target_weights())
-            self._target_stale = False
-        return self.local.target_policy
+        return self._fresh("target_policy")
+
+    def _fresh(self, which: str) -> Policy:
+        """The mirror's ``which`` ("policy" or "target_policy"), its weights pulled from rank 0 first
+        when an update changed them since the last pull."""
+        if which in self._stale and self.group is not None:
+            getattr(self.local, which).load_weights(self.group.weights(which))
+            self._stale.discard(which)
+        return getattr(self.local, which)
 
     @property
     def train_iter(self) -> int:
@@ -162,8 +163,9 @@ class DataParallelLearner(Learner):
         logs = merge_logs([r[0] for r in results], pending.sizes)
         priorities = np.concatenate([r[1] for r in results]).astype(np.float32, copy=False)
         self.local.train_iter = int(results[0][2])
-        self._online_stale = True
-        self._target_stale = self._target_stale or pending.changes_target
+        self._stale.add("policy")
+        if pending.changes_target:
+            self._stale.add("target_policy")
         return logs, priorities
 
     def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> tuple[dict[str, float], np.ndarray]:
@@ -182,4 +184,4 @@ class DataParallelLearner(Learner):
         self.local.load_state_dict(state)
         if self.group is not None:
             self.group.load_state_dict(state)
-        self._online_stale = self._target_stale = False
+        self._stale.clear()

@@ -115,13 +115,12 @@ class LearnerWorker(_WorkerBody):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.learner.load_state_dict(state)
 
-    def network_weights(self) -> dict[str, Any]:
-        """CPU copy of the learner network's weights, as numpy arrays (see :func:`weights_to_numpy`)."""
-        return weights_to_numpy(self.learner.policy.weights())
-
-    def target_weights(self) -> dict[str, Any]:
-        """CPU copy of the target network's weights, as numpy arrays."""
-        return weights_to_numpy(self.learner.target_policy.weights())
+    def weights(self, which: str) -> dict[str, Any]:
+        """CPU copy of the weights of ``which`` ("policy": the learner network, or "target_policy"),
+        as numpy arrays (see :func:`weights_to_numpy`)."""
+        if which not in ("policy", "target_policy"):
+            raise ValueError(f"which: 'policy' or 'target_policy', got {which!r}")
+        return weights_to_numpy(getattr(self.learner, which).weights())
 
     def apply(self, fn):
         """``fn(learner)`` on this rank's learner, then DDP wrapped anew (``fn`` may have changed the

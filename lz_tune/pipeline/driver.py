@@ -213,31 +213,27 @@ class Driver:
                 with open(os.path.join(exp_dir, PARAMS_FILE), "w") as f:
                     json.dump(cfg.flat_dict(), f, indent=2)
         self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
-        self._started_ray = False
-        if hasattr(self.learner, "start"):  # learner workers: Ray up (the run's own, or the cluster) and the
-            from lz_tune.pipeline.ray_backend import init_ray  # workers' resources checked, before any actor
-
-            self._started_ray = init_ray(cfg)
-            try:
-                self.learner.check_resources()
-            except BaseException:
-                self._shutdown_ray()
-                raise
-        try:
-            self.backend = backend if backend is not None else make_backend(cfg)
-        except BaseException:
-            self._shutdown_ray()
-            raise
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
         self.batches_prepared_ahead = 0
-        if hasattr(self.learner, "start"):  # data-parallel learner workers, now that all was validated
-            try:
+        self._started_ray = False
+        workers = hasattr(self.learner, "start")  # data-parallel learner workers (learner.num_workers >= 2)
+        made_backend = None
+        try:
+            if workers:  # Ray up (the run's own, or the cluster) and the workers' resources checked before any actor
+                from lz_tune.pipeline.ray_backend import init_ray
+
+                self._started_ray = init_ray(cfg)
+                self.learner.check_resources()
+            if backend is None:
+                made_backend = make_backend(cfg)
+            self.backend = backend if backend is not None else made_backend
+            if workers:  # now that everything was validated and the driver's own actors exist
                 self.learner.start()
-            except BaseException:
-                if backend is None:
-                    self.backend.close()
-                self._shutdown_ray()
-                raise
+        except BaseException:
+            if made_backend is not None:
+                made_backend.close()
+            self._shutdown_ray()
+            raise
         self._start_time = time.perf_counter()
         self._start_env_steps = self.counters.env_steps
         self._start_train_iter = self.learner.train_iter
