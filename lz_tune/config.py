@@ -619,7 +619,8 @@ class UniZeroConfig(_Section):
     """tau of the momentum target network, updated after every update: theta_target <-
     (1 - tau) theta_target + tau theta. 1: a hard copy every update."""
     policy_ls_eps_start: float = 0.0
-    """Policy label smoothing at train_iter 0 (target (1 - eps) pi + eps / A); 0: off."""
+    """Policy label smoothing at train_iter 0 (target (1 - eps) pi + eps / A); 0: off (the
+    schedule runs only when this is > 0, as the reference's)."""
     policy_ls_eps_end: float = 0.0
     """Policy label smoothing after policy_ls_eps_decay_steps updates (linear in train_iter)."""
     policy_ls_eps_decay_steps: int = 50_000
@@ -630,7 +631,15 @@ class UniZeroConfig(_Section):
         self._non_negative("kv_cache_clear_interval")
         self._require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
         self._require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
-        self._fraction("policy_ls_eps_start", "policy_ls_eps_end")
+        self._fraction("policy_ls_eps_start", "policy_ls_eps_end", "continuous_ls_eps", "target_entropy_start_ratio",
+                       "target_entropy_end_ratio")
+        self._positive("adaptive_entropy_alpha_lr", "adaptive_entropy_alpha_min", "adaptive_entropy_alpha_max",
+                       "target_entropy_decay_steps", "encoder_clip_start_value", "encoder_clip_end_value",
+                       "encoder_clip_anneal_steps", "head_clip_start_value", "head_clip_end_value",
+                       "head_clip_anneal_steps", "head_clip_threshold", "head_clip_monitor_freq")
+        self._require(self.adaptive_entropy_alpha_min <= self.adaptive_entropy_alpha_max, "adaptive_entropy_alpha_min",
+                      f"must be <= unizero.adaptive_entropy_alpha_max={self.adaptive_entropy_alpha_max}")
+        self._non_negative("latent_norm_clip_threshold", "monitor_norm_freq")
         self._require(self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
                       "embed_dim", f"must split into unizero.num_heads={self.num_heads} heads of even width")
 
@@ -639,6 +648,72 @@ class UniZeroConfig(_Section):
 class AsyncPipelineConfig(_Section):
     """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
 
+    use_continuous_label_smoothing: bool = False
+    """Smooth the policy target by continuous_ls_eps at every update instead of the
+    policy_ls_eps_* schedule."""
+    continuous_ls_eps: float = 0.05
+    """The fixed policy label smoothing of use_continuous_label_smoothing."""
+    use_adaptive_entropy_weight: bool = False
+    """Learn the policy entropy weight alpha (it replaces learner.policy_entropy_weight): after
+    every forward pass, one Adam step on log alpha with the loss log_alpha * (H - H_target), H
+    the batch's mean policy entropy per valid unroll step, H_target = ln(A) * ratio(train_iter)
+    (target_entropy_*). alpha starts at 1 and is kept in [adaptive_entropy_alpha_min, _max]; it
+    and its optimizer are saved in checkpoints. unizero only (discrete actions)."""
+    adaptive_entropy_alpha_lr: float = 1e-3
+    """Adam learning rate of log alpha (the reference's Atari config uses 1e-4)."""
+    adaptive_entropy_alpha_min: float = 1e-4
+    """Lower bound of the adaptive alpha."""
+    adaptive_entropy_alpha_max: float = 10.0
+    """Upper bound of the adaptive alpha."""
+    target_entropy_start_ratio: float = 0.98
+    """Target entropy at train_iter 0, as a fraction of the maximum ln(A)."""
+    target_entropy_end_ratio: float = 0.05
+    """Target entropy after target_entropy_decay_steps updates (linear in train_iter; the
+    reference's Atari config uses 0.7)."""
+    target_entropy_decay_steps: int = 500_000
+    """Updates over which the target entropy ratio goes from start to end (Atari: 100000)."""
+    use_encoder_clip_annealing: bool = False
+    """Encoder latent-norm clip with a threshold annealed in train_iter from
+    encoder_clip_start_value to encoder_clip_end_value (off: the fixed
+    latent_norm_clip_threshold). When the largest L2 norm of this update's observation latents
+    exceeds the threshold, the encoder's final LayerNorm (weight and bias) is scaled by
+    threshold / norm, after the backward pass and before the optimizer step."""
+    encoder_clip_anneal_type: Literal["cosine", "linear"] = "cosine"
+    """Shape of the encoder clip threshold's annealing."""
+    encoder_clip_start_value: float = 30.0
+    """Encoder clip threshold at train_iter 0 (annealing)."""
+    encoder_clip_end_value: float = 10.0
+    """Encoder clip threshold from encoder_clip_anneal_steps updates on (annealing)."""
+    encoder_clip_anneal_steps: int = 100_000
+    """Updates over which the encoder clip threshold anneals."""
+    latent_norm_clip_threshold: float = 0.0
+    """Fixed encoder latent-norm clip threshold when use_encoder_clip_annealing is off; 0: no
+    clipping."""
+    head_clip_heads: tuple[Literal["policy", "value", "reward", "observations"], ...] = ()
+    """Heads whose outputs are clipped (the reference's head clip; empty: off). When the largest
+    |output| of a head in this update exceeds the head clip threshold, every parameter of that
+    head is scaled by threshold / max, after the backward pass and before the optimizer step
+    (``observations``: the next-latent head). One schedule (head_clip_*) for all the heads."""
+    head_clip_use_annealing: bool = True
+    """Anneal the head clip threshold from head_clip_start_value to head_clip_end_value (off:
+    the fixed head_clip_threshold)."""
+    head_clip_anneal_type: Literal["cosine", "linear"] = "cosine"
+    """Shape of the head clip threshold's annealing."""
+    head_clip_start_value: float = 30.0
+    """Head clip threshold at train_iter 0 (annealing)."""
+    head_clip_end_value: float = 10.0
+    """Head clip threshold from head_clip_anneal_steps updates on (annealing)."""
+    head_clip_anneal_steps: int = 500_000
+    """Updates over which the head clip threshold anneals."""
+    head_clip_threshold: float = 15.0
+    """Fixed head clip threshold when head_clip_use_annealing is off."""
+    head_clip_monitor_freq: int = 1
+    """Head clipping runs at the updates whose train_iter is a multiple of this."""
+    monitor_norm_freq: int = 5000
+    """Every this many updates (and at the first update of a process or after a restore):
+    parameter and gradient norms per module, transformer-output, logit and latent statistics,
+    logged (``norm/*``, ``grad/*``, ``logits/*``, ``embeddings/*``, ``stability/*``) and
+    repeated in every update's logs until the next check; 0 disables it."""
     _prefix = "async_pipeline"
     enabled: bool = False
     """Run collectors / evaluators as Ray actors that overlap the learner."""

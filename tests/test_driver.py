@@ -280,25 +280,26 @@ def test_unknown_env_id_is_a_config_error_before_exp_dir(tiny_cfg, tmp_path, env
 
 
 def test_replay_buffer_saved_beside_the_checkpoint_comes_back_on_resume(tiny_cfg, tmp_path):
-    """buffer.save_in_checkpoint: ckpt/replay_buffer.pt is written with every checkpoint and a
-    resumed driver starts with exactly that buffer (same segments, priorities, next samples)."""
-    cfg = tiny_cfg("max_env_step=80", "buffer.save_in_checkpoint=True")
+    """buffer.save_in_checkpoint (the default): every checkpoint names the manifest of its buffer
+    (chunks in ckpt/buffer_store) and a resumed driver starts with exactly that buffer (every
+    array, clock and the sampling RNG)."""
+    from lz_tune.checkpoint import load_checkpoint
+    from tests.buffer_states import assert_buffer_states_equal
+
+    cfg = tiny_cfg("max_env_step=80")
     exp_dir = tmp_path / "exp"
     driver = _quiet(cfg, exp_dir=str(exp_dir))
     driver.run()
     driver.close()
     ckpt_dir = exp_dir / "ckpt"
-    assert (ckpt_dir / "replay_buffer.pt").is_file()
+    name = load_checkpoint(ckpt_dir / "ckpt_latest.pt")["buffer_manifest"]
+    assert (ckpt_dir / name).is_file() and any((ckpt_dir / "buffer_store").iterdir())
     saved = driver.buffer.state_dict()  # the buffer file is written at the last evaluation: compare to it
     resumed = _quiet(cfg.with_overrides(["max_env_step=200"]), exp_dir=str(tmp_path / "r"),
                      resume_from=str(ckpt_dir / "ckpt_latest.pt"))
     try:
         assert resumed.buffer.num_transitions > 0
-        mine = resumed.buffer.state_dict()
-        for table in ("steps", "positions", "segments"):
-            for col, values in saved["tables"][table]["columns"].items():
-                np.testing.assert_array_equal(mine["tables"][table]["columns"][col], values, err_msg=col)
-        assert mine["time"] == saved["time"] and mine["clear_time"] == saved["clear_time"]
+        assert_buffer_states_equal(resumed.buffer.state_dict(), saved)
     finally:
         resumed.close()
     # without the option, the same checkpoint resumes with an empty buffer
@@ -311,14 +312,19 @@ def test_replay_buffer_saved_beside_the_checkpoint_comes_back_on_resume(tiny_cfg
 
 
 def test_replay_buffer_file_that_does_not_fit_is_a_checkpoint_error(tiny_cfg, tmp_path):
-    cfg = tiny_cfg("max_env_step=40", "buffer.save_in_checkpoint=True")
+    from lz_tune.checkpoint import load_checkpoint
+
+    cfg = tiny_cfg("max_env_step=40")
     driver = _quiet(cfg, exp_dir=str(tmp_path / "exp"))
     driver.run()
     driver.close()
+    ckpt_dir = tmp_path / "exp" / "ckpt"
+    name = load_checkpoint(ckpt_dir / "ckpt_latest.pt")["buffer_manifest"]
     other = _quiet(tiny_cfg("buffer.td_steps=4"), exp_dir=None)
     try:
-        with pytest.raises(CheckpointError, match="replay_buffer.pt"):
-            other.load_buffer(str(tmp_path / "exp" / "ckpt" / "replay_buffer.pt"))
+        with pytest.raises(CheckpointError, match=name.replace(".", r"\.") + ".*td_steps"):
+            other.load_buffer(str(ckpt_dir / name))
+        assert other.buffer.num_transitions == 0  # left as it was
         (tmp_path / "junk.pt").write_bytes(b"not a buffer")
         with pytest.raises(CheckpointError, match="junk.pt"):
             other.load_buffer(str(tmp_path / "junk.pt"))
@@ -330,7 +336,8 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
     """Everything a resume reads comes from the moment the evaluated weights were launched: the
     RNG state and the replay-buffer file too (they used to be taken when the result arrived,
     after more collection), so no transition in the buffer file is missing from the counters."""
-    from lz_tune.checkpoint import load_buffer_state, load_checkpoint
+    from lz_tune.buffer.snapshot import read_manifest
+    from lz_tune.checkpoint import load_checkpoint
 
     from lz_tune.pipeline.backends import InProcessBackend, PollResult
 
@@ -352,7 +359,7 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
             ready = self._held.pop(0) if len(self._held) > 2 else []
             return PollResult(collects=done.collects, evals=ready, failures=done.failures)
 
-    cfg = tiny_cfg("max_env_step=120", "buffer.save_in_checkpoint=True", "evaluator.eval_freq=3")
+    cfg = tiny_cfg("max_env_step=120", "evaluator.eval_freq=3")
     driver = _quiet(cfg, exp_dir=str(tmp_path / "exp"), backend=SlowEvaluator(cfg))
     at_launch = {}
     launch = driver._launch_eval
@@ -370,8 +377,7 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
     def recording_on_eval(result):  # what a resume right after this evaluation would read
         on_eval(result)
         ckpt = load_checkpoint(ckpt_dir / "ckpt_latest.pt", policy_type=cfg.policy_type)
-        buffer_state = load_buffer_state(str(ckpt_dir / "replay_buffer.pt"))
-        written.append((ckpt, len(buffer_state["tables"]["positions"]["columns"]["segment_id"])))
+        written.append((ckpt, read_manifest(ckpt_dir / ckpt["buffer_manifest"])["transitions"]))
 
     driver._on_eval = recording_on_eval
     try:
@@ -384,7 +390,9 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
         assert ckpt["counters"]["env_steps"] == env_steps
         assert ckpt["rng"]["numpy"] == rng
         assert transitions_in_file == transitions
-    assert not list((tmp_path / "exp" / "ckpt").glob("*.pending.pt"))  # no pending file left behind
+    # no manifest left behind that no checkpoint refers to
+    names = {load_checkpoint(ckpt_dir / f)["buffer_manifest"] for f in ("ckpt_latest.pt", "ckpt_best.pt")}
+    assert {p.name for p in ckpt_dir.glob("replay_buffer.v*.json")} == names
 
 
 # ---------------------------------------------------------------------------------------------

@@ -247,6 +247,16 @@ class MuZeroLearner(Learner):
         if self.train_iter % self.cfg.learner.target_update_freq == 0:
             self.target_policy.load_weights(self.policy.network.state_dict())  # through on_weights_loaded
 
+    def policy_entropy_weight_now(self) -> float:
+        """Weight of the entropy bonus in the update being computed, asked once per update right
+        after its forward pass (MuZero: learner.policy_entropy_weight; UniZero's adaptive alpha
+        takes its step here, from that pass's entropy)."""
+        return self.cfg.learner.policy_entropy_weight
+
+    def before_optimizer_step(self) -> None:
+        """Runs between the backward pass and the gradient clipping + optimizer step of every
+        update (MuZero: nothing; UniZero: gradient-norm monitoring, encoder and head clipping)."""
+
     def extra_losses(self, batch: TrainBatch) -> dict[str, tuple[float, torch.Tensor]]:
         """The type's loss terms beyond MuZero's, from the forward pass that just ran:
         ``{log name: (weight, [B] per-sample sum over the unroll)}`` (MuZero: none). Added to
@@ -373,7 +383,7 @@ class MuZeroLearner(Learner):
                 policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, _ = terms
                 per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
                               + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
-                              - lc.policy_entropy_weight * policy_entropy)
+                              - self.policy_entropy_weight_now() * policy_entropy)
                 extra = self.extra_losses(batch)  # the type's own terms of this forward pass
                 for weight, term in extra.values():
                     per_sample = per_sample + weight * term
@@ -388,6 +398,7 @@ class MuZeroLearner(Learner):
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
         with record_function("learn/optimizer"):
+            self.before_optimizer_step()
             grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value,
                                                        foreach=lc.update_path == "fused")
             self.optimizer.step()

@@ -17,7 +17,7 @@ from lz_tune.algos.base import Reanalysis
 from lz_tune.algos.sampled_muzero import SampledLoss, SampledSearch
 from lz_tune.algos.sampled_muzero import policy_target_size, step_columns  # noqa: F401  (the K samples)
 from lz_tune.algos.unizero import UniZeroLearner, UniZeroPolicy
-from lz_tune.config import Config
+from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 
 __all__ = ["SampledUniZeroPolicy", "SampledUniZeroLearner", "make_policy", "make_learner", "step_columns",
@@ -43,6 +43,13 @@ class SampledUniZeroLearner(SampledLoss, UniZeroLearner):
     """UniZero's teacher-forced loss with the policy term over the K sampled root actions."""
 
     policy_class = SampledUniZeroPolicy
+
+    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
+        if cfg.unizero.use_adaptive_entropy_weight:
+            raise ConfigError("unizero.use_adaptive_entropy_weight: sampled_unizero has no adaptive entropy weight (the "
+                              "original's sampled UniZero has none, and its target ln(A) * ratio is an entropy over A "
+                              "discrete actions); set it to false")
+        super().__init__(cfg, spec)
 
 
 def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> SampledUniZeroPolicy:

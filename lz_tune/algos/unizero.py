@@ -35,10 +35,31 @@ bootstrap with the target world model, one teacher-forced pass per sample over t
 ``o_{t+n-H+1} .. o_{t+n+U}`` (H = ``infer_context_length``), so that every bootstrap position has
 at least H steps of context, as the policy had when it acted there (cut at the segment's first
 step); reanalysis searches from the H stored steps ending at each position.
+
+Schedules and checks in train_iter (the ``train_iter`` handed to ``learn``: the driver's, also on
+every data-parallel worker), each off by default where the original's is:
+
+- policy label smoothing ``eps(train_iter)`` (``unizero.policy_ls_eps_*``, or the fixed
+  ``continuous_ls_eps``);
+- adaptive entropy weight (``unizero.use_adaptive_entropy_weight``): alpha replaces
+  ``learner.policy_entropy_weight``; after the forward pass one Adam step on log alpha against a
+  target entropy annealed in train_iter, then the update uses the new alpha;
+- encoder latent-norm clip (``use_encoder_clip_annealing`` / ``latent_norm_clip_threshold``) and
+  head clip (``head_clip_*``): between the backward pass and the optimizer step, the encoder's
+  final LayerNorm (a head's parameters) scaled down when this update's largest latent norm
+  (|head output|) exceeds the threshold of train_iter;
+- monitoring every ``monitor_norm_freq`` updates: module parameter and gradient norms and
+  output statistics, repeated in the logs until the next check.
+
+With data-parallel workers the statistics that decide a step (the entropy, the largest latent
+norm and head output) are all-reduced first, so every worker takes the same step (the original's
+DDP takes each rank's own); the monitored output statistics are the workers' merged means.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Optional
 
 import numpy as np
@@ -61,6 +82,58 @@ __all__ = ["UniZeroPolicy", "UniZeroLearner", "make_policy", "make_learner", "st
            "build_world_model"]
 
 _NEVER = np.iinfo(np.int64).max // 4
+_log = logging.getLogger(__name__)
+
+
+def should_run_periodic_monitor(train_iter: int, frequency: int, last_check_iter: int) -> bool:
+    """The original's periodic check: at the first update of a process or after a restore
+    (``last_check_iter`` < 0), then whenever train_iter is a multiple of ``frequency`` (0: never)."""
+    return frequency > 0 and (last_check_iter < 0 or train_iter % frequency == 0)
+
+
+def annealed(start: float, end: float, steps: int, train_iter: int, kind: str = "linear") -> float:
+    """``start`` at train_iter 0 to ``end`` from ``steps`` on: linear, or ``cosine`` (half a
+    cosine period, flat at both ends)."""
+    progress = min(1.0, train_iter / steps)
+    if kind == "cosine":
+        return end + (start - end) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return start * (1.0 - progress) + end * progress
+
+
+#: head clip name -> the world model's module (``observations``: the next-latent head)
+HEAD_MODULES = {"policy": "policy_head", "value": "value_head", "reward": "reward_head",
+                "observations": "latent_head"}
+#: monitored modules (the original's groups): parameter norms, gradient norms
+PARAM_NORM_MODULES = {"encoder": "encoder", "transformer": "transformer", "head_value": "value_head",
+                      "head_reward": "reward_head", "head_policy": "policy_head"}
+GRAD_NORM_MODULES = {"encoder": "encoder", "transformer": "transformer", "action_embedding": "action_embedding",
+                     "head_observation": "latent_head", "head_reward": "reward_head", "head_value": "value_head",
+                     "head_policy": "policy_head"}
+
+
+def stability_warnings(m: dict[str, float]) -> list[str]:
+    """The original's warnings on a monitoring check's logs: policy logits over 5 (8: critical),
+    latent norms' std over 5 (10), transformer-output features nearly constant over the batch."""
+    out = []
+    policy_max = m.get("logits/policy_abs_max", 0.0)
+    if policy_max > 5.0:
+        out.append(f"{'CRITICAL' if policy_max > 8.0 else 'WARNING'}: policy logits abs max {policy_max:.2f}")
+    emb_std = m.get("embeddings/obs_norm_std", 0.0)
+    if emb_std > 5.0:
+        out.append(f"{'CRITICAL' if emb_std > 10.0 else 'WARNING'}: latent norm std {emb_std:.2f}")
+    if "activation/x_token_feature_std_mean" in m:
+        std_mean, constant = m["activation/x_token_feature_std_mean"], m["activation/x_token_near_constant_fraction"]
+        if std_mean < 1e-2 or constant > 0.9:
+            level = "CRITICAL" if std_mean < 1e-3 or constant > 0.99 else "WARNING"
+            out.append(f"{level}: transformer-output feature std mean {std_mean:.4g}, "
+                       f"{constant:.0%} of the features nearly constant")
+    return out
+
+
+def _stats(prefix: str, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``{prefix}_mean/_std/_max/_min`` of a tensor's entries."""
+    x = x.detach().float()
+    return {f"{prefix}_mean": x.mean(), f"{prefix}_std": x.std(), f"{prefix}_max": x.max(), f"{prefix}_min": x.min()}
 
 
 def build_world_model(cfg: Config, spec: EnvSpecInfo) -> UniZeroWorldModel:
@@ -264,6 +337,16 @@ class UniZeroLearner(MuZeroLearner):
             raise ConfigError("buffer.buffer_reanalyze_freq: unizero reanalyses within the batch "
                               "(buffer.reanalyze_ratio) only; set buffer.buffer_reanalyze_freq=0")
         super().__init__(cfg, spec)
+        self.action_space_size = spec.action_space_size
+        self.log_alpha = torch.zeros(1, device=self.device, requires_grad=True)
+        """ln of the adaptive entropy weight (unizero.use_adaptive_entropy_weight; alpha starts at 1)."""
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.unizero.adaptive_entropy_alpha_lr)
+        self.encoder_clip_count = 0
+        """Updates of this process whose encoder latent-norm clip scaled the encoder."""
+        self._last_monitor_iter = -1
+        self._monitor_now = False
+        self._monitor_logs: dict[str, float] = {}  # the latest check's, repeated until the next
+        self._update: dict = {}  # what this update's forward pass and hooks leave for the logs
         self._schedule_iter = 0
         for p in self.target_policy.network.parameters():
             p.requires_grad_(False)
@@ -271,16 +354,154 @@ class UniZeroLearner(MuZeroLearner):
     # ------------------------------------------------------------------ schedules (train_iter)
 
     def policy_label_smoothing(self, train_iter: int) -> float:
-        """eps of the policy target at ``train_iter``: linear from unizero.policy_ls_eps_start to
-        policy_ls_eps_end over policy_ls_eps_decay_steps updates."""
+        """eps of the policy target at ``train_iter``: unizero.continuous_ls_eps when
+        use_continuous_label_smoothing, else linear from policy_ls_eps_start to policy_ls_eps_end
+        over policy_ls_eps_decay_steps updates when the start is > 0, else 0."""
         u = self.cfg.unizero
-        frac = min(1.0, train_iter / u.policy_ls_eps_decay_steps)
-        return u.policy_ls_eps_start + (u.policy_ls_eps_end - u.policy_ls_eps_start) * frac
+        if u.use_continuous_label_smoothing:
+            return u.continuous_ls_eps
+        if u.policy_ls_eps_start <= 0:
+            return 0.0
+        return annealed(u.policy_ls_eps_start, u.policy_ls_eps_end, u.policy_ls_eps_decay_steps, train_iter)
+
+    def target_entropy_ratio(self, train_iter: int) -> float:
+        """The adaptive entropy weight's target, as a fraction of ln(A), at ``train_iter``."""
+        u = self.cfg.unizero
+        return annealed(u.target_entropy_start_ratio, u.target_entropy_end_ratio, u.target_entropy_decay_steps,
+                        train_iter)
+
+    def encoder_clip_threshold(self, train_iter: int) -> float:
+        """The encoder latent-norm clip threshold at ``train_iter`` (0: no clipping)."""
+        u = self.cfg.unizero
+        if not u.use_encoder_clip_annealing:
+            return u.latent_norm_clip_threshold
+        return annealed(u.encoder_clip_start_value, u.encoder_clip_end_value, u.encoder_clip_anneal_steps,
+                        train_iter, u.encoder_clip_anneal_type)
+
+    def head_clip_threshold(self, train_iter: int) -> float:
+        """The head clip threshold at ``train_iter``."""
+        u = self.cfg.unizero
+        if not u.head_clip_use_annealing:
+            return u.head_clip_threshold
+        return annealed(u.head_clip_start_value, u.head_clip_end_value, u.head_clip_anneal_steps, train_iter,
+                        u.head_clip_anneal_type)
 
     def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None):
-        self._schedule_iter = self.train_iter if train_iter is None else int(train_iter)
+        t = self._schedule_iter = self.train_iter if train_iter is None else int(train_iter)
+        self._monitor_now = should_run_periodic_monitor(t, self.cfg.unizero.monitor_norm_freq, self._last_monitor_iter)
+        self._update = {"logs": {}, "monitor": {}}
         logs, priorities = super().learn(batch, train_iter=train_iter)
-        logs["learner/policy_label_smoothing"] = self.policy_label_smoothing(self._schedule_iter)
+        logs["learner/policy_label_smoothing"] = self.policy_label_smoothing(t)
+        logs.update({k: float(v) for k, v in self._update["logs"].items()})
+        if self._monitor_now:
+            checked = {k: float(v) for k, v in self._update["monitor"].items()}
+            warnings_issued = stability_warnings(checked)
+            if warnings_issued:
+                _log.warning("[training stability] update %d: %s", t, "; ".join(warnings_issued))
+            checked["stability/warning_count"] = float(len(warnings_issued))
+            checked["stability/last_check_iter"] = float(t)
+            self._monitor_logs, self._last_monitor_iter = checked, t
+        logs.update(self._monitor_logs)
+    # ------------------------------------------------------------------ hooks of the update
+
+    def _all_reduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
+        """``t`` summed (``op="sum"``) or maxed (``"max"``) over the data-parallel workers, so
+        that each takes the step of the whole batch; in one process ``t`` itself."""
+        if getattr(self, "data_parallel", None) is None:
+            return t
+        import torch.distributed as dist
+
+        t = t.detach().clone()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+        return t
+
+    def policy_entropy_weight_now(self):
+        """learner.policy_entropy_weight, or with unizero.use_adaptive_entropy_weight alpha after
+        this update's step on log alpha: loss ``log_alpha * (H - ln(A) * ratio(train_iter))``, H
+        the forward pass's mean policy entropy over valid steps (a [1] tensor: no host sync)."""
+        u = self.cfg.unizero
+        if not u.use_adaptive_entropy_weight:
+            return self.cfg.learner.policy_entropy_weight
+        total, count = self._all_reduce(torch.stack(self._update["entropy"]), "sum")
+        ratio = self.target_entropy_ratio(self._schedule_iter)
+        with torch.enable_grad():
+            alpha_loss = (self.log_alpha * (total / count.clamp_min(1.0) - math.log(self.action_space_size) * ratio)).sum()
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+        for group in self.alpha_optimizer.param_groups:
+            group["lr"] = u.adaptive_entropy_alpha_lr
+        self.alpha_optimizer.step()
+        with torch.no_grad():
+            self.log_alpha.clamp_(math.log(u.adaptive_entropy_alpha_min), math.log(u.adaptive_entropy_alpha_max))
+        alpha = self.log_alpha.detach().exp()
+        self._update["logs"].update({"entropy/adaptive_alpha": alpha, "entropy/target_ratio": ratio,
+                                     "entropy/alpha_loss": alpha_loss.detach()})
+        return alpha
+
+    def before_optimizer_step(self) -> None:
+        """Monitoring's parameter and gradient norms (before any clipping), then the encoder
+        latent-norm clip and the head clip of this train_iter."""
+        with torch.no_grad():
+            if self._monitor_now:
+                self._update["monitor"].update(self._module_norms())
+            self._clip_encoder(self._schedule_iter)
+            self._clip_heads(self._schedule_iter)
+
+    def _clip_encoder(self, train_iter: int) -> None:
+        threshold = self.encoder_clip_threshold(train_iter)
+        largest, scale = self._update["latent_norm_max"], 1.0
+        if threshold > 0:
+            largest = float(self._all_reduce(largest, "max"))
+            if largest > threshold:
+                scale = threshold / largest
+                self.encoder_clip_count += 1
+                net = self.policy.network
+                norm = net.encoder_final_norm  # it sets the latents' scale; else the whole encoder (the original's)
+                for p in (norm if norm is not None else net.encoder).parameters():
+                    p.mul_(scale)
+        self._update["logs"].update({
+            "encoder_clip/enabled": float(threshold > 0), "encoder_clip/applied": float(scale < 1.0),
+            "encoder_clip/apply_count": float(self.encoder_clip_count), "encoder_clip/scale_factor": scale,
+            "encoder_clip/max_latent_norm": largest, "encoder_clip/threshold": threshold})
+
+    def _clip_heads(self, train_iter: int) -> None:
+        u, outputs = self.cfg.unizero, self._update["head_abs_max"]
+        names = [name for name in u.head_clip_heads if name in outputs]
+        if not names or train_iter % u.head_clip_monitor_freq != 0:
+            return
+        threshold = self.head_clip_threshold(train_iter)
+        largest = self._all_reduce(torch.stack([outputs[name] for name in names]), "max").tolist()
+        logs = self._update["logs"]
+        for name, value in zip(names, largest):
+            logs[f"head_clip/{name}_max_logits"], logs[f"head_clip/{name}_threshold"] = value, threshold
+            if value > threshold:
+                scale = threshold / value
+                for p in getattr(self.policy.network, HEAD_MODULES[name]).parameters():
+                    p.mul_(scale)
+                logs[f"head_clip/{name}_scale_factor"] = scale
+
+    def _module_norms(self) -> dict[str, torch.Tensor]:
+        """``norm/<module>``: L2 norm of its parameters; ``grad/<module>``: of their gradients,
+        and ``grad/<module>_global_fraction`` of the whole network's gradient norm."""
+        net = self.policy.network
+
+        def norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+            if not tensors:
+                return torch.zeros((), device=self.device)
+            return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t.float()) for t in tensors]))
+
+        def params(module):
+            return [p for p in module.parameters() if p.requires_grad]
+
+        out = {f"norm/{name}": norm(params(getattr(net, attr))) for name, attr in PARAM_NORM_MODULES.items()}
+        total = norm([p.grad for p in params(net) if p.grad is not None])
+        for name, attr in GRAD_NORM_MODULES.items():
+            out[f"grad/{name}"] = norm([p.grad for p in params(getattr(net, attr)) if p.grad is not None])
+            if total > 0:
+                out[f"grad/{name}_global_fraction"] = out[f"grad/{name}"] / total
+        return out
+
+        self._update = {}
         return logs, priorities
 
     def policy_targets(self, batch: TrainBatch):
@@ -380,15 +601,21 @@ class UniZeroLearner(MuZeroLearner):
         value_loss = per_sample(soft_ce(value_logits, value_t.reshape(batch * steps, -1)), steps)
         flat_target = _map(lambda t: t.reshape(batch * steps, *t.shape[2:]), target_policy)
         policy_loss = per_sample(self.policy_loss(policy_logits, flat_target), steps)
-        policy_entropy = per_sample(self.policy_entropy(policy_logits), steps)
+        step_entropy = self.policy_entropy(policy_logits)
+        policy_entropy = per_sample(step_entropy, steps)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits.view(batch, steps, -1)[:, 0])
         if num_unroll == 0:
             zeros = torch.zeros_like(value_loss)
             return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
-        reward_logits, next_latent = net.action_heads(h_act.reshape(batch * num_unroll, -1))
         reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)), num_unroll)
         with torch.no_grad():
+        reward_logits, next_latent = (net.action_heads(h_act.reshape(batch * num_unroll, -1)) if num_unroll
+                                      else (None, None))
+        if self._update:  # inside learn: what the schedules and checks of this update read
+            self._note_forward(latents, h_obs, h_act, step_entropy, mask,
+                               {"policy": policy_logits, "value": value_logits, "reward": reward_logits,
+                                "observations": next_latent})
             target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:]))
         latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
         latent_loss = (latent_mse * mask[:, 1:]).sum(1)
@@ -402,4 +629,50 @@ def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> UniZe
 
 
 def make_learner(cfg: Config, spec: EnvSpecInfo) -> UniZeroLearner:
+    @torch.no_grad()
+    def _note_forward(self, latents, h_obs, h_act, step_entropy, mask, heads: dict) -> None:
+        """Keep what this update's schedules, clips and checks read off its forward pass (as
+        tensors: no host sync): the largest latent norm, the policy entropy over valid steps
+        (sum, count), each clipped head's largest |output|, and on a monitoring update the
+        output statistics."""
+        u, up = self.cfg.unizero, self._update
+        latent_norms = latents.detach().float().norm(dim=-1)
+        up["latent_norm_max"] = latent_norms.max()
+        valid = mask.reshape(-1).float()
+        up["entropy"] = [(step_entropy.detach().float() * valid).sum(), valid.sum()]
+        up["head_abs_max"] = {name: heads[name].detach().float().abs().max() for name in u.head_clip_heads
+                              if heads[name] is not None}
+        if not self._monitor_now:
+            return
+        x = torch.cat((h_obs.reshape(-1, h_obs.shape[-1]), h_act.reshape(-1, h_act.shape[-1]))).detach().float()
+        feature_std = x.std(0, unbiased=False)
+        monitor = {**_stats("norm/x_token", x.norm(dim=-1)), "activation/x_token_feature_std_mean": feature_std.mean(),
+                   "activation/x_token_feature_std_min": feature_std.min(),
+                   "activation/x_token_near_constant_fraction": (feature_std < 1e-3).float().mean(),
+                   **_stats("embeddings/obs_norm", latent_norms)}
+        for name in ("value", "policy", "reward"):
+            if heads[name] is not None:
+                monitor.update(_stats(f"logits/{name}", heads[name]))
+                monitor[f"logits/{name}_abs_max"] = heads[name].detach().float().abs().max()
+        up["monitor"].update(monitor)
+
+    def state_dict(self) -> dict:
+        """MuZero's, and with unizero.use_adaptive_entropy_weight log alpha and its optimizer."""
+        state = super().state_dict()
+        if self.cfg.unizero.use_adaptive_entropy_weight:
+            state["log_alpha"] = self.log_alpha.detach().clone()
+            state["alpha_optimizer"] = self.alpha_optimizer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores log alpha and its optimizer when the state has them (a state without keeps
+        alpha where it is); the next update runs a monitoring check."""
+        super().load_state_dict(state)
+        if "log_alpha" in state:
+            with torch.no_grad():
+                self.log_alpha.copy_(torch.as_tensor(state["log_alpha"]).to(self.log_alpha.device))
+        if "alpha_optimizer" in state:
+            self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self._last_monitor_iter = -1
+
     return UniZeroLearner(cfg, spec)

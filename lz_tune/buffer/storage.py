@@ -119,9 +119,11 @@ class ColumnStore:
         self._start, self._stop = 0, live
 
     # -- persistence ------------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        """Copies of the live rows and the logical index of the first one."""
-        return {"first": self.first, "columns": {k: self.live(k).copy() for k in self._arrays}}
+    def state_dict(self, *, copy: bool = True) -> dict:
+        """Copies of the live rows (``copy=False``: views, valid until the next mutation) and the
+        logical index of the first one."""
+        return {"first": self.first, "columns": {k: self.live(k).copy() if copy else self.live(k)
+                                                 for k in self._arrays}}
 
     def load_state_dict(self, state: dict) -> None:
         columns = {k: np.asarray(v) for k, v in state["columns"].items()}

@@ -103,6 +103,13 @@ class UniZeroWorldModel(nn.Module):
         """Action-token outputs ``[N, E]`` -> (reward logits ``[N, R]``, next latent ``[N, E]``)."""
         return self.reward_head(h), self.latent_head(h)
 
+    @property
+    def encoder_final_norm(self) -> Optional[nn.LayerNorm]:
+        """The encoder's last layer when it is a LayerNorm with weight and bias (what sets the
+        latents' scale), else None."""
+        last = self.encoder[-1]
+        return last if isinstance(last, nn.LayerNorm) and last.elementwise_affine else None
+
     def empty_window(self, batch: int) -> KVWindow:
         return self.transformer.empty_window(batch, like=self.value_head[-1].weight)
 

@@ -20,9 +20,13 @@ an evaluation.
 Checkpoints: every Tune checkpoint folder holds
 
 - ``lz_tune_state.pt`` (:data:`STATE_FILE`): the learner as it is at the save (weights, optimizer,
-  ``train_iter``, counters, RNG; the replay buffer beside it when ``buffer.save_in_checkpoint``).
+  ``train_iter``, counters, RNG, queued train budgets, the id of the trial that wrote it).
   Tune restores from it (trial restore after a crash, scheduler pause/resume, PBT exploit), so
   a restore loses no update;
+- ``lz_tune_buffer.json`` (:data:`~lz_tune.tune.trial_storage.MANIFEST_FILE`): the replay buffer of
+  the same moment, as a manifest of chunks in the trial's ``lz_tune/buffer_store/``
+  (incremental, see :mod:`lz_tune.tune.trial_storage`; absent when ``buffer.save_in_checkpoint``
+  is off or the buffer is above ``buffer.checkpoint_max_gb``);
 - ``lz_tune_checkpoint.pt`` (:data:`CHECKPOINT_FILE`): the latest EVALUATED snapshot, exactly the
   weights that earned the result's :data:`lz_tune.metrics.EVAL_RETURN` (absent before the first evaluation).
   This is what "best checkpoint" means (:mod:`lz_tune.analysis`, ``evaluate_checkpoint``).
@@ -38,16 +42,18 @@ import json
 import logging
 import math
 import os
+import tempfile
 import time
-from typing import Any
+from dataclasses import asdict
+from typing import Any, Optional
 
 from ray import tune
 
-from lz_tune.checkpoint import load_checkpoint, save_checkpoint
+from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError, load_config_module
 from lz_tune.metrics import EVAL_FIELDS, public_metrics
-from lz_tune.pipeline.driver import BUFFER_FILE
 from lz_tune.tune.resources import check_cluster_resources, trial_bundles
+from lz_tune.tune.trial_storage import MANIFEST_FILE, TrialStorage
 
 DEFAULT_CONFIG = "zoo.classic_control.cartpole_muzero"
 TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus")
@@ -163,6 +169,9 @@ class MuZeroTrainable(tune.Trainable):
                              backend=backend_from.backend if backend_from is not None else None)
         if backend_from is not None:  # versions never collide with what the workers hold
             self.driver.publisher.generation = backend_from.publisher.generation + 1
+        # the buffer's chunks go to the trial's folder in Tune's storage (cloud storage included)
+        self._trial_storage = TrialStorage(self._current_storage(), fallback_dir=self.driver.exp_dir)
+        self.driver.buffer_checkpoints = self._trial_storage.checkpointer(self.cfg, log=logger.warning)
         self._evaluations_reported = self.driver.counters.evaluations
         self._env_steps_reported = self.driver.counters.env_steps
         self._setup_trial_id = self.trial_id
@@ -172,7 +181,7 @@ class MuZeroTrainable(tune.Trainable):
         """The trial's folder in Tune's storage when that is a local (or mounted) file system, so
         the TensorBoard files land beside progress.csv; else the trial's working dir (synced to
         cloud storage only with ``SyncConfig(sync_artifacts=True)``)."""
-        storage = self._lz_storage
+        storage = self._current_storage()
         try:
             import pyarrow.fs
 
@@ -181,6 +190,11 @@ class MuZeroTrainable(tune.Trainable):
         except (ImportError, AttributeError):
             pass
         return self.logdir
+
+    def _current_storage(self) -> Any:
+        """This trial's StorageContext: Tune replaces it when it hands this process to another
+        trial (``reset``), the constructor's stays for a trainable built by hand."""
+        return getattr(self, "_storage", None) or self._lz_storage
 
     def step(self) -> dict[str, Any]:
         """About ``step_seconds`` of the driver loop; the FIRST result waits for the trial's first
@@ -280,38 +294,103 @@ class MuZeroTrainable(tune.Trainable):
         return True
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
-        """The current learner state (:data:`STATE_FILE`, with the replay buffer when
-        ``buffer.save_in_checkpoint`` is on) and the latest evaluated snapshot (:data:`CHECKPOINT_FILE`)."""
+        """The current learner state (:data:`STATE_FILE`), the replay buffer of the same moment
+        (:data:`MANIFEST_FILE` + new chunks in the trial's store, unless the buffer rule leaves it
+        out) and the latest evaluated snapshot (:data:`CHECKPOINT_FILE`). The state file comes
+        last: a folder with it is complete. Then the chunks no kept checkpoint uses are deleted."""
         state = self.driver.current_state_payload()
         state["checkpoint_kind"] = "evaluated" if getattr(self, "_evaluated_save_due", False) else "current"
         state["trial_seconds"] = self._trial_seconds()
         state["time_to_stop_value_s"] = self._time_to_stop_value
+        state["trial_id"] = self.trial_id
         self._evaluated_save_due = False
         evaluated = self.driver.evaluated_payload
         if evaluated is not None:
             save_checkpoint(os.path.join(checkpoint_dir, CHECKPOINT_FILE), evaluated)
-        if self.cfg.buffer.save_in_checkpoint:
-            self.driver.save_buffer(os.path.join(checkpoint_dir, BUFFER_FILE))
+        manifest = os.path.join(checkpoint_dir, MANIFEST_FILE)
+        saved = self.driver.buffer_checkpoints.save(self.driver.buffer, manifest, extra={"trial_id": self.trial_id})
+        state["buffer_manifest"] = MANIFEST_FILE if saved else None
         save_checkpoint(os.path.join(checkpoint_dir, STATE_FILE), state)  # last: a folder with it is complete
+        self._collect_buffer_garbage(manifest if saved else None)
+
+    def _collect_buffer_garbage(self, new_manifest: Optional[str]) -> None:
+        """Delete the trial's chunks that neither the new manifest nor a checkpoint folder Tune
+        still keeps refers to (outside Tune nothing is deleted)."""
+        try:
+            live = self._trial_storage.live_manifests()
+        except (OSError, ValueError) as e:  # a kept manifest unreadable: keep every chunk
+            logger.warning("replay buffer chunks kept: a checkpoint's manifest is unreadable (%s)", e)
+            return
+        if live is not None:
+            self.driver.buffer_checkpoints.collect_garbage(live + ([new_manifest] if new_manifest else []))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
-        """The state the checkpoint was saved in: weights, optimizer, train_iter, counters, RNG (and
-        its replay buffer when saved); its evaluated snapshot becomes the latest evaluation.
-        Folders written before the state file existed restore from their evaluated snapshot."""
+        """The state the checkpoint was saved in: weights, optimizer, train_iter, RNG, its replay
+        buffer and queued budgets; its evaluated snapshot becomes the latest evaluation. Counters
+        and the trial clock are the checkpoint's for this trial's own checkpoint, and stay this
+        trial's for another trial's (a PBT exploit: the donor's learner and buffer, the config's
+        perturbed hyperparameters, this trial's env steps). Folders written before the state file
+        existed restore from their evaluated snapshot."""
         state_path = os.path.join(checkpoint_dir, STATE_FILE)
         eval_path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
         evaluated = load_checkpoint(eval_path, policy_type=self.cfg.policy_type) if os.path.isfile(eval_path) else None
         if os.path.isfile(state_path):
             state = load_checkpoint(state_path, policy_type=self.cfg.policy_type)
-            self.driver.restore_from(state, state_path, evaluated=evaluated)
+            donor = state.get("trial_id")
+            own = self._own_progress() if donor not in (None, self.trial_id) else None
+            self.driver.restore_from(state, state_path, evaluated=evaluated,
+                                     filesystem=self._trial_storage.filesystem)
             self._trial_seconds_before = float(state.get("trial_seconds", 0.0))
             self._trial_start = time.perf_counter()
             self._time_to_stop_value = float(state.get("time_to_stop_value_s", math.nan))
+            if own is not None:
+                self._keep_own_progress(own, donor)
         else:
             self.driver.restore_from(load_checkpoint(eval_path, policy_type=self.cfg.policy_type), eval_path)
         self._evaluations_reported = self.driver.counters.evaluations  # no checkpoint without a new eval
         self._env_steps_reported = self.driver.counters.env_steps  # Tune restores timesteps_total itself
         self._evaluated_save_due = False
+
+    def _own_progress(self) -> dict[str, Any]:
+        """This trial's counters and clock before taking another trial's checkpoint: the running
+        driver's, or its own newest checkpoint's when that went further (a process that has not
+        trained this trial yet)."""
+        mine = {"counters": asdict(self.driver.counters), "trial_seconds": self._trial_seconds(),
+                "time_to_stop_value_s": self._time_to_stop_value}
+        saved = self._own_latest_state()
+        if saved is not None and int(saved["counters"].get("env_steps", 0)) > mine["counters"]["env_steps"]:
+            return {"counters": {k: int(v) for k, v in saved["counters"].items() if k in mine["counters"]},
+                    "trial_seconds": float(saved.get("trial_seconds", 0.0)),
+                    "time_to_stop_value_s": float(saved.get("time_to_stop_value_s", math.nan))}
+        return mine
+
+    def _own_latest_state(self) -> Optional[dict[str, Any]]:
+        """The state file of this trial's newest checkpoint in storage (None if none)."""
+        try:
+            data = self._trial_storage.newest_file(STATE_FILE)
+        except OSError:
+            return None
+        if data is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, STATE_FILE)
+            with open(path, "wb") as f:
+                f.write(data)
+            try:
+                return load_checkpoint(path, policy_type=self.cfg.policy_type)
+            except CheckpointError:
+                return None
+
+    def _keep_own_progress(self, own: dict[str, Any], donor: str) -> None:
+        """After another trial's checkpoint (PBT exploit): this trial's counters and clock go on."""
+        for key, value in own["counters"].items():
+            setattr(self.driver.counters, key, value)
+        self._trial_seconds_before = own["trial_seconds"]
+        self._trial_start = time.perf_counter()
+        self._time_to_stop_value = own["time_to_stop_value_s"]
+        logger.info("trial %s took trial %s's learner and replay buffer (%d transitions); its own counters go on "
+                    "(env steps %d)", self.trial_id, donor, self.driver.buffer.num_transitions,
+                    self.driver.counters.env_steps)
 
     def cleanup(self) -> None:
         if self.driver is not None:

@@ -1,0 +1,248 @@
+"""A folder of content-addressed, compressed chunk files: where replay-buffer checkpoints keep
+their arrays so that a save writes only what no earlier save of the same folder wrote.
+
+A chunk is the raw bytes of a C-contiguous numpy array slice; its name is the blake2b-128
+hash of those bytes (with dtype and shape), hex, so two saves of the same rows share one file
+and a file is never rewritten in place. File contents: one codec byte (``z``: zlib level 1,
+``r``: raw, for data that does not compress), then the payload; zlib's own checksum detects a
+damaged file on read.
+
+Two back-ends share the interface: :class:`LocalChunkStore` (a local or mounted folder: write
+to a temporary name, fsync, rename; readers never see half a file) and
+:class:`ArrowChunkStore` (any ``pyarrow.fs`` file system, e.g. the S3 / GCS storage of a Tune
+experiment: an object appears whole when its upload completes). One process writes a store
+at a time (the trial that owns it); any number may read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import zlib
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = ["ChunkError", "ChunkStore", "LocalChunkStore", "ArrowChunkStore", "chunk_name", "encode_chunk",
+           "decode_chunk", "open_store"]
+
+#: suffix of every chunk file (anything else in a store folder is not a chunk)
+SUFFIX = ".chunk"
+_TMP_PREFIX = ".tmp-"
+#: compressed payloads larger than this share of the raw bytes are stored raw
+_RAW_IF_RATIO_ABOVE = 0.9
+
+
+class ChunkError(RuntimeError):
+    """A chunk is missing, damaged or not what its name says. The message names the file."""
+
+
+def chunk_name(array: np.ndarray) -> str:
+    """Content address of ``array`` (C-contiguous): 32 hex digits of blake2b over dtype,
+    shape and bytes."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{array.dtype.str}{array.shape}".encode())
+    h.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+    return h.hexdigest()
+
+
+def encode_chunk(array: np.ndarray) -> bytes:
+    """File contents for ``array``: codec byte + zlib(level 1) payload, or raw bytes where
+    compression saves less than 10%."""
+    raw = np.ascontiguousarray(array).tobytes()
+    packed = zlib.compress(raw, 1)
+    if len(packed) > _RAW_IF_RATIO_ABOVE * len(raw):
+        return b"r" + raw
+    return b"z" + packed
+
+
+def decode_chunk(data: bytes, *, dtype: np.dtype, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """Inverse of :func:`encode_chunk`: a writable array ``[*shape]`` of ``dtype``; raises
+    ChunkError naming ``where`` on a damaged file or a size that does not match."""
+    codec, payload = data[:1], data[1:]
+    try:
+        if codec == b"z":
+            raw = zlib.decompress(payload)
+        elif codec == b"r":
+            raw = payload
+        else:
+            raise ChunkError(f"{where}: unknown chunk codec {codec!r} (not an lz_tune chunk file)")
+    except zlib.error as e:
+        raise ChunkError(f"{where}: damaged chunk file ({e})") from e
+    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if len(raw) != expected:
+        raise ChunkError(f"{where}: chunk holds {len(raw)} bytes, the manifest expects {expected}")
+    return np.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+
+
+class ChunkStore:
+    """Interface of a chunk folder. ``names()`` is listed once and then kept up to date by this
+    object's own writes and deletes (one writer per store)."""
+
+    location: str
+    """Human-readable place of the folder (a path or ``fs-type:path``), for messages."""
+
+    def __init__(self) -> None:
+        self._names: set[str] | None = None
+
+    # -- what back-ends implement ---------------------------------------------------------
+    def _list(self) -> Iterable[str]:
+        raise NotImplementedError
+
+    def _write(self, name: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _read(self, name: str) -> bytes:
+        raise NotImplementedError
+
+    def _delete(self, name: str) -> None:
+        raise NotImplementedError
+
+    def exists(self) -> bool:
+        raise NotImplementedError
+
+    # -- shared logic -----------------------------------------------------------------------
+    def names(self) -> set[str]:
+        """Chunk names in the folder (without suffix)."""
+        if self._names is None:
+            self._names = {n[:-len(SUFFIX)] for n in self._list() if n.endswith(SUFFIX)}
+        return self._names
+
+    def put(self, name: str, data: bytes) -> int:
+        """Store ``data`` under ``name`` unless present; returns the bytes written (0 if present)."""
+        if name in self.names():
+            return 0
+        self._write(name + SUFFIX, data)
+        self.names().add(name)
+        return len(data)
+
+    def get(self, name: str) -> bytes:
+        try:
+            return self._read(name + SUFFIX)
+        except (FileNotFoundError, OSError) as e:
+            raise ChunkError(f"{self.location}/{name}{SUFFIX}: chunk file missing or unreadable "
+                             f"({type(e).__name__}: {e})") from e
+
+    def remove_except(self, keep: set[str]) -> int:
+        """Delete every chunk not in ``keep`` and leftover temporary files; returns the number
+        of chunk files deleted."""
+        removed = 0
+        for file in list(self._list()):
+            if file.startswith(_TMP_PREFIX):
+                self._delete(file)
+            elif file.endswith(SUFFIX) and file[:-len(SUFFIX)] not in keep:
+                self._delete(file)
+                self.names().discard(file[:-len(SUFFIX)])
+                removed += 1
+        return removed
+
+    def describe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class LocalChunkStore(ChunkStore):
+    """A folder on a local or mounted file system (created on the first write)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        super().__init__()
+        self.path = os.path.abspath(os.fspath(path))
+        self.location = self.path
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def _list(self) -> Iterable[str]:
+        return os.listdir(self.path) if self.exists() else []
+
+    def _write(self, name: str, data: bytes) -> None:
+        os.makedirs(self.path, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, os.path.join(self.path, name))
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def _read(self, name: str) -> bytes:
+        with open(os.path.join(self.path, name), "rb") as f:
+            return f.read()
+
+    def _delete(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.path, name))
+        except FileNotFoundError:
+            pass
+
+    def sync(self) -> None:
+        """fsync the folder, so that the renames of new chunks survive a power cut."""
+        if self.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def describe(self) -> dict[str, Any]:
+        return {"filesystem": "local", "path": self.path}
+
+
+class ArrowChunkStore(ChunkStore):
+    """A folder on a ``pyarrow.fs.FileSystem`` (cloud object stores included)."""
+
+    def __init__(self, filesystem: Any, path: str) -> None:
+        super().__init__()
+        self.fs = filesystem
+        self.path = path.rstrip("/")
+        self.location = f"{filesystem.type_name}:{self.path}"
+
+    def exists(self) -> bool:
+        import pyarrow.fs
+
+        return self.fs.get_file_info(self.path).type == pyarrow.fs.FileType.Directory
+
+    def _list(self) -> Iterable[str]:
+        import pyarrow.fs
+
+        if not self.exists():
+            return []
+        infos = self.fs.get_file_info(pyarrow.fs.FileSelector(self.path, recursive=False))
+        return [info.base_name for info in infos if info.type == pyarrow.fs.FileType.File]
+
+    def _write(self, name: str, data: bytes) -> None:
+        self.fs.create_dir(self.path, recursive=True)
+        with self.fs.open_output_stream(f"{self.path}/{name}") as f:
+            f.write(data)
+
+    def _read(self, name: str) -> bytes:
+        with self.fs.open_input_stream(f"{self.path}/{name}") as f:
+            return f.read()
+
+    def _delete(self, name: str) -> None:
+        try:
+            self.fs.delete_file(f"{self.path}/{name}")
+        except FileNotFoundError:
+            pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"filesystem": self.fs.type_name, "path": self.path}
+
+
+def open_store(filesystem: Any, path: str) -> ChunkStore:
+    """The store for ``path`` on ``filesystem`` (None or a local pyarrow file system: a plain
+    local folder)."""
+    if filesystem is None:
+        return LocalChunkStore(path)
+    try:
+        import pyarrow.fs
+
+        if isinstance(filesystem, pyarrow.fs.LocalFileSystem):
+            return LocalChunkStore(path)
+    except ImportError:  # pragma: no cover - pyarrow ships with ray[tune]
+        pass
+    return ArrowChunkStore(filesystem, path)

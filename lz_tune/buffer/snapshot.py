@@ -1,0 +1,321 @@
+"""Replay-buffer snapshots: a state dict (``GameBuffer.state_dict()``) as a small JSON manifest
+plus content-addressed chunk files in a :mod:`~lz_tune.buffer.chunk_store`.
+
+Generic over the state's layout: dicts, lists, tuples, scalars and numpy arrays at any depth
+(so fields a later buffer version adds are saved without changes here). Every array is cut
+along axis 0 into chunks of at most ~1 MiB (``chunk_rows``); arrays of a FIFO table (a dict
+with an int ``"first"`` and a dict ``"columns"``, :meth:`ColumnStore.state_dict`) are cut at
+multiples of the chunk size in the table's *logical* row index, so a row keeps its chunk for
+its whole life: after new pushes and evictions only the chunks at the two ends of a table
+change, and the chunks in between have the same name as in the previous save and are not
+written again.
+
+Hashing costs ~1 GB/s; arrays named in ``append_only`` (whose rows never change once appended:
+the frames) skip it for chunks this writer has already stored or loaded (it remembers their
+names by logical row range), so a save hashes and compresses only new rows there.
+
+Manifest (JSON)::
+
+    {"format": "lz_tune.buffer_snapshot", "version": 1,
+     "state": <the state, arrays replaced by {"__lz__": "ndarray", "dtype", "shape", "row0",
+               "chunks": [[name, lo, hi], ...]}>,  # rows [lo, hi) of the logical index
+     "chunks": [every chunk name referenced], "digest": hex (of "state": equal digests = equal contents),
+     "stats": {...}, "store": {...}, ...}      # what the caller adds
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+import numpy as np
+
+from .chunk_store import ChunkStore, chunk_name, decode_chunk, encode_chunk
+
+__all__ = ["FORMAT", "SaveStats", "SnapshotWriter", "read_state", "referenced_chunks", "state_digest",
+           "write_manifest", "read_manifest", "ManifestError"]
+
+FORMAT = "lz_tune.buffer_snapshot"
+VERSION = 1
+#: target raw size of one chunk
+CHUNK_BYTES = 1 << 20
+#: most rows in one chunk (narrow columns: a chunk at a table's end is rewritten on every save)
+MAX_CHUNK_ROWS = 16384
+_TAG = "__lz__"
+_THREADS = 2  # zlib and blake2b release the GIL on large buffers
+
+Path = tuple[str, ...]
+
+
+class ManifestError(RuntimeError):
+    """A manifest file is missing, truncated or not a buffer snapshot. Names the file."""
+
+
+@dataclasses.dataclass
+class SaveStats:
+    """What one save cost: bytes are raw (uncompressed) array bytes unless named ``file``."""
+
+    raw_bytes: int = 0
+    """All array bytes in the state."""
+    new_raw_bytes: int = 0
+    """Raw bytes of the chunks this save wrote."""
+    file_bytes: int = 0
+    """Bytes written to chunk files (compressed)."""
+    chunks_written: int = 0
+    chunks_reused: int = 0
+    seconds: float = 0.0
+
+
+def chunk_rows(dtype: np.dtype, shape: tuple[int, ...]) -> int:
+    """Rows per chunk for an array ``[N, *shape[1:]]``: a power of two, ~CHUNK_BYTES per chunk,
+    between 1 and MAX_CHUNK_ROWS."""
+    row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize)
+    rows = 1 << max(0, (CHUNK_BYTES // row).bit_length() - 1)
+    return int(min(MAX_CHUNK_ROWS, max(1, rows)))
+
+
+def _pieces(array: np.ndarray, row0: int) -> list[tuple[int, int, np.ndarray]]:
+    """``(lo, hi, rows)`` of the chunks of ``array`` whose row 0 has logical index ``row0``."""
+    if array.ndim == 0:
+        return [(0, 1, array.reshape(1))]
+    n = array.shape[0]
+    size = chunk_rows(array.dtype, array.shape)
+    out = []
+    lo = row0
+    while lo < row0 + n:
+        hi = min((lo // size + 1) * size, row0 + n)
+        out.append((lo, hi, np.ascontiguousarray(array[lo - row0:hi - row0])))
+        lo = hi
+    return out
+
+
+class SnapshotWriter:
+    """Writes states into one store (``store=None``: computes names only, see
+    :func:`state_digest`). Keeps, for ``append_only`` arrays (paths of keys from the state's
+    root), the chunk name of each logical row range it has stored or loaded."""
+
+    def __init__(self, store: Optional[ChunkStore], *, append_only: Collection[Path] = ()) -> None:
+        self.store = store
+        self.append_only = {tuple(p) for p in append_only}
+        self._known: dict[tuple[Path, int, int], str] = {}
+
+    def forget(self) -> None:
+        """Drop what this writer knows about the rows of append-only arrays (call when the
+        buffer was replaced: the same logical rows now hold other data)."""
+        self._known.clear()
+
+    def remember(self, encoded_state: Any) -> None:
+        """Learn the chunk names of the append-only arrays of a state read from a manifest (the
+        state the buffer now holds), so the next save need not hash those rows again."""
+        for path, entry in _walk_arrays(encoded_state, ()):
+            if path in self.append_only:
+                for name, lo, hi in entry["chunks"]:
+                    self._known[(path, int(lo), int(hi))] = name
+
+    def write(self, state: Any) -> tuple[Any, list[str], SaveStats]:
+        """Store the arrays of ``state``; returns (encoded state, chunk names, stats)."""
+        start = time.perf_counter()
+        stats = SaveStats()
+        jobs: list[tuple[Path, int, int, np.ndarray]] = []
+        encoded = self._encode(state, (), jobs)
+        names = self._names(jobs, stats)
+        for (path, lo, hi, _), name in zip(jobs, names):
+            if path in self.append_only:
+                self._known[(path, lo, hi)] = name
+        it = iter(names)
+        _fill_names(encoded, it)
+        if self.store is not None and hasattr(self.store, "sync") and stats.chunks_written:
+            self.store.sync()
+        stats.seconds = time.perf_counter() - start
+        return encoded, names, stats
+
+    def _encode(self, obj: Any, path: Path, jobs: list, row0: int = 0) -> Any:
+        """JSON-able copy of ``obj`` with each array replaced by its chunk list (names filled in
+        later); ``row0``: logical index of an array's row 0 (a FIFO table's ``first``)."""
+        if isinstance(obj, np.ndarray):
+            chunks = []
+            for lo, hi, rows in _pieces(obj, row0 if obj.ndim else 0):
+                jobs.append((path, lo, hi, rows))
+                chunks.append([None, lo, hi])
+            return {_TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape), "row0": row0 if obj.ndim else 0,
+                    "chunks": chunks}
+        if isinstance(obj, dict):
+            for k in obj:
+                if not isinstance(k, str) or k == _TAG:
+                    raise TypeError(f"buffer state key {'/'.join(path + (str(k),))}: keys must be str (not {_TAG!r})")
+            first = obj.get("first")
+            if isinstance(first, (int, np.integer)) and isinstance(obj.get("columns"), dict):  # a FIFO table
+                return {k: ({c: self._encode(a, path + (k, c), jobs, int(first)) for c, a in v.items()}
+                            if k == "columns" else self._encode(v, path + (k,), jobs)) for k, v in obj.items()}
+            return {k: self._encode(v, path + (k,), jobs) for k, v in obj.items()}
+        if isinstance(obj, tuple):
+            return {_TAG: "tuple", "items": [self._encode(v, path + (str(i),), jobs) for i, v in enumerate(obj)]}
+        if isinstance(obj, list):
+            return [self._encode(v, path + (str(i),), jobs) for i, v in enumerate(obj)]
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return obj
+        raise TypeError(f"buffer state {'/'.join(path)}: cannot save a {type(obj).__name__}")
+
+    def _names(self, jobs: list, stats: SaveStats) -> list[str]:
+        """Chunk names of all jobs; writes the chunks the store lacks."""
+        stats.raw_bytes = sum(rows.nbytes for *_, rows in jobs)
+        have = self.store.names() if self.store is not None else set()
+        names: list[Optional[str]] = [None] * len(jobs)
+        todo = []
+        for i, (path, lo, hi, _) in enumerate(jobs):
+            known = self._known.get((path, lo, hi)) if path in self.append_only else None
+            if known is not None and (self.store is None or known in have):
+                names[i] = known
+            else:
+                todo.append(i)
+        with ThreadPoolExecutor(_THREADS) as pool:
+            for i, name in zip(todo, pool.map(lambda i: chunk_name(jobs[i][3]), todo)):
+                names[i] = name
+            if self.store is None:
+                return names  # type: ignore[return-value]
+            new, seen = [], set()
+            for i in range(len(jobs)):
+                if names[i] not in have and names[i] not in seen:
+                    new.append(i)
+                    seen.add(names[i])
+            for i, data in zip(new, pool.map(lambda i: encode_chunk(jobs[i][3]), new)):
+                stats.file_bytes += self.store.put(names[i], data)
+                stats.new_raw_bytes += jobs[i][3].nbytes
+        stats.chunks_written = len(new)
+        stats.chunks_reused = len(jobs) - len(new)
+        return names  # type: ignore[return-value]
+
+
+def _fill_names(obj: Any, names) -> None:
+    """Put the computed chunk names into the encoded state (the order of ``_encode``)."""
+    if isinstance(obj, dict):
+        if obj.get(_TAG) == "ndarray":
+            for entry in obj["chunks"]:
+                entry[0] = next(names)
+            return
+        for v in (obj["items"] if obj.get(_TAG) == "tuple" else obj.values()):
+            _fill_names(v, names)
+    elif isinstance(obj, list):
+        for v in obj:
+            _fill_names(v, names)
+
+
+def _walk_arrays(obj: Any, path: Path):
+    """``(path, array entry)`` of every array in an encoded state."""
+    if isinstance(obj, dict):
+        if obj.get(_TAG) == "ndarray":
+            yield path, obj
+            return
+        if obj.get(_TAG) == "tuple":
+            for i, v in enumerate(obj["items"]):
+                yield from _walk_arrays(v, path + (str(i),))
+            return
+        for k, v in obj.items():
+            yield from _walk_arrays(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk_arrays(v, path + (str(i),))
+
+
+def referenced_chunks(encoded_state: Any) -> set[str]:
+    """Every chunk name an encoded state refers to."""
+    return {c[0] for _, entry in _walk_arrays(encoded_state, ()) for c in entry["chunks"]}
+
+
+def state_digest(encoded_state: Any) -> str:
+    """32 hex digits identifying the contents of an encoded state (its chunk names are content
+    hashes): two states with the same arrays, clocks and scalars have the same digest."""
+    canonical = json.dumps(encoded_state, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
+
+
+def read_state(encoded_state: Any, store: ChunkStore) -> Any:
+    """Rebuild the state from its encoding and the store's chunks (ChunkError naming the chunk
+    file when one is missing or damaged, ManifestError when the chunks do not cover an array)."""
+    entries = list(_walk_arrays(encoded_state, ()))
+    with ThreadPoolExecutor(_THREADS) as pool:
+        arrays = dict(zip((id(e) for _, e in entries), pool.map(lambda pe: _read_array(pe[1], pe[0], store),
+                                                                   entries)))
+    return _decode(encoded_state, arrays)
+
+
+def _read_array(entry: dict, path: Path, store: ChunkStore) -> np.ndarray:
+    dtype, shape, row0 = np.dtype(entry["dtype"]), tuple(entry["shape"]), int(entry["row0"])
+    where = "/".join(path)
+    if not shape:
+        (name, _, _), = entry["chunks"]
+        return decode_chunk(store.get(name), dtype=dtype, shape=(1,), where=f"{store.location}/{name} ({where})").reshape(())
+    out = np.empty(shape, dtype)
+    expected = row0
+    for name, lo, hi in entry["chunks"]:
+        if lo != expected or hi <= lo:
+            raise ManifestError(f"array {where}: chunk rows [{lo}, {hi}) do not follow row {expected}")
+        out[lo - row0:hi - row0] = decode_chunk(store.get(name), dtype=dtype, shape=(hi - lo,) + shape[1:],
+                                                where=f"{store.location}/{name} ({where})")
+        expected = hi
+    if expected != row0 + shape[0]:
+        raise ManifestError(f"array {where}: chunks cover rows up to {expected}, the array ends at {row0 + shape[0]}")
+    return out
+
+
+def _decode(obj: Any, arrays: dict[int, np.ndarray]) -> Any:
+    if isinstance(obj, dict):
+        tag = obj.get(_TAG)
+        if tag == "ndarray":
+            return arrays[id(obj)]
+        if tag == "tuple":
+            return tuple(_decode(v, arrays) for v in obj["items"])
+        return {k: _decode(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v, arrays) for v in obj]
+    return obj
+
+
+# ------------------------------------------------------------------------------- manifest files
+
+def write_manifest(path: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    """Write ``manifest`` (JSON) atomically: temporary file in the same folder, fsync, rename."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"format": FORMAT, "version": VERSION, **manifest}, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a manifest; ManifestError naming the file if it is missing, truncated or foreign."""
+    path = os.fspath(path)
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except FileNotFoundError as e:
+        raise ManifestError(f"{path}: replay buffer manifest not found") from e
+    except (OSError, ValueError) as e:
+        raise ManifestError(f"{path}: not a readable replay buffer manifest ({type(e).__name__}: {e})") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ManifestError(f"{path}: not an lz_tune replay buffer manifest")
+    if manifest.get("version") != VERSION:
+        raise ManifestError(f"{path}: buffer manifest version {manifest.get('version')} is not supported "
+                            f"(this lz_tune reads version {VERSION})")
+    for key in ("state", "chunks"):
+        if key not in manifest:
+            raise ManifestError(f"{path}: manifest lacks {key!r}")
+    return manifest
