@@ -625,29 +625,6 @@ class UniZeroConfig(_Section):
     """Policy label smoothing after policy_ls_eps_decay_steps updates (linear in train_iter)."""
     policy_ls_eps_decay_steps: int = 50_000
     """Updates over which the label smoothing goes from start to end."""
-
-    def _check(self) -> None:
-        self._positive("embed_dim", "num_layers", "num_heads", "infer_context_length", "policy_ls_eps_decay_steps")
-        self._non_negative("kv_cache_clear_interval")
-        self._require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
-        self._require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
-        self._fraction("policy_ls_eps_start", "policy_ls_eps_end", "continuous_ls_eps", "target_entropy_start_ratio",
-                       "target_entropy_end_ratio")
-        self._positive("adaptive_entropy_alpha_lr", "adaptive_entropy_alpha_min", "adaptive_entropy_alpha_max",
-                       "target_entropy_decay_steps", "encoder_clip_start_value", "encoder_clip_end_value",
-                       "encoder_clip_anneal_steps", "head_clip_start_value", "head_clip_end_value",
-                       "head_clip_anneal_steps", "head_clip_threshold", "head_clip_monitor_freq")
-        self._require(self.adaptive_entropy_alpha_min <= self.adaptive_entropy_alpha_max, "adaptive_entropy_alpha_min",
-                      f"must be <= unizero.adaptive_entropy_alpha_max={self.adaptive_entropy_alpha_max}")
-        self._non_negative("latent_norm_clip_threshold", "monitor_norm_freq")
-        self._require(self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
-                      "embed_dim", f"must split into unizero.num_heads={self.num_heads} heads of even width")
-
-
-@dataclass(frozen=True)
-class AsyncPipelineConfig(_Section):
-    """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
-
     use_continuous_label_smoothing: bool = False
     """Smooth the policy target by continuous_ls_eps at every update instead of the
     policy_ls_eps_* schedule."""
@@ -714,6 +691,29 @@ class AsyncPipelineConfig(_Section):
     parameter and gradient norms per module, transformer-output, logit and latent statistics,
     logged (``norm/*``, ``grad/*``, ``logits/*``, ``embeddings/*``, ``stability/*``) and
     repeated in every update's logs until the next check; 0 disables it."""
+
+    def _check(self) -> None:
+        self._positive("embed_dim", "num_layers", "num_heads", "infer_context_length", "policy_ls_eps_decay_steps")
+        self._non_negative("kv_cache_clear_interval")
+        self._require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        self._require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
+        self._fraction("policy_ls_eps_start", "policy_ls_eps_end", "continuous_ls_eps", "target_entropy_start_ratio",
+                       "target_entropy_end_ratio")
+        self._positive("adaptive_entropy_alpha_lr", "adaptive_entropy_alpha_min", "adaptive_entropy_alpha_max",
+                       "target_entropy_decay_steps", "encoder_clip_start_value", "encoder_clip_end_value",
+                       "encoder_clip_anneal_steps", "head_clip_start_value", "head_clip_end_value",
+                       "head_clip_anneal_steps", "head_clip_threshold", "head_clip_monitor_freq")
+        self._require(self.adaptive_entropy_alpha_min <= self.adaptive_entropy_alpha_max, "adaptive_entropy_alpha_min",
+                      f"must be <= unizero.adaptive_entropy_alpha_max={self.adaptive_entropy_alpha_max}")
+        self._non_negative("latent_norm_clip_threshold", "monitor_norm_freq")
+        self._require(self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
+                      "embed_dim", f"must split into unizero.num_heads={self.num_heads} heads of even width")
+
+
+@dataclass(frozen=True)
+class AsyncPipelineConfig(_Section):
+    """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
+
     _prefix = "async_pipeline"
     enabled: bool = False
     """Run collectors / evaluators as Ray actors that overlap the learner."""

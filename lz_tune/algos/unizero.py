@@ -337,6 +337,9 @@ class UniZeroLearner(MuZeroLearner):
             raise ConfigError("buffer.buffer_reanalyze_freq: unizero reanalyses within the batch "
                               "(buffer.reanalyze_ratio) only; set buffer.buffer_reanalyze_freq=0")
         super().__init__(cfg, spec)
+        self._schedule_iter = 0
+        for p in self.target_policy.network.parameters():
+            p.requires_grad_(False)
         self.action_space_size = spec.action_space_size
         self.log_alpha = torch.zeros(1, device=self.device, requires_grad=True)
         """ln of the adaptive entropy weight (unizero.use_adaptive_entropy_weight; alpha starts at 1)."""
@@ -347,9 +350,6 @@ class UniZeroLearner(MuZeroLearner):
         self._monitor_now = False
         self._monitor_logs: dict[str, float] = {}  # the latest check's, repeated until the next
         self._update: dict = {}  # what this update's forward pass and hooks leave for the logs
-        self._schedule_iter = 0
-        for p in self.target_policy.network.parameters():
-            p.requires_grad_(False)
 
     # ------------------------------------------------------------------ schedules (train_iter)
 
@@ -402,6 +402,9 @@ class UniZeroLearner(MuZeroLearner):
             checked["stability/last_check_iter"] = float(t)
             self._monitor_logs, self._last_monitor_iter = checked, t
         logs.update(self._monitor_logs)
+        self._update = {}
+        return logs, priorities
+
     # ------------------------------------------------------------------ hooks of the update
 
     def _all_reduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
@@ -500,9 +503,6 @@ class UniZeroLearner(MuZeroLearner):
             if total > 0:
                 out[f"grad/{name}_global_fraction"] = out[f"grad/{name}"] / total
         return out
-
-        self._update = {}
-        return logs, priorities
 
     def policy_targets(self, batch: TrainBatch):
         """The stored targets, smoothed: ``(1 - eps) pi + eps / P`` over the P entries (the
@@ -605,17 +605,17 @@ class UniZeroLearner(MuZeroLearner):
         policy_entropy = per_sample(step_entropy, steps)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits.view(batch, steps, -1)[:, 0])
-        if num_unroll == 0:
-            zeros = torch.zeros_like(value_loss)
-            return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
-        reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)), num_unroll)
-        with torch.no_grad():
         reward_logits, next_latent = (net.action_heads(h_act.reshape(batch * num_unroll, -1)) if num_unroll
                                       else (None, None))
         if self._update:  # inside learn: what the schedules and checks of this update read
             self._note_forward(latents, h_obs, h_act, step_entropy, mask,
                                {"policy": policy_logits, "value": value_logits, "reward": reward_logits,
                                 "observations": next_latent})
+        if num_unroll == 0:
+            zeros = torch.zeros_like(value_loss)
+            return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
+        reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)), num_unroll)
+        with torch.no_grad():
             target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:]))
         latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
         latent_loss = (latent_mse * mask[:, 1:]).sum(1)
@@ -623,12 +623,6 @@ class UniZeroLearner(MuZeroLearner):
 
     _losses_fused = _losses_eager  # one path: the whole sequence is one transformer call already
 
-
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> UniZeroPolicy:
-    return UniZeroPolicy(cfg, spec, device=device)
-
-
-def make_learner(cfg: Config, spec: EnvSpecInfo) -> UniZeroLearner:
     @torch.no_grad()
     def _note_forward(self, latents, h_obs, h_act, step_entropy, mask, heads: dict) -> None:
         """Keep what this update's schedules, clips and checks read off its forward pass (as
@@ -675,4 +669,10 @@ def make_learner(cfg: Config, spec: EnvSpecInfo) -> UniZeroLearner:
             self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self._last_monitor_iter = -1
 
+
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> UniZeroPolicy:
+    return UniZeroPolicy(cfg, spec, device=device)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> UniZeroLearner:
     return UniZeroLearner(cfg, spec)
