@@ -75,6 +75,7 @@ try:
     from lz_tune import cli_commands
     from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
     from lz_tune.config import Config, ConfigError, load_config_module
+    from lz_tune.lightzero.flags import add_reference_flags, given_flags
 except KeyboardInterrupt:
     print("interrupted before training started; nothing was written", file=sys.stderr)
     sys.exit(143 if _SIGTERM_SEEN else 130)
@@ -83,7 +84,8 @@ except KeyboardInterrupt:
 def _train_parser(sub) -> None:
     p = sub.add_parser("train", help="train one agent (sync by default, --async-pipeline for Ray actors)",
                        description="Train one agent from a zoo config module.")
-    p.add_argument("config", help="zoo config: a .py file with make_config() or a dotted module name")
+    p.add_argument("config", help="zoo config: a .py file with make_config() or a dotted module name; or a "
+                                  "LightZero config file (main_config / create_config; README: Coming from LightZero)")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, e.g. learner.learning_rate=3e-3 mcts.num_simulations=25")
     p.add_argument("--exp-dir", default=None,
@@ -96,6 +98,7 @@ def _train_parser(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--address", default=None, help="Ray cluster to run the async pipeline's actors on "
                                                    "(e.g. auto, or HEAD_IP:6379; default: $RAY_ADDRESS, else a local Ray)")
+    add_reference_flags(p, seed_and_async=False)  # --env, --max-env-step, --num-collector-actors, ...
 
 
 def _tune_parser(sub) -> None:
@@ -129,6 +132,10 @@ def _load_space_module(path: str):
     if path.endswith(".py") or os.sep in path:
         if not os.path.isfile(path):
             raise ConfigError(f"{path}: search space file not found")
+        from lz_tune.lightzero import is_lightzero_config
+
+        if is_lightzero_config(path):  # a LightZero config: trials of it as it is (key=value fixes more)
+            return argparse.Namespace(space={"config": os.path.abspath(path)})
         spec = importlib.util.spec_from_file_location("_lz_space_" + os.path.basename(path)[:-3], path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -240,14 +247,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def build_config(config_path: str, overrides: Sequence[str], *, seed: Optional[int] = None,
-                 async_pipeline: bool = False) -> Config:
-    cfg = load_config_module(config_path)
-    extra = list(overrides)
+                 async_pipeline: bool = False, flags: Optional[dict] = None) -> Config:
+    """The config of ``train``: a zoo module or a LightZero file (its mapping report on stderr),
+    the ``key=value`` overrides, then the flags (``--seed``, ``--async-pipeline``, ``--env``, ...)."""
+    from lz_tune.lightzero import build_config as build
+
+    flags = dict(flags or {})
     if seed is not None:
-        extra.append(f"seed={seed}")
+        flags["seed"] = seed
     if async_pipeline:
-        extra.append("async_pipeline.enabled=True")
-    return cfg.with_overrides(extra) if extra else cfg
+        flags["async_pipeline"] = True
+    return build(config_path, overrides, flags, report=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def _resolve_resume(path: Optional[str]) -> Optional[str]:
@@ -331,7 +341,7 @@ def _signals_deferred_while(what: str):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    cfg = build_config(args.config, args.overrides, seed=args.seed, async_pipeline=args.async_pipeline)
+    cfg = build_config(args.config, args.overrides, flags=given_flags(args))
     if args.address:  # the Ray back-end connects to it (lz_tune.pipeline.ray_backend)
         os.environ["RAY_ADDRESS"] = args.address
     resume = _resolve_resume(args.resume)

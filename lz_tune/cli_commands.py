@@ -80,10 +80,14 @@ def add_parsers(parser: argparse.ArgumentParser, sub: Any) -> None:
                        description="Print every field of a zoo config (dotted key) after the overrides, with\nits "
                                    "type, its default and its documentation, grouped by section.",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
-    p.add_argument("config", help="zoo config: a .py file with make_config() or a dotted module name")
+    p.add_argument("config", help="zoo config: a .py file with make_config() or a dotted module name; or a "
+                                  "LightZero config file (main_config / create_config; README: Coming from LightZero)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. mcts.num_simulations=7")
     p.add_argument("--changed", action="store_true",
                    help="only the fields whose value differs from the dataclass default")
+    from lz_tune.lightzero.flags import add_reference_flags
+
+    add_reference_flags(p, seed_and_async=True)  # as train takes them
 
 
 def int_at_least(minimum: int):
@@ -287,11 +291,11 @@ def _section_docs(cfg: Any) -> dict[str, str]:
 
 def cmd_config(args: argparse.Namespace) -> int:
     """``python -m lz_tune config CONFIG [key=value ...]``: every field, grouped by section."""
-    from lz_tune.config import load_config_module
+    from lz_tune.lightzero import build_config
+    from lz_tune.lightzero.flags import given_flags
 
-    cfg = load_config_module(args.config)
-    if args.overrides:
-        cfg = cfg.with_overrides(list(args.overrides))
+    cfg = build_config(args.config, args.overrides, given_flags(args),
+                       report=lambda line: print(line, file=sys.stderr, flush=True))
     rows = describe_config(cfg)
     try:
         _print_config(args, cfg, rows)

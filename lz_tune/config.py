@@ -935,7 +935,8 @@ def _check_dotted_key(data: dict[str, Any], key: str) -> None:
 
 def load_config_module(path: str) -> Config:
     """Import a zoo config module (a .py file path or a dotted module name) and call its
-    ``make_config()``."""
+    ``make_config()``; a LightZero config file is mapped by :mod:`lz_tune.lightzero` (its report
+    as a :class:`~lz_tune.lightzero.LightZeroConfigWarning`)."""
     import importlib
     import importlib.util
     import os
@@ -943,6 +944,10 @@ def load_config_module(path: str) -> Config:
     if path.endswith(".py") or os.sep in path:
         if not os.path.isfile(path):
             raise ConfigError(f"{path}: config file not found")
+        from lz_tune.lightzero import is_lightzero_config, load_lightzero_config
+
+        if is_lightzero_config(path):  # a LightZero experiment config (main_config / create_config)
+            return load_lightzero_config(path)
         name = "_lz_config_" + os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
