@@ -4,8 +4,8 @@ their arrays so that a save writes only what no earlier save of the same folder 
 A chunk is the raw bytes of a C-contiguous numpy array slice; its name is the blake2b-128
 hash of those bytes (with dtype and shape), hex, so two saves of the same rows share one file
 and a file is never rewritten in place. File contents: one codec byte (``z``: zlib level 1,
-``r``: raw, for data that does not compress), then the payload; zlib's own checksum detects a
-damaged file on read.
+``r``: raw, for data that does not compress), the CRC-32 of the raw bytes (4 bytes, big
+endian), then the payload; a damaged file is detected on read.
 
 Two back-ends share the interface: :class:`LocalChunkStore` (a local or mounted folder: write
 to a temporary name, fsync, rename; readers never see half a file) and
@@ -48,19 +48,20 @@ def chunk_name(array: np.ndarray) -> str:
 
 
 def encode_chunk(array: np.ndarray) -> bytes:
-    """File contents for ``array``: codec byte + zlib(level 1) payload, or raw bytes where
-    compression saves less than 10%."""
+    """File contents for ``array``: codec byte, CRC-32 of the raw bytes, then the zlib (level 1)
+    payload, or the raw bytes where compression saves less than 10%."""
     raw = np.ascontiguousarray(array).tobytes()
+    crc = zlib.crc32(raw).to_bytes(4, "big")
     packed = zlib.compress(raw, 1)
     if len(packed) > _RAW_IF_RATIO_ABOVE * len(raw):
-        return b"r" + raw
-    return b"z" + packed
+        return b"r" + crc + raw
+    return b"z" + crc + packed
 
 
 def decode_chunk(data: bytes, *, dtype: np.dtype, shape: tuple[int, ...], where: str) -> np.ndarray:
     """Inverse of :func:`encode_chunk`: a writable array ``[*shape]`` of ``dtype``; raises
     ChunkError naming ``where`` on a damaged file or a size that does not match."""
-    codec, payload = data[:1], data[1:]
+    codec, crc, payload = data[:1], data[1:5], data[5:]
     try:
         if codec == b"z":
             raw = zlib.decompress(payload)
@@ -73,6 +74,8 @@ def decode_chunk(data: bytes, *, dtype: np.dtype, shape: tuple[int, ...], where:
     expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     if len(raw) != expected:
         raise ChunkError(f"{where}: chunk holds {len(raw)} bytes, the manifest expects {expected}")
+    if zlib.crc32(raw).to_bytes(4, "big") != crc:
+        raise ChunkError(f"{where}: damaged chunk file (checksum mismatch)")
     return np.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
 
 

@@ -31,6 +31,7 @@ from typing import Any, Optional
 import numpy as np
 
 from lz_tune.config import Config
+from lz_tune.ray_auth import join_ray
 from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
 from lz_tune.workers import WeightSnapshot
 
@@ -69,7 +70,7 @@ def init_ray(cfg: Config) -> bool:
         need += lc.num_workers * lc.worker_num_cpus
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=True, configure_logging=False)
+        join_ray(address, log_to_driver=True)
     else:
         ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
                  log_to_driver=True, configure_logging=False)
