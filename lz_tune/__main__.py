@@ -76,6 +76,7 @@ try:
     from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
     from lz_tune.config import Config, ConfigError, load_config_module
     from lz_tune.lightzero.flags import add_reference_flags, given_flags
+    from lz_tune.ray_auth import RayJoinError
 except KeyboardInterrupt:
     print("interrupted before training started; nothing was written", file=sys.stderr)
     sys.exit(143 if _SIGTERM_SEEN else 130)
@@ -168,6 +169,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from lz_tune.config import parse_override
     from lz_tune.tune import EVAL_RETURN, MuZeroTrainable, check_cluster_resources, config_from_tune
+    from lz_tune.ray_auth import join_ray
 
     module = _load_space_module(args.space)
     # what the search ranks trials by: the module's `metric` / `mode` (default: eval return, max)
@@ -191,12 +193,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not args.resume and restorable:
         raise ConfigError(f"--name {name}: an experiment already exists at {path}; add --resume to "
                           "continue it or choose another --name")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray's token authentication stays as Ray sets it (on for the local cluster started here;
+    # RAY_AUTH_MODE is the user's to change): lz_tune.ray_auth
     address = args.address or os.environ.get("RAY_ADDRESS")
     if address:  # an existing cluster: its nodes and resources (Tune's storage must be reachable from all)
         if args.num_cpus is not None:
             raise ConfigError("--num-cpus: not with --address / RAY_ADDRESS (the cluster has its own resources)")
-        ray.init(address=address, configure_logging=False)
+        join_ray(address)
     else:
         ray.init(num_cpus=args.num_cpus, include_dashboard=False, configure_logging=False)
     try:
@@ -430,7 +433,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("interrupted before training started; nothing was written", file=sys.stderr)
         _shutdown_ray_if_started()
         return 143 if _SIGTERM_SEEN else 130
-    except (ConfigError, CheckpointError) as e:
+    except (ConfigError, CheckpointError, RayJoinError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
