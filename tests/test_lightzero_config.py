@@ -22,10 +22,10 @@ from tests.conftest import REPO_ROOT, TINY_OVERRIDES, run_cli
 
 DATA = Path(REPO_ROOT) / "tests" / "data" / "lightzero_configs"
 ATARI_FLAGS = {"env": "ALE/Pong-v5", "seed": 0, "async_pipeline": False}
-#: overrides on top of TINY_OVERRIDES for the networks the tiny ones do not size
+#: overrides on top of TINY_OVERRIDES: the networks those do not size, one evaluation (at the end)
 SMALL_NETS = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
               "unizero.embed_dim=16", "unizero.num_heads=2", "unizero.num_layers=1", "model.num_channels=8",
-              "env.image_size=32", "max_env_step=60")
+              "env.image_size=32", "max_env_step=40", "evaluator.eval_freq=1000")
 
 #: policy type -> (LightZero file, flags its command line would give)
 BY_TYPE = {
@@ -72,7 +72,7 @@ def test_each_type_maps_from_a_lightzero_file_and_trains(policy_type, tmp_path):
         metrics = driver.run()
     finally:
         driver.close()
-    assert metrics["train_iter"] > 0 and metrics["env_steps"] >= 60
+    assert metrics["train_iter"] > 0 and metrics["env_steps"] >= 40
 
 
 def test_cartpole_muzero_maps_lightzero_values_and_defaults():
@@ -171,6 +171,16 @@ def test_function_configs_get_the_reference_flags(name, policy_type, tmp_path, m
     # without flags: the file's own command-line defaults (ALE/Pong-v5, seed 0, sync)
     default = _quiet(DATA / name)[0]
     assert (default.env.env_id, default.seed, default.async_pipeline.enabled) == ("ALE/Pong-v5", 0, False)
+    with pytest.raises(ConfigError, match=r"main\(env_id='ALE/Nope-v5'.*failed: KeyError: .Unsupported Atari env_id"):
+        build_config(str(DATA / name), (), {"env": "ALE/Nope-v5"})
+
+
+def test_mujoco_config_maps_with_a_gymnasium_id():
+    cfg, report = _quiet(DATA / "mujoco_sampled_efficientzero_config.py", (), {"env": "HalfCheetah-v5"})
+    assert (cfg.policy_type, cfg.env.env_id, cfg.sampled.num_samples) == ("sampled_efficientzero", "HalfCheetah-v5", 20)
+    assert (cfg.efficientzero.lstm_hidden_size, cfg.learner.grad_clip_value, cfg.learner.update_per_collect) == \
+        (256, 0.5, 200)
+    assert (cfg.learner.optim_type, cfg.buffer.use_priority, cfg.max_env_step) == ("adamw", True, 5_000_000)
 
 
 def test_atari_muzero_maps_the_image_settings():
@@ -254,11 +264,11 @@ def _smoke_atari(capsys, tmp_path, name: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["atari_muzero_segment_async_config.py", "atari_unizero_segment_async_config.py"])
-def test_the_reference_atari_async_commands_start_the_async_pipeline(name, capsys, tmp_path, monkeypatch):
+def test_the_reference_atari_async_commands_start_the_async_pipeline(name, capsys, tmp_path, ray_cluster):
     """``python -m lz_tune train <LightZero's Atari async config> --env ALE/Pong-v5 --seed 0
-    --async-pipeline`` with a tiny max_env_step (and tiny nets)."""
-    monkeypatch.setenv("RAY_TMPDIR", os.environ.get("RAY_TMPDIR", str(tmp_path / "ray")))
+    --async-pipeline`` with a tiny max_env_step (and tiny nets), on the session's Ray cluster."""
     out = _smoke_atari(capsys, tmp_path, name)
+    assert "async pipeline, policy" in out
     m = re.search(r"done: .*env_steps=(\d+) train_iter=(\d+)", out)
     assert m and int(m.group(1)) >= 48 and int(m.group(2)) > 0, out
     assert (tmp_path / "run" / "ckpt" / "ckpt_latest.pt").is_file()

@@ -327,7 +327,9 @@ def _call_main(path: str, module: types.ModuleType, tree: ast.Module, flags: dic
         except _EntryCalled as call:
             entry = call
         except Exception as e:
-            raise ConfigError(f"{path}: main({_args_text(kwargs)}) failed: {type(e).__name__}: {e}") from e
+            printed = "".join(f"\n  | {line}" for line in out.getvalue().splitlines()[-15:])
+            raise ConfigError(f"{path}: main({_args_text(kwargs)}) failed: {type(e).__name__}: {e}"
+                              + (f"; it printed:{printed}" if printed else "")) from e
         else:
             raise ConfigError(f"{path}: main() returned without calling a lzero.entry train function, so it "
                               "handed over no config")

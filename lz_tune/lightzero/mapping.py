@@ -11,12 +11,13 @@ collected and raised together as one :class:`ConfigError` that names each key.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from lz_tune.config import Config, ConfigError
+from lz_tune.config import AsyncPipelineConfig, Config, ConfigError
 from lz_tune.lightzero import rules as R
 from lz_tune.lightzero.loader import LightZeroFile
 
@@ -85,7 +86,6 @@ class _Mapping:
         self.sources: dict[str, str] = {}
         self.errors: list[str] = []
         self.report = MappingReport(path=file.path)
-        self.known_targets = set(Config().flat_dict())
 
     # -- reading
     def get(self, key: str, default: Any = None) -> Any:
@@ -96,9 +96,6 @@ class _Mapping:
 
     # -- writing
     def set(self, target: str, value: Any, source: str) -> None:
-        if target not in self.known_targets:
-            self.differs(source, value, f"lz-tune has no {target}")
-            return
         if target in self.updates and self.updates[target] != value:
             self.errors.append(f"{source}={value!r} and {self.sources[target]}={self.updates[target]!r} both set "
                                f"{target}; they must agree")
@@ -446,9 +443,10 @@ def _device(m: _Mapping) -> None:
 
 def _async(m: _Mapping) -> None:
     prefix = "policy.async_pipeline."
+    ours = {f.name for f in dataclasses.fields(AsyncPipelineConfig)}
     for key in sorted(k for k in m.values if k.startswith(prefix)):
         name = key[len(prefix):]
-        if f"async_pipeline.{name}" not in m.known_targets:
+        if name not in ours:
             m.error(key, "unknown async pipeline key (lz-tune has every key of LightZero's async entry: "
                          "README, Async pipeline)")
         else:
