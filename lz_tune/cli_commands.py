@@ -198,6 +198,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"this evaluation: return {r.reward_mean:.1f} +- {r.reward_std:.1f} over {r.num_episodes} episodes "
           f"(min {r.reward_min:.1f}, max {r.reward_max:.1f}), mean episode length {r.episode_length_mean:.1f}, "
           f"train_iter {r.train_iter}, {cfg.env.evaluator_env_num} envs, seed {run.seed}, {r.eval_time_s:.1f}s")
+    if r.match:
+        from lz_tune.workers.match_stats import format_match
+        from lz_tune.workers.common import opponent_options
+
+        print(f"against {opponent_options(cfg).describe()}: {format_match(r.match)}")
     if video is not None:
         if run.rendered is None:  # cannot happen: render=True records at least the reset frame
             raise RuntimeError("no frames were recorded")

@@ -184,6 +184,10 @@ class EnvConfig(_Section):
     """Gymnasium envs other than Atari and 2048: each agent step plays its action for this many env
     steps and returns the summed reward (an episode end inside stops it early); returns stay in the
     env's own units, episode lengths count agent steps. Atari: ``frame_skip``."""
+    openspiel_planes: bool = False
+    """OpenSpiel games (``env_id="openspiel:<game>"``): observations as ``[C + 2, H, W]`` planes (the
+    game's tensor and one to-play plane per player; for ``model.kind=conv``) instead of a flat
+    vector (for ``mlp``)."""
 
     def _check(self) -> None:
         self._require(bool(self.env_id.strip()), "env_id", "must not be empty")
@@ -456,9 +460,26 @@ class EvaluatorConfig(_Section):
     """Episodes per evaluation."""
     stop_value: Optional[float] = None
     """Stop once the mean evaluation return reaches this."""
+    opponent: Literal["random", "mcts"] = "random"
+    """Two-player games (``openspiel:<game>``): the OpenSpiel bot the agent plays in evaluation,
+    its seat alternating game by game (half the games as first player); the return is the
+    agent's (+1 win, 0 draw, -1 loss), and win / draw / loss rates are reported. ``random``: a
+    uniformly random legal move; ``mcts``: OpenSpiel's MCTS bot (random rollouts, MCTS-Solver)."""
+    opponent_mcts_simulations: int = 1000
+    """Simulations per move of the ``mcts`` opponent."""
+    opponent_mcts_uct_c: float = 2.0
+    """UCT exploration constant of the ``mcts`` opponent."""
+    opponent_mcts_rollouts: int = 1
+    """Random rollouts per leaf evaluation of the ``mcts`` opponent."""
+    stop_loss_rate: Optional[float] = None
+    """Two-player games: also stop once an evaluation's loss rate against the opponent is at most
+    this (0.0: no lost game); None: only stop_value stops."""
 
     def _check(self) -> None:
-        self._positive("eval_freq", "n_evaluator_episode")
+        self._positive("eval_freq", "n_evaluator_episode", "opponent_mcts_simulations", "opponent_mcts_rollouts")
+        self._non_negative("opponent_mcts_uct_c")
+        if self.stop_loss_rate is not None:
+            self._fraction("stop_loss_rate")
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,11 @@ EVAL_FIELDS: dict[str, str] = {
     "episode_length_mean": "evaluation/env_runners/episode_len_mean",
 }
 
+#: two-player games against a bot (``EvalResult.match``): the agent's win / draw / loss rates over
+#: all games of the evaluation, and over those it played as first / as second player
+MATCH_RATES: tuple[str, ...] = tuple(f"evaluation/env_runners/{outcome}_rate{seat}" for outcome in ("win", "draw", "loss")
+                                     for seat in ("", "_as_first", "_as_second"))
+
 #: the evaluation curve against env steps (TensorBoard only: a tag has one step axis, and the
 #: result key of the same curve is EVAL_RETURN, stepped by train_iter)
 EVAL_RETURN_VS_ENV_STEPS = EVAL_RETURN + "_vs_env_steps"

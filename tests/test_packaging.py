@@ -20,6 +20,8 @@ REPO_ROOT = Path(_ROOT)
 DIST_OF = {"PIL": "pillow", "ale_py": "ale-py", "tensorboardX": "tensorboardx"}
 #: modules that arrive with a core dependency (no own requirement needed)
 COMES_WITH = {"pyarrow": "ray[tune,train] (Tune's storage layer)"}
+#: modules of an optional extra (imported only where that feature is used): import name -> (extra, distribution)
+OPTIONAL = {"pyspiel": ("games", "open_spiel")}
 
 
 def _third_party_imports() -> set[str]:
@@ -41,8 +43,18 @@ def _core_dependencies() -> set[str]:
 def test_every_module_lz_tune_imports_is_a_core_dependency():
     core = _core_dependencies()
     missing = sorted(m for m in _third_party_imports()
-                     if m not in COMES_WITH and DIST_OF.get(m, m).lower() not in core)
+                     if m not in COMES_WITH and m not in OPTIONAL and DIST_OF.get(m, m).lower() not in core)
     assert not missing, f"imported by lz_tune/ but not in [project].dependencies: {missing}"
+
+
+def test_optional_modules_are_in_their_extra_and_in_dev():
+    """An optional module's distribution is in its extra, and in ``dev`` too, so that the tests
+    of that feature run wherever the README's install line ran."""
+    optional = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for module, (extra, dist) in OPTIONAL.items():
+        for group in (extra, "dev"):
+            names = {re.split(r"[\[<>=!~ ;]", d, maxsplit=1)[0].lower() for d in optional[group]}
+            assert dist in names, f"{module}: {dist} missing from the {group!r} extra"
 
 
 def test_ale_py_is_at_least_the_version_with_the_vector_env():

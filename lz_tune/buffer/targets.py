@@ -15,6 +15,16 @@ treating it as one makes the value depend on the (unobserved) time left. Rewards
 count as 0, which is the same as summing k terms. v(o) is the target network's value of the
 stacked observation, or the stored search root value (then only positions with t + k < m
 bootstrap).
+
+Two-player games (to_play >= 0): a reward is the mover's and a value the player-to-move's, so
+every term enters z_t from the view of the player p_t to move at t (:func:`player_signs`):
+
+  z_t = sum_{i < k} gamma^i s_{t+i} r_{t+i} + gamma^k s_{t+k} v(o_{t+k}),
+  s_j = +1 if p_j == p_t else -1.
+
+With alternating turns s_j = (-1)^(j-t), the sign the search gives every ply (MuZero's board
+games). The player at o_m (the observation after a segment's last step) is not stored: turns are
+taken to alternate there.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import numpy as np
 
 __all__ = [
     "ValueTargetPlan",
+    "player_signs",
     "plan_value_targets",
     "n_step_value_targets",
     "chunked_call",
@@ -86,6 +97,32 @@ def plan_value_targets(
         step_mask=(t < m).astype(np.float32),
         bootstrap_steps=np.maximum(position - t, 0),
     )
+
+
+def player_signs(plan: ValueTargetPlan, positions: np.ndarray, num_steps: np.ndarray,
+                 to_play_at: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Signs that turn rewards and bootstrap values into the view of the player to move at t.
+
+    Args:
+      plan: the positions' `plan_value_targets`.
+      positions: `[P]` local positions t; num_steps: `[P]` m of each position's segment.
+      to_play_at: `fn(local_index [P, K] int64, each in [0, m-1] of its row's segment) -> [P, K]`
+        the stored to_play there.
+    Returns:
+      `([P, T] reward signs, [P] bootstrap signs)`, float32 +-1: +1 where the player there is
+      p_t, or where p_t < 0 (single-player: all +1).
+    """
+    t = np.asarray(positions, np.int64)
+    last = np.asarray(num_steps, np.int64) - 1
+    me = to_play_at(np.minimum(t, last)[:, None])[:, 0]
+    movers = to_play_at(plan.reward_index)
+    b = plan.bootstrap_position
+    at_b = to_play_at(np.minimum(b, last)[:, None])[:, 0]
+    at_b = np.where((b > last) & (at_b >= 0), 1 - at_b, at_b)  # o_m: the other player of step m-1
+    single = (me < 0)[:, None]
+    reward_sign = np.where(single | (movers == me[:, None]), 1.0, -1.0).astype(np.float32)
+    bootstrap_sign = np.where(single[:, 0] | (at_b == me), 1.0, -1.0).astype(np.float32)
+    return reward_sign, bootstrap_sign
 
 
 def n_step_value_targets(
@@ -152,6 +189,11 @@ def segment_value_targets(
         truncated=np.full(count, segment.truncated),
     )
     rewards = segment.rewards[plan.reward_index]
+    bootstrap_sign = 1.0
+    if np.any(segment.to_play >= 0):  # two-player: every term from the view of the player to move at t
+        reward_sign, bootstrap_sign = player_signs(plan, positions, np.full(count, segment.num_steps),
+                                                   lambda index: segment.to_play[index])
+        rewards = rewards * reward_sign
     needed = plan.bootstrap_mask > 0
     mask = plan.bootstrap_mask
     if use_root_value and segment.truncated:  # no root value at the stored last observation
@@ -168,5 +210,5 @@ def segment_value_targets(
             raise ValueError("value_fn is required unless use_root_value")
         else:
             values[needed] = np.asarray(value_fn(segment.stacked_obs(where)), dtype=np.float32).reshape(-1)
-    return n_step_value_targets(rewards, plan.reward_mask, values, mask, discount=discount,
+    return n_step_value_targets(rewards, plan.reward_mask, values * bootstrap_sign, mask, discount=discount,
                                 bootstrap_steps=plan.bootstrap_steps)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .batch import SampledIndex
-from .targets import chunked_call, n_step_value_targets, plan_value_targets
+from .targets import chunked_call, n_step_value_targets, plan_value_targets, player_signs
 
 if TYPE_CHECKING:
     from .game_buffer import GameBuffer
@@ -194,6 +194,12 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
     step0_flat = np.repeat(win.step0, shape[1])
     steps = buffer._steps
     rewards = steps.array("reward")[step0_flat[:, None] + plan.reward_index]
+    bootstrap_sign = None
+    if (win.to_play >= 0).any():  # two-player: rewards and values from the view of the player to move at t
+        to_play = steps.array("to_play")
+        reward_sign, bootstrap_sign = player_signs(plan, pos.ravel(), np.broadcast_to(m, shape).ravel(),
+                                                   lambda index: to_play[step0_flat[:, None] + index])
+        rewards = rewards * reward_sign
     needed = plan.bootstrap_mask > 0
     bootstrap_mask = plan.bootstrap_mask
     if use_root_value:  # truncated segments: no root value at the stored last observation
@@ -221,6 +227,8 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
             if out.shape[0] != unique_rows.shape[0] or not np.all(np.isfinite(out)):
                 raise ValueError(f"value_fn must return {unique_rows.shape[0]} finite values, got {out.shape}")
             values[needed] = out[inverse]
+    if bootstrap_sign is not None:
+        values *= bootstrap_sign
     targets = n_step_value_targets(rewards, plan.reward_mask, values, bootstrap_mask, discount=buffer.discount,
                                    bootstrap_steps=plan.bootstrap_steps)
     return targets.reshape(shape)

@@ -13,6 +13,9 @@ from lz_tune.envs.env_ids import resolve_env_id
 from lz_tune.envs.frame_stack import stacked_shape
 from lz_tune.envs.game_2048 import CHANCE_SPACE_SIZE, NUM_ACTIONS, OBSERVATION_SIZE, Game2048VectorEnv
 from lz_tune.envs.gym_vector import GymVectorEnv, check_gym_spaces, observation_dtype_of
+from lz_tune.envs.openspiel_bots import OpponentOptions
+from lz_tune.envs.openspiel_env import OpenSpielVectorEnv, probe_openspiel
+from lz_tune.envs.openspiel_game import is_openspiel_id
 from lz_tune.envs.options import AtariOptions, Mode, check_mode
 from lz_tune.envs.types import EnvSpecInfo
 
@@ -56,6 +59,8 @@ def make_vector_env(
     atari: AtariOptions | None = None,
     max_episode_steps: int | None = None,
     action_repeat: int = 1,
+    openspiel_planes: bool = False,
+    opponent: OpponentOptions | None = None,
 ) -> VectorEnv:
     """Create N envs of ``env_id`` stepped together.
 
@@ -81,12 +86,20 @@ def make_vector_env(
             id's own limit.
         action_repeat: env steps per agent step for gymnasium ids (rewards summed); Atari
             and 2048 refuse values > 1 (Atari: ``atari.frame_skip``).
+        openspiel_planes, opponent: ``openspiel:<game>`` ids (an
+            :class:`~lz_tune.envs.openspiel_env.OpenSpielVectorEnv`): observations as planes;
+            the bot the agent plays in ``eval`` mode (``collect`` mode is self-play).
 
     Raises:
         ValueError: unknown id (the message names it and suggests close matches),
             non-Discrete action space, non-Box observations, bad mode or sizes.
     """
     check_mode(mode)
+    if is_openspiel_id(env_id):
+        _check_openspiel_action_repeat(env_id, action_repeat)
+        return OpenSpielVectorEnv(env_id=env_id, num_envs=num_envs, seed=seed, mode=mode, planes=openspiel_planes,
+                                  opponent=opponent, frame_stack=1 if frame_stack is None else frame_stack,
+                                  max_episode_steps=max_episode_steps)
     resolved = resolve_env_id(env_id)
     _check_action_repeat(resolved, action_repeat)
     if resolved.is_atari:
@@ -121,12 +134,19 @@ def _check_action_repeat(resolved, action_repeat: int) -> None:
         raise ValueError(f"env.action_repeat={action_repeat} is for gymnasium envs; env {resolved.env_id!r}: {what}")
 
 
+def _check_openspiel_action_repeat(env_id: str, action_repeat: int) -> None:
+    if action_repeat != 1:
+        raise ValueError(f"env.action_repeat={action_repeat} is for gymnasium envs; env {env_id!r} is a board game "
+                         "(one move per step)")
+
+
 def probe_env_spec(
     env_id: str,
     *,
     frame_stack: int | None = None,
     atari: AtariOptions | None = None,
     action_repeat: int = 1,
+    openspiel_planes: bool = False,
 ) -> EnvSpecInfo:
     """Shapes, action count and dtype of ``env_id`` as :func:`make_vector_env` would serve it.
 
@@ -136,6 +156,9 @@ def probe_env_spec(
     Raises:
         ValueError: as :func:`make_vector_env`.
     """
+    if is_openspiel_id(env_id):
+        _check_openspiel_action_repeat(env_id, action_repeat)
+        return probe_openspiel(env_id, frame_stack=1 if frame_stack is None else frame_stack, planes=openspiel_planes)
     resolved = resolve_env_id(env_id)
     _check_action_repeat(resolved, action_repeat)
     if resolved.is_atari:

@@ -107,6 +107,8 @@ class EnvSpecInfo:
         chance_space_size: number of true chance outcomes the env reports in
             ``StepResult.info_columns['chance_outcome']`` (2048: 32, a cell times a 2 or
             a 4); 0: the env reports none.
+        num_players: 1, or 2 for two-player zero-sum board games (``openspiel:<game>``):
+            ``to_play`` is 0 or 1, rewards are the mover's, values the player-to-move's.
     """
 
     observation_shape: tuple[int, ...]
@@ -119,6 +121,7 @@ class EnvSpecInfo:
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     chance_space_size: int = 0
+    num_players: int = 1
 
     @property
     def is_continuous(self) -> bool:

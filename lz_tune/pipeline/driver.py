@@ -51,6 +51,7 @@ from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBacken
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.snapshot import SnapshotPublisher
 from lz_tune.workers import CollectResult, EvalResult, env_spec_for, epsilon_at, temperature_at
+from lz_tune.workers.match_stats import format_match
 
 _log = logging.getLogger(__name__)
 
@@ -498,10 +499,11 @@ class Driver:
                   "reward_mean": result.reward_mean, "reward_std": result.reward_std,
                   "reward_max": result.reward_max, "reward_min": result.reward_min,
                   "episode_length_mean": result.episode_length_mean, "version": result.version,
-                  "wall_time_s": time.perf_counter() - self._start_time}
+                  "wall_time_s": time.perf_counter() - self._start_time, "match": dict(result.match)}
         self.eval_history.append(record)
         self.last_eval_env_steps = record["env_steps"]
         self.logger.log({name: getattr(result, field) for field, name in EVAL_FIELDS.items()}, self.train_iter)
+        self.logger.log(dict(result.match), self.train_iter)  # two-player games: win / draw / loss rates
         self.logger.log({EVAL_RETURN_VS_ENV_STEPS: result.reward_mean}, record["env_steps"] or 0)
         self._log_throughput()
         if state is not None:
@@ -520,6 +522,7 @@ class Driver:
             self._append_history(m, record)
         self.print(f"[{self.cfg.exp_name}] train_iter={result.train_iter} env_steps={m['env_steps']} "
                    f"eval_return={result.reward_mean:.1f}±{result.reward_std:.1f} "
+                   + (f"{format_match(result.match)} " if result.match else "") +
                    f"env_steps/s={m['env_steps_per_s']:.0f} updates/s={m['updates_per_s']:.1f} "
                    f"wall={m['wall_time_s']:.0f}s")
 
@@ -527,6 +530,7 @@ class Driver:
         """One line of the run's evaluation history (appended: a resumed run continues the file)."""
         row = public_metrics(m, policy_type=self.cfg.policy_type, learner_logs=self._last_logs)
         row.update({name: record[field] for field, name in EVAL_FIELDS.items() if field in record})
+        row.update(record.get("match") or {})
         row.update({"training_iteration": self.counters.evaluations, "time_total_s": m["wall_time_s"],
                     "trial_id": self.cfg.exp_name, "timestamp": int(time.time()),
                     "evaluation/train_iter": record["train_iter"],

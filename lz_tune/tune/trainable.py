@@ -213,6 +213,7 @@ class MuZeroTrainable(tune.Trainable):
         last = self.driver.last_eval
         if last is not None:
             result.update({name: getattr(last, field) for field, name in EVAL_FIELDS.items()})
+            result.update(last.match)  # two-player games: win / draw / loss rates against the bot
             result["evaluation/num_env_steps_sampled_lifetime"] = self.driver.last_eval_env_steps
         env_steps = metrics["env_steps"]
         # env steps since the previous result: Tune sums them into timesteps_total

@@ -11,6 +11,7 @@ import torch
 
 from lz_tune.config import Config, EnvConfig
 from lz_tune.envs import AtariOptions, EnvSpecInfo, VectorEnv, make_vector_env, probe_env_spec
+from lz_tune.envs.openspiel_bots import OpponentOptions
 
 
 @dataclass(frozen=True)
@@ -33,18 +34,26 @@ def atari_options(env: EnvConfig) -> AtariOptions:
                         clip_rewards=env.clip_rewards, repeat_action_probability=env.repeat_action_probability)
 
 
+def opponent_options(cfg: Config) -> OpponentOptions:
+    """The evaluation opponent of two-player games (``evaluator.opponent*``)."""
+    ev = cfg.evaluator
+    return OpponentOptions(kind=ev.opponent, mcts_simulations=ev.opponent_mcts_simulations,
+                           mcts_uct_c=ev.opponent_mcts_uct_c, mcts_rollouts=ev.opponent_mcts_rollouts)
+
+
 def make_env(cfg: Config, *, num_envs: int, seed: int, mode: str) -> VectorEnv:
     """The vector env a config describes (``mode``: "collect" or "eval")."""
     e = cfg.env
     return make_vector_env(env_id=e.env_id, num_envs=num_envs, seed=seed, mode=mode,  # type: ignore[arg-type]
                            frame_stack=e.frame_stack, atari=atari_options(e), max_episode_steps=e.max_episode_steps,
-                           action_repeat=e.action_repeat)
+                           action_repeat=e.action_repeat, openspiel_planes=e.openspiel_planes,
+                           opponent=opponent_options(cfg))
 
 
 @functools.lru_cache(maxsize=32)
 def _probe(env: EnvConfig) -> EnvSpecInfo:
     return probe_env_spec(env.env_id, frame_stack=env.frame_stack, atari=atari_options(env),
-                          action_repeat=env.action_repeat)
+                          action_repeat=env.action_repeat, openspiel_planes=env.openspiel_planes)
 
 
 def env_spec_for(cfg: Config) -> EnvSpecInfo:

@@ -8,7 +8,8 @@ so the mean is not biased toward short episodes the way "the first n that finish
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -17,6 +18,8 @@ from lz_tune.algos import get_algorithm
 from lz_tune.algos.base import Policy
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
+from lz_tune.envs.openspiel_env import SEAT_COLUMN
+from lz_tune.workers.match_stats import LOSS_RATE, match_rates
 from lz_tune.workers.common import WeightSnapshot, carry_previous_action, env_spec_for, make_env, no_previous_action
 
 
@@ -38,8 +41,11 @@ class EvalResult:
     """Env steps the evaluation took (not counted as training env steps)."""
     eval_time_s: float
     stop: bool
-    """reward_mean reached evaluator.stop_value."""
+    """reward_mean reached evaluator.stop_value, or the loss rate evaluator.stop_loss_rate."""
     returns: tuple[float, ...] = ()
+    match: Mapping[str, float] = field(default_factory=dict)
+    """Two-player games against a bot: the agent's win / draw / loss rates
+    (:data:`lz_tune.metrics.MATCH_RATES` names -> rates); empty for other envs."""
 
 
 class Evaluator:
@@ -65,6 +71,7 @@ class Evaluator:
         finished = np.zeros(num_envs, np.int64)
         returns: list[float] = []
         lengths: list[int] = []
+        seats: list[int] = []  # two-player games against a bot: the agent's seat in each game
         batch = self.env.reset(seed=self.seed)  # same episodes every time: scores comparable across snapshots
         self.policy.reset(np.arange(num_envs))  # every evaluation episode starts with fresh inference state
         previous_action = no_previous_action(num_envs, self.spec.action_dim)
@@ -81,16 +88,25 @@ class Evaluator:
                 if finished[i] < quota[i]:
                     returns.append(float(res.episode_return[i]))
                     lengths.append(int(res.episode_length[i]))
+                    if SEAT_COLUMN in res.info_columns:
+                        seats.append(int(res.info_columns[SEAT_COLUMN][i]))
                     finished[i] += 1
             batch = res.batch
         arr = np.asarray(returns, np.float64)
         stop_value = self.cfg.evaluator.stop_value
         mean = float(arr.mean())
+        match = match_rates(returns, seats) if seats else {}
         return EvalResult(version=snapshot.version, train_iter=snapshot.train_iter, reward_mean=mean,
                           reward_std=float(arr.std()), reward_min=float(arr.min()), reward_max=float(arr.max()),
                           episode_length_mean=float(np.mean(lengths)), num_episodes=len(returns), env_steps=steps,
                           eval_time_s=time.perf_counter() - start,
-                          stop=stop_value is not None and mean >= stop_value, returns=tuple(returns))
+                          stop=(stop_value is not None and mean >= stop_value) or self._no_more_losses(match),
+                          returns=tuple(returns), match=match)
+
+    def _no_more_losses(self, match: Mapping[str, float]) -> bool:
+        """Two-player games: the loss rate reached evaluator.stop_loss_rate."""
+        limit = self.cfg.evaluator.stop_loss_rate
+        return bool(match) and limit is not None and match[LOSS_RATE] <= limit
 
     def close(self) -> None:
         self.env.close()
