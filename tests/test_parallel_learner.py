@@ -247,6 +247,34 @@ def test_two_workers_with_sync_batchnorm_equal_one_process_on_ten_batches(ray_cl
         learner.close()
 
 
+def test_two_unizero_workers_with_encoder_clip_and_adaptive_alpha_equal_one_process(ray_cluster, equivalence_cfg):
+    """UniZero's steps decided by statistics of the batch (the encoder clip by the largest latent
+    norm, the adaptive alpha by the mean entropy) are taken on the whole batch's statistics by
+    every worker: the same ten updates as one process, alpha included, with the clip threshold
+    falling 4.5 -> 2 (latent norms ~4) so that it clips at every update."""
+    cfg = equivalence_cfg.with_overrides([
+        "policy_type=unizero", "unizero.embed_dim=16", "unizero.num_heads=2", "unizero.infer_context_length=2",
+        "unizero.use_encoder_clip_annealing=true", "unizero.encoder_clip_anneal_type=linear",
+        "unizero.encoder_clip_start_value=4.5", "unizero.encoder_clip_end_value=2", "unizero.encoder_clip_anneal_steps=10",
+        "unizero.use_adaptive_entropy_weight=true", "unizero.adaptive_entropy_alpha_lr=0.1",
+        "unizero.monitor_norm_freq=4",
+        # SGD: the zero-initialised policy head's hidden layer gets gradients of ~0, whose float
+        # noise Adam would scale up to steps of ~lr (see the sync_batchnorm test)
+        "learner.optim_type=sgd", "learner.learning_rate=0.1"])
+    driver = _filled_buffer(cfg)
+    batches = _ten_batches(cfg, driver)
+    learner = _data_parallel(cfg, driver)
+    try:
+        _compare(cfg, learner, batches)
+        from lz_tune.algos import get_algorithm
+
+        one = get_algorithm("unizero").make_learner(cfg, driver.spec)
+        one.load_state_dict(learner.state_dict())
+        assert float(one.log_alpha) < -0.5  # ten steps of lr 0.1 down from 0: alpha moved and was carried
+    finally:
+        learner.close()
+
+
 # ---------------------------------------------------------------------------------- bad input
 
 def test_config_errors_name_the_key(tiny_cfg):

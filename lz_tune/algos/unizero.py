@@ -130,9 +130,15 @@ def stability_warnings(m: dict[str, float]) -> list[str]:
     return out
 
 
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """``x`` detached, in float32 at least (a float64 network's statistics stay float64)."""
+    x = x.detach()
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def _stats(prefix: str, x: torch.Tensor) -> dict[str, torch.Tensor]:
     """``{prefix}_mean/_std/_max/_min`` of a tensor's entries."""
-    x = x.detach().float()
+    x = _wide(x)
     return {f"{prefix}_mean": x.mean(), f"{prefix}_std": x.std(), f"{prefix}_max": x.max(), f"{prefix}_min": x.min()}
 
 
@@ -630,15 +636,16 @@ class UniZeroLearner(MuZeroLearner):
         (sum, count), each clipped head's largest |output|, and on a monitoring update the
         output statistics."""
         u, up = self.cfg.unizero, self._update
-        latent_norms = latents.detach().float().norm(dim=-1)
+        latent_norms = _wide(latents).norm(dim=-1)
         up["latent_norm_max"] = latent_norms.max()
-        valid = mask.reshape(-1).float()
-        up["entropy"] = [(step_entropy.detach().float() * valid).sum(), valid.sum()]
-        up["head_abs_max"] = {name: heads[name].detach().float().abs().max() for name in u.head_clip_heads
+        entropy = _wide(step_entropy)
+        valid = mask.reshape(-1).to(entropy.dtype)
+        up["entropy"] = [(entropy * valid).sum(), valid.sum()]
+        up["head_abs_max"] = {name: _wide(heads[name]).abs().max() for name in u.head_clip_heads
                               if heads[name] is not None}
         if not self._monitor_now:
             return
-        x = torch.cat((h_obs.reshape(-1, h_obs.shape[-1]), h_act.reshape(-1, h_act.shape[-1]))).detach().float()
+        x = _wide(torch.cat((h_obs.reshape(-1, h_obs.shape[-1]), h_act.reshape(-1, h_act.shape[-1]))))
         feature_std = x.std(0, unbiased=False)
         monitor = {**_stats("norm/x_token", x.norm(dim=-1)), "activation/x_token_feature_std_mean": feature_std.mean(),
                    "activation/x_token_feature_std_min": feature_std.min(),
@@ -647,7 +654,7 @@ class UniZeroLearner(MuZeroLearner):
         for name in ("value", "policy", "reward"):
             if heads[name] is not None:
                 monitor.update(_stats(f"logits/{name}", heads[name]))
-                monitor[f"logits/{name}_abs_max"] = heads[name].detach().float().abs().max()
+                monitor[f"logits/{name}_abs_max"] = _wide(heads[name]).abs().max()
         up["monitor"].update(monitor)
 
     def state_dict(self) -> dict:
