@@ -8,6 +8,7 @@
     python -m lz_tune tune search_spaces/cartpole_muzero.py --name cp --resume
     python -m lz_tune evaluate runs/cartpole_muzero --episodes 5 --video cartpole.gif
     python -m lz_tune config zoo/classic_control/cartpole_muzero.py mcts.num_simulations=7
+    python -m lz_tune train path/to/lightzero_config.py --env ALE/Pong-v5 --seed 0 --async-pipeline
 """
 
 from __future__ import annotations
