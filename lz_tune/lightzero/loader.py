@@ -5,8 +5,8 @@ LightZero's config files come in two shapes, and both are read:
 * **module-level** (most of LightZero's zoo, e.g. ``cartpole_muzero_config.py``):
   ``main_config`` and ``create_config`` EasyDicts at module level, the training entry called
   under ``if __name__ == "__main__":``. The file is imported under another name, so that block
-  does not run; ``max_env_step`` is the module's global of that name (LightZero passes it to
-  the entry) when it has one.
+  does not run; ``max_env_step`` and ``seed`` are the module's globals of those names (what
+  LightZero passes to the entry) when it has them.
 * **function** (LightZero's segment / async Atari configs, e.g.
   ``atari_muzero_segment_async_config.py``): ``main(env_id, seed, ...)`` builds the config and
   calls a training entry (``from lzero.entry... import train_...``). ``main`` is called with the
@@ -66,7 +66,7 @@ class LightZeroFile:
     main_config: dict[str, Any]
     create_config: dict[str, Any]
     seed: Optional[int] = None
-    """``seed=`` of the entry call (function configs)."""
+    """``seed=`` of the entry call (function configs), or the module's ``seed`` global."""
     max_env_step: Optional[int] = None
     """``max_env_step=`` of the entry call, or the module's ``max_env_step`` global."""
     max_train_iter: Optional[int] = None
@@ -107,7 +107,7 @@ def read_lightzero_file(path: str, flags: Optional[Mapping[str, Any]] = None) ->
         if hasattr(module, "main_config"):
             return LightZeroFile(path=path, main_config=_plain(module.main_config, f"{path}: main_config"),
                                  create_config=_plain(getattr(module, "create_config", {}), f"{path}: create_config"),
-                                 max_env_step=_int_global(module, "max_env_step"))
+                                 seed=_int_global(module, "seed"), max_env_step=_int_global(module, "max_env_step"))
         if callable(getattr(module, "main", None)):
             return _call_main(path, module, tree, dict(flags or {}))
     raise ConfigError(f"{path}: a LightZero config must define main_config / create_config at module level, or "

@@ -250,8 +250,8 @@ def _env_nums(m: _Mapping) -> None:
         value = m.agreed(keys, None)
         if value is not None:
             m.set(f"env.{role}_env_num", value, next(k for k in keys if m.given(k)))
-    if not m.given("env.n_evaluator_episode") and "env.evaluator_env_num" in m.updates:
-        m.set("evaluator.n_evaluator_episode", m.updates["env.evaluator_env_num"], "env.evaluator_env_num")
+    if not m.given("env.n_evaluator_episode"):  # LightZero's default: one episode per evaluator env
+        m.set("evaluator.n_evaluator_episode", m.updates.get("env.evaluator_env_num", 3), "env.evaluator_env_num")
 
 
 _IMAGE_KEYS = ("policy.model.observation_shape", "env.observation_shape", "policy.model.frame_stack_num",
@@ -462,7 +462,7 @@ def _entry_call(m: _Mapping) -> None:
         if value is not None:
             m.error(f"{f.entry}({name}={value!r})", "LightZero checkpoints / models cannot be loaded here")
     if f.seed is not None:
-        m.set("seed", int(f.seed), f"{f.entry}(seed=)")
+        m.set("seed", int(f.seed), f"{f.entry}(seed=)" if f.entry else "seed")
     if f.max_env_step is not None:
         m.set("max_env_step", int(f.max_env_step), "max_env_step")
     if f.max_train_iter is not None:
