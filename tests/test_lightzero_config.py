@@ -257,7 +257,7 @@ def _smoke_atari(capsys, tmp_path, name: str) -> str:
             "async_pipeline.collector_num_cpus=0.5", "async_pipeline.evaluator_num_cpus=0.5"]
     code, out, err = run_cli(capsys, "train", str(DATA / name), "--env", "ALE/Pong-v5", "--seed", "0",
                              "--async-pipeline", "--max-env-step", "48", *tiny, "--exp-dir", str(tmp_path / "run"),
-                             "--quiet", cwd=str(tmp_path))
+                             cwd=str(tmp_path))
     assert code == 0, err[-3000:]
     return out
 
@@ -268,7 +268,7 @@ def test_the_reference_atari_async_commands_start_the_async_pipeline(name, capsy
     """``python -m lz_tune train <LightZero's Atari async config> --env ALE/Pong-v5 --seed 0
     --async-pipeline`` with a tiny max_env_step (and tiny nets), on the session's Ray cluster."""
     out = _smoke_atari(capsys, tmp_path, name)
-    assert "async pipeline, policy" in out
+    assert "] async pipeline, policy " in out and ", env ALE/Pong-v5, " in out
     m = re.search(r"done: .*env_steps=(\d+) train_iter=(\d+)", out)
     assert m and int(m.group(1)) >= 48 and int(m.group(2)) > 0, out
     assert (tmp_path / "run" / "ckpt" / "ckpt_latest.pt").is_file()
