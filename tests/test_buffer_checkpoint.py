@@ -50,20 +50,19 @@ def image_buffer(seed: int = 0) -> GameBuffer:
                       action_space_size=A, seed=seed)
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    """1 KiB chunks (16 frames of 64 B): a few hundred transitions span many chunks."""
-    monkeypatch.setattr(snapshot, "CHUNK_BYTES", 1024)
+#: 1 KiB chunks (16 frames of 64 B): a few hundred transitions span many chunks
+SMALL = 1024
+SMALL_CFG = f"buffer.checkpoint_chunk_mb={SMALL / 2**20}"
 
 
-def test_snapshot_round_trip_is_exact_and_writes_only_new_rows(small_chunks, tmp_path, monkeypatch):
+def test_snapshot_round_trip_is_exact_and_writes_only_new_rows(tmp_path, monkeypatch):
     """Push, sample, write priorities back, evict, mutate stored targets: every save reads back
     identical (every array, clock, RNG); a later save writes the new frame rows and the small
     mutable columns, reuses the frame chunks in between and hashes no frame row twice."""
     buffer = image_buffer()
     segments = image_segments(80)
     store = LocalChunkStore(tmp_path / "store")
-    writer = SnapshotWriter(store, append_only=APPEND_ONLY)
+    writer = SnapshotWriter(store, append_only=APPEND_ONLY, chunk_bytes=SMALL)
     hashed_frame_rows = []
     name_of = snapshot.chunk_name
     monkeypatch.setattr(snapshot, "chunk_name", lambda a: (hashed_frame_rows.append(a.shape[0]) if a.ndim == 4
@@ -91,7 +90,7 @@ def test_snapshot_round_trip_is_exact_and_writes_only_new_rows(small_chunks, tmp
     assert_buffer_states_equal(restored.state_dict(), expected)
     restored.check_invariants()
     # the digest identifies the contents: the same for the restored buffer, another for the first save
-    again, _, _ = SnapshotWriter(None).write(restored.state_dict())
+    again, _, _ = SnapshotWriter(None, chunk_bytes=SMALL).write(restored.state_dict())
     assert state_digest(again) == state_digest(second) != state_digest(first)
     # the next sample is the same draw in both (sampling RNG and clocks came back)
     a, b = buffer.sample(8), restored.sample(8)
@@ -100,10 +99,10 @@ def test_snapshot_round_trip_is_exact_and_writes_only_new_rows(small_chunks, tmp
     assert a.make_time == b.make_time
 
 
-def test_damaged_or_missing_chunk_is_a_clear_error_and_the_buffer_is_unchanged(small_chunks, tiny_cfg, tmp_path):
+def test_damaged_or_missing_chunk_is_a_clear_error_and_the_buffer_is_unchanged(tiny_cfg, tmp_path):
     buffer = image_buffer()
     buffer.push(image_segments(20))
-    checkpointer = BufferCheckpointer(tiny_cfg(), LocalChunkStore(tmp_path / "store"), relative="store")
+    checkpointer = BufferCheckpointer(tiny_cfg(SMALL_CFG), LocalChunkStore(tmp_path / "store"), relative="store")
     manifest = str(tmp_path / "m.json")
     assert checkpointer.save(buffer, manifest)
     target = image_buffer(seed=3)
@@ -123,10 +122,10 @@ def test_damaged_or_missing_chunk_is_a_clear_error_and_the_buffer_is_unchanged(s
     assert_buffer_states_equal(target.state_dict(), before)
 
 
-def test_garbage_collection_deletes_only_chunks_no_live_manifest_uses(small_chunks, tiny_cfg, tmp_path):
+def test_garbage_collection_deletes_only_chunks_no_live_manifest_uses(tiny_cfg, tmp_path):
     buffer = image_buffer()
     segments = image_segments(80)
-    checkpointer = BufferCheckpointer(tiny_cfg(), LocalChunkStore(tmp_path / "store"), relative="store")
+    checkpointer = BufferCheckpointer(tiny_cfg(SMALL_CFG), LocalChunkStore(tmp_path / "store"), relative="store")
     paths = []
     for i, chunk in enumerate((segments[:30], segments[30:60], segments[60:])):
         buffer.push(chunk)
@@ -143,7 +142,7 @@ def test_garbage_collection_deletes_only_chunks_no_live_manifest_uses(small_chun
     assert checkpointer.collect_garbage([paths[2], str(tmp_path / "unreadable.json")]) is None  # nothing deleted
 
 
-def test_store_on_a_pyarrow_file_system(small_chunks, tmp_path):
+def test_store_on_a_pyarrow_file_system(tmp_path):
     """The cloud path (S3 / GCS are pyarrow file systems): the same chunks through pyarrow.fs."""
     import pyarrow.fs
 
@@ -151,7 +150,7 @@ def test_store_on_a_pyarrow_file_system(small_chunks, tmp_path):
     store = ArrowChunkStore(fs, "bucket/exp/trial/lz_tune/buffer_store")
     buffer = image_buffer()
     buffer.push(image_segments(30))
-    encoded, _, stats = SnapshotWriter(store, append_only=APPEND_ONLY).write(buffer.state_dict(copy=False))
+    encoded, _, stats = SnapshotWriter(store, append_only=APPEND_ONLY, chunk_bytes=SMALL).write(buffer.state_dict(copy=False))
     assert stats.chunks_written and (tmp_path / "bucket/exp/trial/lz_tune/buffer_store").is_dir()
     fresh = ArrowChunkStore(fs, "bucket/exp/trial/lz_tune/buffer_store")  # another process: lists the folder
     assert fresh.names() == set(snapshot.referenced_chunks(encoded))
@@ -253,7 +252,7 @@ def test_save_killed_mid_write_leaves_the_previous_checkpoint_loadable(tiny_cfg,
     manifest = read_manifest(ckpt_dir / committed)
     resumed = _quiet(tiny_cfg("max_env_step=100000"), exp_dir=exp, resume_from=str(ckpt_dir / "ckpt_latest.pt"))
     try:
-        encoded, _, _ = SnapshotWriter(None).write(resumed.buffer.state_dict())
+        encoded, _, _ = SnapshotWriter(None, chunk_bytes=manifest["chunk_bytes"]).write(resumed.buffer.state_dict())
         assert resumed.buffer.num_transitions == manifest["transitions"] > 0
         assert state_digest(encoded) == manifest["digest"]
         start = resumed.counters.evaluations

@@ -3,7 +3,7 @@ plus content-addressed chunk files in a :mod:`~lz_tune.buffer.chunk_store`.
 
 Generic over the state's layout: dicts, lists, tuples, scalars and numpy arrays at any depth
 (so fields a later buffer version adds are saved without changes here). Every array is cut
-along axis 0 into chunks of at most ~1 MiB (``chunk_rows``); arrays of a FIFO table (a dict
+along axis 0 into chunks of at most ~1 MiB (``chunk_bytes``, ``chunk_rows``); arrays of a FIFO table (a dict
 with an int ``"first"`` and a dict ``"columns"``, :meth:`ColumnStore.state_dict`) are cut at
 multiples of the chunk size in the table's *logical* row index, so a row keeps its chunk for
 its whole life: after new pushes and evictions only the chunks at the two ends of a table
@@ -39,8 +39,8 @@ import numpy as np
 
 from .chunk_store import ChunkStore, chunk_name, decode_chunk, encode_chunk
 
-__all__ = ["FORMAT", "SaveStats", "SnapshotWriter", "read_state", "referenced_chunks", "state_digest",
-           "write_manifest", "read_manifest", "ManifestError"]
+__all__ = ["FORMAT", "CHUNK_BYTES", "SaveStats", "SnapshotWriter", "read_state", "referenced_chunks",
+           "state_digest", "write_manifest", "read_manifest", "ManifestError"]
 
 FORMAT = "lz_tune.buffer_snapshot"
 VERSION = 1
@@ -73,20 +73,20 @@ class SaveStats:
     seconds: float = 0.0
 
 
-def chunk_rows(dtype: np.dtype, shape: tuple[int, ...]) -> int:
-    """Rows per chunk for an array ``[N, *shape[1:]]``: a power of two, ~CHUNK_BYTES per chunk,
-    between 1 and MAX_CHUNK_ROWS."""
+def chunk_rows(dtype: np.dtype, shape: tuple[int, ...], chunk_bytes: int = CHUNK_BYTES) -> int:
+    """Rows per chunk for an array ``[N, *shape[1:]]``: a power of two, ~``chunk_bytes`` per
+    chunk, between 1 and MAX_CHUNK_ROWS."""
     row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize)
-    rows = 1 << max(0, (CHUNK_BYTES // row).bit_length() - 1)
+    rows = 1 << max(0, (int(chunk_bytes) // row).bit_length() - 1)
     return int(min(MAX_CHUNK_ROWS, max(1, rows)))
 
 
-def _pieces(array: np.ndarray, row0: int) -> list[tuple[int, int, np.ndarray]]:
+def _pieces(array: np.ndarray, row0: int, chunk_bytes: int) -> list[tuple[int, int, np.ndarray]]:
     """``(lo, hi, rows)`` of the chunks of ``array`` whose row 0 has logical index ``row0``."""
     if array.ndim == 0:
         return [(0, 1, array.reshape(1))]
     n = array.shape[0]
-    size = chunk_rows(array.dtype, array.shape)
+    size = chunk_rows(array.dtype, array.shape, chunk_bytes)
     out = []
     lo = row0
     while lo < row0 + n:
@@ -101,9 +101,13 @@ class SnapshotWriter:
     :func:`state_digest`). Keeps, for ``append_only`` arrays (paths of keys from the state's
     root), the chunk name of each logical row range it has stored or loaded."""
 
-    def __init__(self, store: Optional[ChunkStore], *, append_only: Collection[Path] = ()) -> None:
+    def __init__(self, store: Optional[ChunkStore], *, append_only: Collection[Path] = (),
+                 chunk_bytes: int = CHUNK_BYTES) -> None:
+        if chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
         self.store = store
         self.append_only = {tuple(p) for p in append_only}
+        self.chunk_bytes = int(chunk_bytes)
         self._known: dict[tuple[Path, int, int], str] = {}
 
     def forget(self) -> None:
@@ -141,7 +145,7 @@ class SnapshotWriter:
         later); ``row0``: logical index of an array's row 0 (a FIFO table's ``first``)."""
         if isinstance(obj, np.ndarray):
             chunks = []
-            for lo, hi, rows in _pieces(obj, row0 if obj.ndim else 0):
+            for lo, hi, rows in _pieces(obj, row0 if obj.ndim else 0, self.chunk_bytes):
                 jobs.append((path, lo, hi, rows))
                 chunks.append([None, lo, hi])
             return {_TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape), "row0": row0 if obj.ndim else 0,
@@ -233,7 +237,8 @@ def referenced_chunks(encoded_state: Any) -> set[str]:
 
 def state_digest(encoded_state: Any) -> str:
     """32 hex digits identifying the contents of an encoded state (its chunk names are content
-    hashes): two states with the same arrays, clocks and scalars have the same digest."""
+    hashes): two states with the same arrays, clocks and scalars, cut into chunks of the same
+    size, have the same digest."""
     canonical = json.dumps(encoded_state, sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 

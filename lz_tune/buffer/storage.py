@@ -125,9 +125,10 @@ class ColumnStore:
         return {"first": self.first, "columns": {k: self.live(k).copy() if copy else self.live(k)
                                                  for k in self._arrays}}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, *, copy: bool = True) -> None:
+        """Take the rows of a `state_dict` (``copy=False``: its arrays themselves, when writable)."""
         columns = {k: np.asarray(v) for k, v in state["columns"].items()}
-        self._arrays = {k: v.copy() for k, v in columns.items()}
+        self._arrays = {k: v if not copy and v.flags.writeable else v.copy() for k, v in columns.items()}
         lengths = {v.shape[0] for v in self._arrays.values()}
         if len(lengths) > 1:
             raise ValueError("state columns have different lengths")

@@ -73,7 +73,8 @@ class BufferCheckpointer:
         self.store = store
         self.relative = relative
         self.log = log or _log.warning
-        self.writer = SnapshotWriter(store, append_only=APPEND_ONLY)
+        self.writer = SnapshotWriter(store, append_only=APPEND_ONLY,
+                                     chunk_bytes=max(1, int(cfg.buffer.checkpoint_chunk_mb * 2**20)))
         self.last_save: Optional[SaveStats] = None
         self.last_skip_reason: Optional[str] = None
         self._best_manifest: Any = _UNKNOWN
@@ -106,7 +107,7 @@ class BufferCheckpointer:
         start = time.perf_counter()
         write_manifest(manifest_path, {
             "state": encoded, "chunks": sorted(set(names)), "digest": state_digest(encoded),
-            "transitions": buffer.num_transitions,
+            "transitions": buffer.num_transitions, "chunk_bytes": self.writer.chunk_bytes,
             "store": {**self.store.describe(), "relative": self.relative},
             "stats": asdict(stats), **(extra or {})})
         stats.seconds += time.perf_counter() - start
@@ -127,7 +128,7 @@ class BufferCheckpointer:
         except (ManifestError, ChunkError) as e:
             raise CheckpointError(str(e)) from e
         try:
-            buffer.load_state_dict(state)
+            buffer.load_state_dict(state, copy=False)  # the arrays were just read: no second copy
         except (KeyError, ValueError, TypeError) as e:
             raise CheckpointError(f"{manifest_path}: replay buffer does not fit this config: {e}") from e
         self.writer.forget()  # other rows now: what it knew about the old ones no longer holds

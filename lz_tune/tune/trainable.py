@@ -288,6 +288,8 @@ class MuZeroTrainable(tune.Trainable):
         logger.info("MuZeroTrainable.reset_config: new driver for trial %s (%s)", self.trial_id,
                     "actors kept" if live else f"actors rebuilt: {[k for k in changed if not _live(k)]}")
         old_driver = self.driver
+        # this trial's counters, in case a checkpoint of another trial (PBT) is loaded next
+        self._carried_progress = (self.trial_id, self._progress()) if same_trial else None
         old_driver.close(keep_backend=live)
         self.driver = None
         self._reset_trial_clock(time.perf_counter())
@@ -352,18 +354,26 @@ class MuZeroTrainable(tune.Trainable):
         self._env_steps_reported = self.driver.counters.env_steps  # Tune restores timesteps_total itself
         self._evaluated_save_due = False
 
-    def _own_progress(self) -> dict[str, Any]:
-        """This trial's counters and clock before taking another trial's checkpoint: the running
-        driver's, or its own newest checkpoint's when that went further (a process that has not
-        trained this trial yet)."""
-        mine = {"counters": asdict(self.driver.counters), "trial_seconds": self._trial_seconds(),
+    def _progress(self) -> dict[str, Any]:
+        """This trial's counters and clock as they are now."""
+        return {"counters": asdict(self.driver.counters), "trial_seconds": self._trial_seconds(),
                 "time_to_stop_value_s": self._time_to_stop_value}
+
+    def _own_progress(self) -> dict[str, Any]:
+        """This trial's counters and clock before taking another trial's checkpoint: of the
+        running driver, of the driver it had before ``reset_config`` rebuilt it, or of its newest
+        checkpoint in storage (a process that never ran it), whichever went furthest."""
+        candidates = [self._progress()]
+        carried = getattr(self, "_carried_progress", None)
+        if carried is not None and carried[0] == self.trial_id:
+            candidates.append(carried[1])
         saved = self._own_latest_state()
-        if saved is not None and int(saved["counters"].get("env_steps", 0)) > mine["counters"]["env_steps"]:
-            return {"counters": {k: int(v) for k, v in saved["counters"].items() if k in mine["counters"]},
-                    "trial_seconds": float(saved.get("trial_seconds", 0.0)),
-                    "time_to_stop_value_s": float(saved.get("time_to_stop_value_s", math.nan))}
-        return mine
+        if saved is not None:
+            candidates.append({"counters": {k: int(v) for k, v in saved["counters"].items()
+                                            if k in candidates[0]["counters"]},
+                               "trial_seconds": float(saved.get("trial_seconds", 0.0)),
+                               "time_to_stop_value_s": float(saved.get("time_to_stop_value_s", math.nan))})
+        return max(candidates, key=lambda p: p["counters"].get("env_steps", 0))
 
     def _own_latest_state(self) -> Optional[dict[str, Any]]:
         """The state file of this trial's newest checkpoint in storage (None if none)."""
@@ -389,6 +399,8 @@ class MuZeroTrainable(tune.Trainable):
         self._trial_seconds_before = own["trial_seconds"]
         self._trial_start = time.perf_counter()
         self._time_to_stop_value = own["time_to_stop_value_s"]
+        report = self.driver.restore_report  # env steps before the first update count from this trial's
+        report.restored(buffer_transitions=report.buffer_transitions, env_steps=self.driver.counters.env_steps)
         logger.info("trial %s took trial %s's learner and replay buffer (%d transitions); its own counters go on "
                     "(env steps %d)", self.trial_id, donor, self.driver.buffer.num_transitions,
                     self.driver.counters.env_steps)
