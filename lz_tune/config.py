@@ -302,14 +302,25 @@ class BufferConfig(_Section):
     """Chunk size of target-network inference when building value targets."""
     use_root_value: bool = False
     """Bootstrap value targets from stored search values instead of the target network."""
-    save_in_checkpoint: bool = False
-    """Also save the replay buffer with every checkpoint (``replay_buffer.pt`` beside it; can be
-    GBs for Atari) so a resumed run or a restored Tune trial trains on its old experience at once."""
+    save_in_checkpoint: bool = True
+    """Save the replay buffer with every checkpoint (segments, priorities, clocks, reanalyze
+    counts), so a resumed run or a restored Tune trial trains on its old experience at once.
+    Incremental: a save writes only the rows pushed since the previous one, compressed, into the
+    run's chunk store (``lz_tune.pipeline.buffer_checkpoint``); False: checkpoints hold no
+    buffer and a restore starts with an empty one."""
+    checkpoint_max_gb: float = 16.0
+    """A checkpoint leaves the buffer out (and says so in the log) while the buffer's arrays hold
+    more than this many GB (raw, before compression; Pong frames compress ~20-50x); 0: never."""
+    checkpoint_chunk_mb: float = 1.0
+    """Raw size of one chunk file of a buffer checkpoint (at most 16384 rows): a save rewrites
+    the chunks at the two ends of each table; smaller means finer increments and more files."""
+
 
     def _check(self) -> None:
         self._positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",
                        "mini_infer_size")
-        self._non_negative("num_unroll_steps", "buffer_reanalyze_freq")
+        self._non_negative("num_unroll_steps", "buffer_reanalyze_freq", "checkpoint_max_gb")
+        self._require(self.checkpoint_chunk_mb * 2**20 >= 1, "checkpoint_chunk_mb", "must be >= 1 byte (1e-6 MB)")
         self._fraction("priority_prob_alpha", "priority_prob_beta", "reanalyze_ratio")
         self._require(0.0 < self.reanalyze_partition <= 1.0, "reanalyze_partition", "must be in (0, 1]")
         if self.num_unroll_steps + self.td_steps > self.game_segment_length:

@@ -16,13 +16,19 @@ from .priority import sampling_weights
 if TYPE_CHECKING:
     from .game_buffer import GameBuffer
 
-__all__ = ["STATE_VERSION", "state_dict", "load_state_dict"]
+__all__ = ["STATE_VERSION", "APPEND_ONLY", "state_dict", "load_state_dict"]
 
 STATE_VERSION = 2
 
+#: arrays of the state whose rows never change once appended (a logical row keeps its contents
+#: until it is evicted): a checkpoint need not hash or write them again (`snapshot`). Every other
+#: array may change in place (priorities, reanalysed targets, per-segment counters).
+APPEND_ONLY = (("tables", "frames", "columns", "frame"),)
 
-def state_dict(buffer: "GameBuffer") -> dict:
-    """Plain dict of numpy arrays and Python scalars (picklable, no torch)."""
+
+def state_dict(buffer: "GameBuffer", *, copy: bool = True) -> dict:
+    """Plain dict of numpy arrays and Python scalars (picklable, no torch). ``copy=False``: the
+    arrays are views of the live tables, valid until the buffer next changes."""
     return {
         "version": STATE_VERSION,
         "config": {
@@ -39,7 +45,7 @@ def state_dict(buffer: "GameBuffer") -> dict:
         "rng": buffer._rng.bit_generator.state,
         "frame_spec": None if buffer._frame_spec is None else (buffer._frame_spec[0], buffer._frame_spec[1].str),
         "tables": {
-            name: store.state_dict()
+            name: store.state_dict(copy=copy)
             for name, store in (
                 ("steps", buffer._steps),
                 ("frames", buffer._frames),
@@ -49,9 +55,10 @@ def state_dict(buffer: "GameBuffer") -> dict:
         },
     }
 
-def load_state_dict(buffer: "GameBuffer", state: dict) -> None:
+def load_state_dict(buffer: "GameBuffer", state: dict, *, copy: bool = True) -> None:
     """Restores a `state_dict` (this version or 1); U, T, S, A and the declared extra
-    columns must match. Evicts if capacity shrank."""
+    columns must match. Evicts if capacity shrank. ``copy=False``: the tables take the state's
+    arrays (they must be writable and not used elsewhere)."""
     version = state.get("version")
     if version not in (1, STATE_VERSION):
         raise ValueError(f"unsupported buffer state version {version}")
@@ -82,7 +89,7 @@ def load_state_dict(buffer: "GameBuffer", state: dict) -> None:
         ("positions", buffer._positions),
         ("segments", buffer._segments),
     ):
-        store.load_state_dict(state["tables"][name])
+        store.load_state_dict(state["tables"][name], copy=copy)
     spec = state["frame_spec"]
     buffer._frame_spec = None if spec is None else (tuple(spec[0]), np.dtype(spec[1]))
     buffer._time = int(state["time"])

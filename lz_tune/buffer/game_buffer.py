@@ -440,11 +440,13 @@ class GameBuffer:
         return reanalysis.run_reanalysis(self, fn, obs, action_mask, to_play)
 
     # -- checkpointing (see `buffer_state`) ------------------------------------------------------
-    def state_dict(self) -> dict:
-        """Plain dict of numpy arrays and Python scalars (picklable, no torch)."""
-        return buffer_state.state_dict(self)
+    def state_dict(self, *, copy: bool = True) -> dict:
+        """Plain dict of numpy arrays and Python scalars (picklable, no torch); ``copy=False``:
+        views of the tables, valid until the buffer next changes (what a checkpoint writes)."""
+        return buffer_state.state_dict(self, copy=copy)
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, *, copy: bool = True) -> None:
         """Restores a `state_dict` (this version or 1); U, T, S, A and the declared extra
-        columns must match. Evicts if capacity shrank."""
-        buffer_state.load_state_dict(self, state)
+        columns must match. Evicts if capacity shrank. ``copy=False``: the buffer takes the
+        state's (writable) arrays as its tables instead of copying them."""
+        buffer_state.load_state_dict(self, state, copy=copy)

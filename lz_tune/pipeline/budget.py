@@ -60,3 +60,11 @@ class TrainBudgetQueue:
         self.total_enqueued = int(state["total_enqueued"])
         self.total_consumed = int(state["total_consumed"])
         self.budgets_completed = int(state["budgets_completed"])
+
+    def restore_pending(self, budgets: list[int], head_done: int = 0) -> None:
+        """Replace the pending budgets (after a checkpoint restore; ``head_done``: updates already
+        done in the first one). Lifetime counts stay this queue's; the new budgets count as
+        enqueued."""
+        self._budgets = deque(int(b) for b in budgets if int(b) > 0)
+        self.head_done = int(head_done) if self._budgets else 0
+        self.total_enqueued += sum(self._budgets)

@@ -41,21 +41,23 @@ import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.buffer.game_buffer import GameBuffer
-from lz_tune.checkpoint import (CheckpointError, load_buffer_state, load_checkpoint, save_buffer_state,
-                                save_checkpoint)
+from lz_tune.checkpoint import CheckpointError, load_buffer_state, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
 from lz_tune.metrics import EVAL_FIELDS, EVAL_RETURN_VS_ENV_STEPS, learner_metrics, public_metrics
 from lz_tune.parallel import make_learner
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
+from lz_tune.pipeline import buffer_checkpoint
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
+from lz_tune.pipeline.restore import RestoreReport, budgets_after_restore, with_config_hyperparameters
 from lz_tune.pipeline.snapshot import SnapshotPublisher
 from lz_tune.workers import CollectResult, EvalResult, env_spec_for, epsilon_at, temperature_at
 from lz_tune.workers.match_stats import format_match
 
 _log = logging.getLogger(__name__)
 
-#: the replay buffer file written beside a checkpoint when buffer.save_in_checkpoint is on
+#: the replay buffer file of checkpoints written before incremental buffer checkpoints (still read
+#: beside a checkpoint that names no buffer manifest); see lz_tune.pipeline.buffer_checkpoint
 BUFFER_FILE = "replay_buffer.pt"
 #: a CLI run's evaluation history in its exp dir: one JSON object per evaluation, with the keys of a
 #: Tune result (Tune's own result.json format), so lz_tune.analysis reads a run like a Tune trial
@@ -199,9 +201,13 @@ class Driver:
         self._final_eval_wanted = False
         self.collects_discarded_at_close = 0
         self._last_eval_payload: Optional[dict[str, Any]] = None
+        #: saves / loads the replay buffer with checkpoints (a Tune trial gives it its trial's store)
+        self.buffer_checkpoints = buffer_checkpoint.for_run(
+            cfg, os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None, log=self.print)
+        self.restore_report = RestoreReport()
         if ckpt is not None:
             self._restore(ckpt)
-            self._load_buffer_beside(resume_from)
+            self._load_buffer_beside(resume_from, ckpt)
 
         self.exp_dir = exp_dir
         self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None
@@ -414,6 +420,7 @@ class Driver:
         else:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
         self._update_times.append(time.time())
+        self.restore_report.on_update(self.counters.env_steps)
         if b.use_priority:
             self.buffer.update_priorities(index, priorities)
         self._last_logs = logs
@@ -472,11 +479,11 @@ class Driver:
             "learner": copy.deepcopy(self.learner.state_dict()),
             "counters": asdict(self.counters) | {"train_iter": self.train_iter},
             "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
+            "budgets": self.budgets.state_dict(),
         }
-        if self.cfg.buffer.save_in_checkpoint and self.ckpt_dir:  # (Tune saves the current buffer instead)
-            os.makedirs(self.ckpt_dir, exist_ok=True)
-            state["buffer_file"] = os.path.join(self.ckpt_dir, f"replay_buffer.v{snapshot.version}.pending.pt")
-            self.save_buffer(state["buffer_file"])
+        if self.ckpt_dir:  # (Tune saves the current buffer instead)
+            state["buffer_file"] = self.buffer_checkpoints.save_for_evaluation(self.buffer, self.ckpt_dir,
+                                                                                snapshot.version)
         self._pending_eval_states[snapshot.version] = state
         if not self.backend.launch_eval(snapshot):
             self._discard_pending(self._pending_eval_states.pop(snapshot.version))
@@ -513,8 +520,10 @@ class Driver:
                 save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
                 if is_best:
                     save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
-                if state.get("buffer_file"):  # the buffer as it was when these weights were evaluated
-                    os.replace(state["buffer_file"], os.path.join(self.ckpt_dir, BUFFER_FILE))
+                # the buffer as it was when these weights were evaluated stays; older files go
+                self.buffer_checkpoints.commit_run_files(
+                    self.ckpt_dir, latest=payload["buffer_manifest"], best=is_best,
+                    pending=[s.get("buffer_file") for s in self._pending_eval_states.values()])
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -580,6 +589,7 @@ class Driver:
             "actor_restarts": self.backend.actor_restarts if hasattr(self, "backend") else 0,
             "budget_queue_len": len(self.budgets),
             "updates_enqueued": self.budgets.total_enqueued,
+            **self.restore_report.metrics(),
             "collect_return_mean": float(np.mean(self._recent_returns)) if self._recent_returns else math.nan,
             "stop_value_reached": self.stop.reached_stop_value,
             "done": self.done if hasattr(self, "backend") else False,
@@ -613,7 +623,12 @@ class Driver:
                 "episode_length_mean": result.episode_length_mean, "env_steps": result.env_steps},
             "best_eval_reward_mean": self.best_reward_mean,
             "rng": state.get("rng") or {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
+            # the replay buffer's manifest beside this file (None: none saved) and the queued train
+            # budgets of the same moment (a restore that loads the buffer trains them first)
+            "buffer_manifest": os.path.basename(state["buffer_file"]) if state.get("buffer_file") else None,
+            "budgets": state.get("budgets"),
         }
+
 
     @staticmethod
     def _discard_pending(state: dict[str, Any]) -> None:
@@ -637,7 +652,8 @@ class Driver:
         a restore from it continues exactly here."""
         state = {"learner": copy.deepcopy(self.learner.state_dict()),
                  "counters": asdict(self.counters) | {"train_iter": self.train_iter},
-                 "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)}}
+                 "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
+                 "budgets": self.budgets.state_dict()}
         return self._checkpoint_payload(state, None)
 
     def last_checkpoint_payload(self) -> dict[str, Any]:
@@ -657,13 +673,16 @@ class Driver:
         self.cfg = cfg
         self.learner.cfg = cfg
 
-    def restore_from(self, ckpt: dict[str, Any], path: str, *, evaluated: Optional[dict[str, Any]] = None) -> None:
+    def restore_from(self, ckpt: dict[str, Any], path: str, *, evaluated: Optional[dict[str, Any]] = None,
+                     filesystem: Any = None) -> None:
         """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
         state, counters, RNG. ``evaluated``: the evaluated checkpoint that goes with a "current"
         one (its evaluation becomes the latest known). Workers see a new weight version (new
         restore generation; evaluations still in flight are dropped when they return); the
         replay buffer and the workers' in-progress segments are kept, unless the checkpoint has a
-        replay buffer file beside it and ``buffer.save_in_checkpoint`` is on."""
+        replay buffer beside it (and ``buffer.save_in_checkpoint`` is on): then that buffer and
+        its queued budgets replace them (``filesystem``: the pyarrow file system of a buffer
+        store in cloud storage)."""
         self.resume_from = path
         self.last_eval = self.best_eval = None
         self.last_eval_env_steps = None
@@ -672,7 +691,7 @@ class Driver:
         self._restore(ckpt)
         if evaluated is not None and ckpt.get("eval") is None:
             self._adopt_evaluation(evaluated)
-        self._load_buffer_beside(path)
+        self._load_buffer_beside(path, ckpt, filesystem=filesystem)
         for state in self._pending_eval_states.values():
             self._discard_pending(state)
         self._pending_eval_states.clear()
@@ -680,23 +699,40 @@ class Driver:
         self._prepared = None  # built from the weights before the restore
         self.stop = StopReason()
 
-    def _load_buffer_beside(self, checkpoint_path: str) -> None:
-        beside = os.path.join(os.path.dirname(os.path.abspath(checkpoint_path)), BUFFER_FILE)
-        if self.cfg.buffer.save_in_checkpoint and os.path.isfile(beside):
-            self.load_buffer(beside)
+    def _load_buffer_beside(self, checkpoint_path: str, ckpt: dict[str, Any], *, filesystem: Any = None) -> None:
+        """The replay buffer a checkpoint refers to (its ``buffer_manifest``, in the same folder;
+        an older checkpoint's ``replay_buffer.pt``), unless ``buffer.save_in_checkpoint`` is off.
+        When it makes the buffer trainable, the checkpoint's queued train budgets come back (or
+        one collect's budget): training resumes before any new env step."""
+        folder = os.path.dirname(os.path.abspath(checkpoint_path))
+        name = ckpt.get("buffer_manifest")
+        path = os.path.join(folder, name) if name else os.path.join(folder, BUFFER_FILE)
+        loaded = self.cfg.buffer.save_in_checkpoint and bool(name or os.path.isfile(path))
+        if loaded:
+            self.load_buffer(path, filesystem=filesystem)
+        self.restore_report.restored(buffer_transitions=self.buffer.num_transitions if loaded else 0,
+                                     env_steps=self.counters.env_steps)
+        if loaded and self.trainable:
+            pending, head_done = budgets_after_restore(ckpt.get("budgets"), cfg=self.cfg,
+                                                       env_steps=self.counters.env_steps, collects=self.counters.collects)
+            self.budgets.restore_pending(pending, head_done)
+            self._prepared = None
 
-    def save_buffer(self, path: str) -> None:
-        """Write the replay buffer (all owned segments, priorities, clocks) atomically to ``path``."""
-        save_buffer_state(path, self.buffer.state_dict())
-
-    def load_buffer(self, path: str) -> None:
-        """Replace the replay buffer with the one saved at ``path`` (CheckpointError if it does
-        not fit this config: other unroll/td steps, frame stack or action space)."""
+    def load_buffer(self, path: str, *, filesystem: Any = None) -> None:
+        """Replace the replay buffer with the one saved at ``path``: a buffer manifest
+        (``*.json``, chunks in its run's store; ``filesystem``: the pyarrow file system of a store
+        in cloud storage) or an older ``replay_buffer.pt``. CheckpointError naming the file if it
+        is missing, damaged or does not fit this config (other unroll/td steps, frame stack,
+        action space); the buffer is unchanged then."""
+        if path.endswith(".json"):
+            self.buffer_checkpoints.load(self.buffer, path, filesystem=filesystem)
+            return
         state = load_buffer_state(path)
         try:
             self.buffer.load_state_dict(state)
         except (KeyError, ValueError) as e:
             raise CheckpointError(f"{path}: replay buffer does not fit this config: {e}") from e
+        self.buffer_checkpoints.writer.forget()
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         saved = (ckpt.get("config") or {}).get("learner", {}).get("optim_type")
@@ -704,7 +740,7 @@ class Driver:
             raise CheckpointError(f"{self.resume_from}: checkpoint was trained with learner.optim_type={saved!r}, "
                                   f"the config asks for {self.cfg.learner.optim_type!r}")
         try:
-            self.learner.load_state_dict(ckpt["learner"])
+            self.learner.load_state_dict(with_config_hyperparameters(ckpt["learner"], self.cfg))
         except (RuntimeError, KeyError, ValueError) as e:
             raise CheckpointError(f"{self.resume_from}: checkpoint does not fit this config "
                                   f"(network or optimizer shapes differ): {str(e).splitlines()[0]}") from e
