@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.config import Config
@@ -99,11 +100,12 @@ def test_policies_search_with_the_signed_discount_of_the_player_to_move(policy_t
                                       "reward_support_size": 5, "projection_dim": 16},
                             "mcts": {"num_simulations": 8, "discount_factor": 0.9}})
     spec = env_spec_for(cfg)
+    torch.manual_seed(0)
     policy = get_algorithm(policy_type).make_policy(cfg, spec)
     obs = np.zeros((3, *spec.observation_shape), np.float32)
     mask = np.ones((3, 9), bool)
     mask[:, :4] = False
-    out, _ = policy.search(obs, mask, np.array([0, 1, -1]), num_simulations=8, noise=True,
+    out, _ = policy.search(obs, mask, np.array([0, 1, -1]), num_simulations=30, noise=True,
                            rng=np.random.default_rng(0))
     np.testing.assert_allclose(out.tree.discount, [-0.9, -0.9, 0.9])
     assert out.visit_counts[:, :4].sum() == 0

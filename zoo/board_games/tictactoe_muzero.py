@@ -1,0 +1,37 @@
+"""MuZero on tic-tac-toe (OpenSpiel ``tic_tac_toe``) by self-play; evaluated against OpenSpiel's
+MCTS bot with 1,000 simulations (100 games, half as first player). Solved when no evaluation game
+is lost (a perfect player draws every game).
+
+    python -m lz_tune train zoo/board_games/tictactoe_muzero.py --seed 0
+    python -m lz_tune evaluate runs/tictactoe_muzero_seed0_<time> --episodes 100
+
+Board games are scored at the end (+1 / 0 / -1), so values live in [-1, 1] (a small support),
+the search and the targets use no discount, and td_steps = 9 (the longest game) makes every value
+target the game's outcome from the view of the player to move (no bootstrap).
+"""
+
+from lz_tune.config import Config
+
+
+def make_config() -> Config:
+    return Config.from_dict({
+        "policy_type": "muzero",
+        "exp_name": "tictactoe_muzero",
+        "seed": 0,
+        "max_env_step": 200_000,
+        "env": {"env_id": "openspiel:tic_tac_toe", "collector_env_num": 8, "evaluator_env_num": 10},
+        "model": {"kind": "mlp", "latent_dim": 64, "hidden_sizes": [128], "layer_norm": True,
+                  "value_support_size": 10, "reward_support_size": 10,
+                  "projection_dim": 64, "projection_hidden_dim": 64},
+        "mcts": {"num_simulations": 16, "discount_factor": 1.0, "root_dirichlet_alpha": 0.3,
+                 "root_noise_weight": 0.25},
+        "buffer": {"replay_buffer_size": 50_000, "game_segment_length": 12, "num_unroll_steps": 3,
+                   "td_steps": 9, "use_priority": False},
+        "learner": {"batch_size": 128, "optim_type": "adam", "learning_rate": 3e-3,
+                    "piecewise_decay_lr_scheduler": False, "weight_decay": 1e-4, "update_per_collect": 30,
+                    "ssl_loss_weight": 0.0, "target_update_freq": 100, "num_threads": 1},
+        "collector": {"temperature": 1.0, "manual_temperature_decay": True,
+                      "threshold_training_steps_for_final_temperature": 6_000},
+        "evaluator": {"eval_freq": 300, "n_evaluator_episode": 100, "opponent": "mcts",
+                      "opponent_mcts_simulations": 1000, "stop_loss_rate": 0.0},
+    })
