@@ -1,0 +1,106 @@
+"""Ray's token authentication stays on: the CLI's own Ray refuses a client without the token.
+
+Also the rule for explicit ``--address`` joins (lz_tune.ray_auth.prepare_join), without Ray."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from lz_tune import ray_auth
+from tests.conftest import REPO_ROOT
+from tests.test_tune import TINY
+
+#: a client that asks the GCS for its nodes (ray.init would retry for ~25 s before giving up)
+_CLIENT = """
+import sys
+from ray._raylet import GcsClient
+try:
+    print("NODES", len(GcsClient(address=sys.argv[1]).get_all_node_info(timeout=20)))
+except Exception as e:
+    print("REFUSED", type(e).__name__, e)
+"""
+
+
+def _env_without_ray_auth(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
+    env.update(extra)
+    return env
+
+
+def test_cli_tune_keeps_token_authentication_and_refuses_a_client_without_the_token():
+    """`python -m lz_tune tune` with no RAY_AUTH_MODE set starts its local Ray with Ray's default
+    token authentication (the token written to $HOME/.ray/auth_token); a process on the same
+    machine without the token is refused by that cluster, one with it is served."""
+    ray = pytest.importorskip("ray")
+    tmp = tempfile.mkdtemp(prefix="lzauth", dir="/tmp")  # short: Ray's socket paths must stay < 108 chars
+    home, stranger = os.path.join(tmp, "home"), os.path.join(tmp, "stranger")
+    os.makedirs(home)
+    os.makedirs(stranger)
+    fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()] + ["step_seconds=1.0"]
+    cmd = [sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py", *fixed, "--num-samples", "1",
+           "--stop-iters", "1000", "--scheduler", "fifo", "--num-cpus", "2", "--storage-path",
+           os.path.join(tmp, "results"), "--name", "auth"]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env_without_ray_auth(HOME=home, RAY_TMPDIR=tmp),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline, ports = time.time() + 180, []
+        while not ports and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+            ports = glob.glob(os.path.join(tmp, "ray", "session_*", "gcs_server_port_*"))
+            time.sleep(0.5)
+        assert ports, "the CLI's Ray did not start within 180 s"
+        time.sleep(1.0)  # the port file is written as the GCS starts listening
+        with open(ports[0]) as f:
+            address = f"{ray.util.get_node_ip_address()}:{f.read().strip()}"
+        token_file = os.path.join(home, ".ray", "auth_token")
+        assert os.path.isfile(token_file), "Ray made no token: authentication is off"
+
+        def client(**env: str) -> str:
+            run = subprocess.run([sys.executable, "-c", _CLIENT, address], capture_output=True, text=True,
+                                 timeout=120, env=_env_without_ray_auth(**env))
+            return run.stdout
+
+        refused = client(HOME=stranger)
+        assert refused.startswith("REFUSED") and "InvalidAuthToken" in refused, refused
+        with open(token_file) as f:
+            served = client(HOME=stranger, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=f.read().strip())
+        assert served.startswith("NODES"), served  # (its node may not have registered yet)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # the CLI's own shutdown: trials stopped, Ray shut down
+            try:
+                proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("env, address, expected", [
+    ({}, "10.0.0.1:6379", None),  # no token on this machine: Ray's own default
+    ({"RAY_AUTH_TOKEN": "t"}, "10.0.0.1:6379", "token"),  # a token: an explicit address uses it
+    ({"RAY_AUTH_TOKEN": "t"}, "auto", None),  # Ray does it itself for auto
+    ({"RAY_AUTH_TOKEN": "t", "RAY_AUTH_MODE": "disabled"}, "10.0.0.1:6379", "disabled"),  # the user's choice stays
+    ({"home_token": "t"}, "10.0.0.1:6379", "token"),  # ~/.ray/auth_token
+])
+def test_explicit_address_joins_use_this_machines_token(monkeypatch, tmp_path, env, address, expected):
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for key, value in env.items():
+        if key == "home_token":
+            (tmp_path / ".ray").mkdir()
+            (tmp_path / ".ray" / "auth_token").write_text(value)
+        else:
+            monkeypatch.setenv(key, value)
+    ray_auth.prepare_join(address)
+    assert os.environ.get("RAY_AUTH_MODE") == expected
