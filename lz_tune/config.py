@@ -292,12 +292,20 @@ class BufferConfig(_Section):
     reanalyze_ratio: float = 0.0
     """Share of each batch whose policy targets are recomputed by a search with the target network."""
     buffer_reanalyze_freq: float = 0.0
-    """Periodic buffer reanalyze: >= 1 means that many per collect budget, < 1 means once every
-    round(1/freq) budgets, 0 disables."""
-    reanalyze_batch_size: int = 32
-    """Segments re-searched per periodic buffer reanalyze."""
+    """Periodic buffer reanalyze (the reference's). >= 1: spread through each collect budget of u
+    updates, before the update at budget progress p whenever p % max(1, u // freq) == 0 (so
+    int(u // max(1, u // freq)) rounded up times per budget); < 1: once every round(1/freq)
+    collects, when the collect is pushed (the reference computes int(1 // freq), which gives 9
+    for 1/10); 0 disables. Each needs N // num_unroll_steps > int(reanalyze_batch_size /
+    reanalyze_partition) positions in the buffer, else it is skipped."""
+    reanalyze_batch_size: int = 160
+    """Sequences of num_unroll_steps steps re-searched per periodic buffer reanalyze, taken as
+    whole segments of game_segment_length // num_unroll_steps sequences each (the reference's
+    count, ``reanalysis.segments_for_sequences``)."""
     reanalyze_partition: float = 0.75
-    """Periodic reanalyze picks segments among this oldest fraction of the buffer."""
+    """Periodic reanalyze picks segments among this oldest fraction of the buffer, the least
+    often reanalysed first (probability ∝ exp(-100 c / P) for a segment reanalysed c times
+    among the P candidates)."""
     mini_infer_size: int = 2048
     """Chunk size of target-network inference when building value targets."""
     use_root_value: bool = False
@@ -314,7 +322,6 @@ class BufferConfig(_Section):
     checkpoint_chunk_mb: float = 1.0
     """Raw size of one chunk file of a buffer checkpoint (at most 16384 rows): a save rewrites
     the chunks at the two ends of each table; smaller means finer increments and more files."""
-
 
     def _check(self) -> None:
         self._positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",
@@ -369,7 +376,8 @@ class LearnerConfig(_Section):
     replay_ratio: float = 0.25
     """Updates per collected transition when update_per_collect is None."""
     train_start_after_envsteps: int = 0
-    """No update before this many env steps (cold start)."""
+    """Cold start: training starts once the env steps EXCEED this and the buffer holds MORE
+    than learner.batch_size positions (the reference's rule)."""
     device: str = "cpu"
     """Torch device of the learner (``cpu``, ``cuda``, ``cuda:1``). Under Tune, ``cuda`` needs
     ``driver_num_gpus`` > 0 (the trial's driver bundle then reserves the GPU), and a reserved GPU

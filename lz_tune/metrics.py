@@ -45,6 +45,7 @@ RENAMED: dict[str, str] = {
     "actor_restarts": "pipeline/actor_restarts",
     "budget_queue_len": "pipeline/budget_queue_len",
     "updates_enqueued": "pipeline/updates_enqueued",
+    "buffer_reanalyzes": "buffer/num_reanalyzes_lifetime",
     "restore_buffer_transitions": "restore/buffer_transitions",
     "restore_env_steps_before_first_update": "restore/env_steps_before_first_update",
     "stop_value_reached": "stop_value_reached",

@@ -31,7 +31,7 @@ def test_mcts_speed_prints_sims_per_second():
             assert out[key + suffix] > 0
 
 
-@pytest.mark.slow  # ~50 s: two drivers, Ray, measurement windows; the pipeline itself: test_async_pipeline.py
+@pytest.mark.slow  # ~50 s: two drivers, Ray, measurement windows; the pipeline itself: test_train_muzero_segment_async.py
 def test_async_vs_sync_prints_the_promised_keys():
     tiny = ["env.collector_env_num=2", "mcts.num_simulations=4", "learner.batch_size=16",
             "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",

@@ -10,7 +10,7 @@ from lz_tune.pipeline import Driver
 
 ray = pytest.importorskip("ray")
 
-from test_async_pipeline import TINY  # noqa: E402  (same tiny config)
+from test_train_muzero_segment_async import TINY  # noqa: E402  (same tiny config)
 
 
 @pytest.mark.parametrize("actors", [

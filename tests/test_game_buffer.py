@@ -480,7 +480,7 @@ def test_reanalyze_ratio_replaces_exactly_the_first_rows():
         make_train_batch(buffer, index, value_fn=newest_frame_mean, reanalyze_ratio=0.5)
 
 
-def test_reanalyze_oldest_replaces_chosen_segments_only():
+def test_reanalyze_segments_replaces_chosen_segments_only():
     segments = collect_segments(episode_lengths=[30, 25, 44], L=5, U=2, T=2, S=2)
     buffer = make_buffer(frame_stack=2)
     buffer.push(segments)
@@ -491,9 +491,10 @@ def test_reanalyze_oldest_replaces_chosen_segments_only():
         visits[:, 0] = 1.0
         return Reanalysis(visits, np.full(obs.shape[0], 42.0, np.float32))
 
-    chosen = buffer.reanalyze_oldest(num_segments=3, fn=fn, fraction_oldest=0.5, age_decay=0.0,
-                                     rng=np.random.default_rng(0))
-    assert len(chosen) == 3 and np.all(chosen < np.ceil(0.5 * len(segments)))
+    chosen = buffer.choose_stale_segments(num_segments=3, partition=0.5, rng=np.random.default_rng(0))
+    assert len(chosen) == 3 and np.all(chosen < int(0.5 * len(segments)))  # among the oldest half
+    assert np.array_equal(chosen, np.sort(chosen))
+    buffer.reanalyze_segments(chosen, fn)
     for seg_id in buffer.segment_ids:
         stored = buffer.get_segment(seg_id)
         if seg_id in chosen:
@@ -501,8 +502,55 @@ def test_reanalyze_oldest_replaces_chosen_segments_only():
         else:
             np.testing.assert_array_equal(stored.root_values, segments[seg_id].root_values)
         np.testing.assert_array_equal(segments[seg_id].policy_targets, originals[seg_id])  # caller's copies
-    oldest = buffer.reanalyze_oldest(num_segments=2, fn=fn, age_decay=1e4, rng=np.random.default_rng(1))
-    np.testing.assert_array_equal(oldest, [0, 1])  # strong decay: the very oldest
+    counts = buffer.reanalyze_counts()
+    assert counts[chosen].tolist() == [1, 1, 1] and counts.sum() == 3
+
+
+def test_stale_segments_are_the_least_reanalysed_not_the_oldest():
+    """The reference weights the oldest partition by exp(-(100 / P) * reanalyze_count): a segment
+    reanalysed once is e^10 times less likely than a fresh one at P = 10, whatever its age. A
+    weighting by age rank (what this project did before) picks the very oldest instead."""
+    segments = collect_segments(episode_lengths=[200], L=5, U=2, T=2, S=1)[:10]
+    buffer = make_buffer(frame_stack=1)
+    buffer.push(segments)
+    rng = np.random.default_rng(3)
+    first = buffer.choose_stale_segments(num_segments=5, partition=1.0, rng=rng)
+    assert len(first) == 5  # all weights equal: any 5
+    second = buffer.choose_stale_segments(num_segments=5, partition=1.0, rng=rng)
+    assert set(second.tolist()) == set(range(10)) - set(first.tolist())  # the 5 never reanalysed
+    np.testing.assert_array_equal(buffer.reanalyze_counts(), np.ones(10))
+    # the partition is int(P * live) oldest segments (the reference's floor): 0.35 * 10 -> 3
+    third = buffer.choose_stale_segments(num_segments=5, partition=0.35, rng=rng)
+    np.testing.assert_array_equal(third, [0, 1, 2])
+    # golden probabilities: 4 segments, counts [2, 0, 0, 1] -> weights exp(-25 c); over many draws of
+    # one segment, the count-1 segment is chosen with probability e^-25 / (2 + e^-25 + e^-50) ~ 0
+    small = make_buffer(frame_stack=1)
+    small.push(segments[:4])
+    picks = []
+    for _ in range(200):
+        small._segments.live("reanalyze_count")[:] = [2, 0, 0, 1]  # (each draw counts its pick: reset)
+        picks.append(int(small.choose_stale_segments(num_segments=1, partition=1.0, rng=rng)[0]))
+    assert set(picks) <= {1, 2, 3} and picks.count(3) <= 1 and min(picks.count(1), picks.count(2)) > 60
+
+
+def test_reanalyze_sizes_follow_the_reference():
+    from lz_tune.buffer.reanalysis import enough_for_reanalysis, segments_for_sequences
+
+    # reanalyze_batch_size counts sequences of U steps; a segment holds L // U of them
+    assert segments_for_sequences(160, game_segment_length=20, num_unroll_steps=5) == 40
+    assert segments_for_sequences(2000, game_segment_length=400, num_unroll_steps=5) == 25
+    assert segments_for_sequences(10, game_segment_length=20, num_unroll_steps=5) == 2 + 2  # + one per remainder
+    assert segments_for_sequences(3, game_segment_length=4, num_unroll_steps=0) == 0 + 3  # U = 0: as U = 1
+    segments = collect_segments(episode_lengths=[60], L=5, U=2, T=2, S=1)
+    buffer = make_buffer(frame_stack=1)
+    buffer.push(segments)
+    n = buffer.num_transitions
+    assert n == 60
+    # N // U > int(sequences / partition): 30 > int(29 / 1.0) but not 30 > int(30 / 1.0)
+    assert enough_for_reanalysis(buffer, num_sequences=29, partition=1.0)
+    assert not enough_for_reanalysis(buffer, num_sequences=30, partition=1.0)
+    assert enough_for_reanalysis(buffer, num_sequences=22, partition=0.75)  # int(29.3) = 29
+    assert not enough_for_reanalysis(buffer, num_sequences=23, partition=0.75)  # int(30.7) = 30
 
 
 def test_state_dict_round_trip():
@@ -702,14 +750,15 @@ class GameBufferMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.segments)
     @rule(count=st.integers(1, 3), fraction=st.sampled_from([0.5, 1.0]))
-    def reanalyze_oldest(self, count, fraction):
+    def reanalyze_stale(self, count, fraction):
         def fn(obs, action_mask, to_play):
             visits = np.zeros((obs.shape[0], A), np.float32)
             visits[:, 1] = 1.0
             return Reanalysis(visits, obs.reshape(obs.shape[0], -1)[:, -1].astype(np.float32))  # newest frame's value
 
-        chosen = self.buffer.reanalyze_oldest(num_segments=count, fn=fn, fraction_oldest=fraction,
-                                              rng=np.random.default_rng(0))
+        chosen = self.buffer.choose_stale_segments(num_segments=count, partition=fraction,
+                                                   rng=np.random.default_rng(0))
+        self.buffer.reanalyze_segments(chosen, fn)
         assert len(set(chosen.tolist())) == len(chosen) <= count
         for s in chosen.tolist():
             seg = self.segments[s]

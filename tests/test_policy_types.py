@@ -3,7 +3,7 @@ resume from its folder, the async pipeline on real Ray actors, ``ray_local_mode`
 trials with checkpoints that load back. Adding a type to ``lz_tune.algos.IMPLEMENTED`` adds it
 here (and needs a smoke config in ``SMOKE_CONFIG``).
 
-MuZero's own entry-point tests (test_cli, test_async_pipeline, test_tune) are more thorough, so
+MuZero's own entry-point tests (test_cli, test_train_muzero_segment_async, test_tune) are more thorough, so
 its rows here run only with ``-m slow``.
 """
 
@@ -38,7 +38,7 @@ TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t i
 #: async rows: muzero_context's carried state and sampled_muzero's step column add nothing to the
 #: pipeline beyond unizero's and sampled_efficientzero's rows, nor efficientzero's and
 #: gumbel_muzero's (MuZero's data, another network or search) beyond the MuZero pipeline tests
-#: (tests/test_async_pipeline.py), so theirs run with ``-m slow``
+#: (tests/test_train_muzero_segment_async.py), so theirs run with ``-m slow``
 ASYNC_TYPES = [pytest.param(t, marks=pytest.mark.slow)
                if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero")
                else t for t in sorted(IMPLEMENTED)]

@@ -62,7 +62,8 @@ def test_extra_columns_flow_from_builder_to_batches_and_back_from_reanalysis():
         return Reanalysis(np.tile([0, 0, 1], (k, 1)).astype(np.float32), np.zeros(k, np.float32),
                           extras={"sampled": np.full((k, 2, A), -1.0)})
 
-    chosen = buffer.reanalyze_oldest(num_segments=1, fn=fn, fraction_oldest=0.3, age_decay=0.0)
+    chosen = buffer.choose_stale_segments(num_segments=1, partition=0.4)  # int(0.4 * 3): the oldest
+    buffer.reanalyze_segments(chosen, fn)
     stored = buffer.get_segment(int(chosen[0]))
     assert np.all(stored.extras["sampled"] == -1.0) and np.all(stored.policy_targets[:, 2] == 1.0)
     np.testing.assert_array_equal(stored.extras["chance"], stored.timesteps)  # not returned: untouched

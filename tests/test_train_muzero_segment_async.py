@@ -1,17 +1,29 @@
-"""Async pipeline on Ray: overlap, lag bound, one ObjectRef per version, budget-locked replay,
-cold start, backpressure, no lost env step, exact evaluated checkpoints, missing Ray."""
+"""The async pipeline's validation tests, under the name of the reference's own
+(``python -m pytest -q tests/test_train_muzero_segment_async.py``): overlap on Ray, lag bound,
+one ObjectRef per version, budget-locked replay, cold start, backpressure, the end-of-run drain,
+no lost env step, exact evaluated checkpoints, missing Ray; and, without Ray, the semantic trace
+(sync and async runs of the same data do the same training) and the reference's rules one by one."""
 
+import dataclasses
 import os
 import sys
+import time
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
 from lz_tune.checkpoint import load_checkpoint
 from lz_tune.config import load_config_module
 from lz_tune.pipeline import Driver
+from lz_tune.pipeline.backends import PollResult, WorkerBackend
+from lz_tune.workers import EvalResult, WeightSnapshot
 
-ray = pytest.importorskip("ray")
+try:  # the Ray tests take the ray_cluster fixture; the semantic tests below need no Ray
+    import ray
+except ImportError:  # pragma: no cover
+    ray = None
 
 TINY = [
     "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
@@ -100,8 +112,12 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
     # cold start
     assert rec.updates_before_cold_start_end == 0
     assert driver.counters.cold_start_collects > 0
-    # backpressure caps the budget queue (2 * num_collector_actors) once trainable
-    assert rec.max_queue_when_trainable <= 4
+    # backpressure caps the budget queue (2 * num_collector_actors) once trainable; collects in
+    # flight when it filled (at most 2) may still add theirs
+    assert rec.max_queue_when_trainable <= 4 - 1 + 2
+    # the end drains: every collect launched was pushed, every budget queued was trained
+    assert len(rec.collects) == len(rec.launch_versions) and driver.collects_discarded_at_close == 0
+    assert driver.budgets.remaining == 0 and driver.train_iter == driver.budgets.total_enqueued
     # every env step of every collector: in the buffer exactly once or still in progress
     steps = sum(r.env_steps for r in rec.collects)
     pushed = sum(r.num_transitions for r in rec.collects)
@@ -129,7 +145,8 @@ def test_second_collect_queued_on_one_actor(ray_cluster, tmp_path):
     assert driver.max_launch_lag <= 0
     assert driver.train_iter == driver.budgets.total_consumed
     assert driver.budgets.total_enqueued - driver.budgets.remaining == driver.train_iter
-    assert rec.max_queue_when_trainable <= 4
+    assert rec.max_queue_when_trainable <= 4 - 1 + 2
+    assert driver.budgets.remaining == 0 and len(rec.collects) == len(rec.launch_versions)
     steps = sum(r.env_steps for r in rec.collects)
     pushed = sum(r.num_transitions for r in rec.collects)
     assert steps == pushed + rec.collects[-1].steps_in_progress
@@ -199,3 +216,195 @@ def test_snapshot_travels_as_numpy_and_comes_back_exact(ray_cluster):
     net = torch.nn.Linear(4, 3)
     net.load_state_dict({"weight": back.weights["a"], "bias": torch.zeros(3)})  # read-only buffers are only read
     assert torch.equal(net.weight.detach(), weights["a"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference's training semantics without Ray: scripted data, sync and concurrent back-ends
+
+
+class ScriptedBackend(WorkerBackend):
+    """Replays a fixed list of collect results, the same data whatever the weights, so that a sync
+    and an async run see identical experience. ``concurrent=False``: work at launch (the sync
+    pipeline); True: the n-th collect comes back ``collect_polls[n % len]`` polls after its launch,
+    an evaluation the next poll. Evaluations score 0 and never stop the run."""
+
+    def __init__(self, script, *, concurrent: bool, num_collectors: int = 1, collect_polls=(2,)) -> None:
+        self.concurrent = concurrent
+        self._script = iter(script)
+        self.num_collectors, self.collect_polls = num_collectors, tuple(collect_polls)
+        self._collects: dict[int, list] = {}  # worker -> [polls left, result]
+        self._evals: list[EvalResult] = []
+        self.launches = 0
+        self.driver = None
+        self.env_steps_at_launch: list[int] = []
+
+    def idle_collectors(self):
+        return [k for k in range(self.num_collectors) if k not in self._collects]
+
+    @property
+    def collects_in_flight(self):
+        return len(self._collects)
+
+    @property
+    def evals_in_flight(self):
+        return len(self._evals)
+
+    def launch_collect(self, worker_id, snapshot: WeightSnapshot, temperature, *, epsilon=0.0):
+        result = dataclasses.replace(next(self._script), policy_version=snapshot.version,
+                                     policy_train_iter=snapshot.train_iter, started_at=time.time(),
+                                     worker_id=worker_id)
+        polls = self.collect_polls[self.launches % len(self.collect_polls)]
+        self._collects[worker_id] = [0 if not self.concurrent else polls, result]
+        self.launches += 1
+        self.env_steps_at_launch.append(self.driver.counters.env_steps)
+
+    def launch_eval(self, snapshot: WeightSnapshot) -> bool:
+        self._evals.append(EvalResult(version=snapshot.version, train_iter=snapshot.train_iter, reward_mean=0.0,
+                                      reward_std=0.0, reward_min=0.0, reward_max=0.0, episode_length_mean=1.0,
+                                      num_episodes=1, env_steps=1, eval_time_s=0.0, stop=False))
+        return True
+
+    def collect_ready(self):
+        return self.concurrent and any(left <= 1 for left, _ in self._collects.values())
+
+    def poll(self, timeout_s):
+        out = PollResult(evals=self._evals)
+        self._evals = []
+        for worker_id in sorted(self._collects):
+            entry = self._collects[worker_id]
+            entry[0] -= 1
+            if entry[0] <= 0:
+                out.collects.append(self._collects.pop(worker_id)[1])
+        return out
+
+    def close(self):
+        pass
+
+
+SEMANTIC = ("learner.batch_size=32", "learner.update_per_collect=5", "learner.train_start_after_envsteps=0",
+            "evaluator.eval_freq=7", "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0")
+
+
+@pytest.fixture(scope="module")
+def script(tiny_cfg):
+    """40 real collects of the tiny CartPole config with the initial weights (the same for every run)."""
+    driver = Driver(tiny_cfg(*SEMANTIC), print_fn=None)
+    try:
+        collector = driver.backend.collectors[0]
+        collector.load_snapshot(driver.publisher.for_collect(0))
+        return [collector.collect(temperature=1.0, epsilon=0.0) for _ in range(40)]
+    finally:
+        driver.close()
+
+
+def run_scripted(cfg, script, *, concurrent, **backend_kwargs):
+    backend = ScriptedBackend(script, concurrent=concurrent, **backend_kwargs)
+    driver = Driver(cfg, backend=backend, print_fn=None)
+    backend.driver = driver
+    driver.event_log = []
+    try:
+        driver.run()
+    finally:
+        driver.close()
+    return driver, backend
+
+
+def training_trace(driver):
+    """What must not depend on sync or async: the collects pushed (in order), the budgets queued,
+    every update and in-budget reanalyze as (budget index, progress within it), the reanalyzes at
+    a collect by collect number, and the total."""
+    events = driver.event_log
+    budgets = [info["updates"] for kind, info in events if kind == "budget"]
+    bounds = np.cumsum([0] + budgets)
+
+    def place(train_iter):  # the budget an update number belongs to, and its progress in it
+        k = int(np.searchsorted(bounds, train_iter, side="right")) - 1
+        return k, train_iter - int(bounds[k])
+
+    return {
+        "collects": [(info["env_steps"], info["segments"]) for kind, info in events if kind == "collect"],
+        "budgets": budgets,
+        "updates": [place(info["train_iter"] - 1) for kind, info in events if kind == "update"],
+        "reanalyze_in_budget": [place(info["train_iter"]) for kind, info in events
+                                if kind == "reanalyze" and info["at"] == "budget"],
+        "reanalyze_at_collect": [info["collects"] for kind, info in events
+                                 if kind == "reanalyze" and info["at"] == "collect"],
+        "train_iter": driver.train_iter,
+    }
+
+
+@pytest.mark.parametrize("freq", [2.0, 0.5])
+def test_sync_and_async_runs_of_the_same_data_train_the_same(tiny_cfg, script, freq):
+    """The semantic trace: one collector, scripted data, max_env_step at the 10th collect. Sync (work
+    at launch, a queue of one budget) and async (collects come back two polls later, overlapping
+    updates; two budgets queued) push the same collects, queue the same budgets, do the same updates
+    at the same budget positions with the same buffer reanalyzes, and end with the same total
+    (every queued budget trained): only when the weights were published and evaluated differs."""
+    max_env_step = sum(r.env_steps for r in script[:10])
+    extra = (*SEMANTIC, f"buffer.buffer_reanalyze_freq={freq}", f"max_env_step={max_env_step}")
+    sync, _ = run_scripted(tiny_cfg(*extra), script, concurrent=False)
+    async_, backend = run_scripted(tiny_cfg(*extra, "async_pipeline.enabled=True"), script, concurrent=True)
+    a, b = training_trace(sync), training_trace(async_)
+    assert a == b
+    assert len(a["collects"]) == 10 and backend.launches == 10
+    assert a["train_iter"] == sum(a["budgets"]) == len(a["updates"]) > 0  # every queued budget trained
+    cold = sync.counters.cold_start_collects
+    assert cold >= 1 and len(a["budgets"]) == 10 - cold  # cold-start collects earn no budget, in both
+    if freq >= 1:  # before progress 0, 2, 4 of every budget of 5 (interval 5 // 2)
+        assert a["reanalyze_in_budget"] == [(k, p) for k in range(len(a["budgets"])) for p in (0, 2, 4)]
+        assert a["reanalyze_at_collect"] == []
+    else:  # at collects 1, 3, 5, ... (every round(1 / 0.5) = 2, from the first)
+        assert a["reanalyze_in_budget"] == [] and a["reanalyze_at_collect"] == [1, 3, 5, 7, 9]
+    # overlap happened in the async run: some update ran while a collect was in flight
+    kinds = [k for k, _ in async_.event_log if k in ("collect", "update")]
+    assert any(kinds[i] == "update" and kinds[i + 1] == "update" for i in range(len(kinds) - 1))
+    # evaluations: every eval_freq updates in both, and the last one of the final weights
+    for d in (sync, async_):
+        evals = [info["train_iter"] for kind, info in d.event_log if kind == "eval"]
+        assert evals and evals[-1] == d.train_iter
+        assert all(later - earlier >= 7 for earlier, later in zip(evals[:-1], evals[1:-1]))
+
+
+def test_end_of_run_waits_for_collects_in_flight_and_trains_every_queued_budget(tiny_cfg, script):
+    """At max_env_step the reference stops launching, waits for the collects in flight (their env
+    steps count, their segments are pushed) and trains every queued budget before it stops."""
+    max_env_step = sum(r.env_steps for r in script[:4])
+    cfg = tiny_cfg(*SEMANTIC, "async_pipeline.enabled=True", "async_pipeline.num_collector_actors=3",
+                   "async_pipeline.max_train_chunk_steps=2", f"max_env_step={max_env_step}")
+    driver, backend = run_scripted(cfg, script, concurrent=True, num_collectors=3, collect_polls=(2, 5, 9))
+    pushed = [info for kind, info in driver.event_log if kind == "collect"]
+    assert len(pushed) == backend.launches > 4  # the collects still running at max_env_step were pushed
+    assert driver.counters.env_steps == sum(r.env_steps for r in script[:backend.launches]) > max_env_step
+    assert driver.collects_discarded_at_close == 0
+    assert all(steps < max_env_step for steps in backend.env_steps_at_launch)  # none launched after it
+    assert driver.budgets.total_enqueued > 0
+    assert driver.budgets.remaining == 0 and driver.train_iter == driver.budgets.total_enqueued
+    last_push = max(i for i, (kind, _) in enumerate(driver.event_log) if kind == "collect")
+    assert any(kind == "update" for kind, _ in driver.event_log[last_push:])  # trained after the last push
+
+
+def test_buffer_reanalyze_period_has_no_float_floor_division_slip(tiny_cfg, script):
+    """buffer_reanalyze_freq = 1/10 reanalyzes once every 10 collects (the reference's int(1 // 0.1)
+    is 9), when the collect is pushed."""
+    assert int(1 // (1 / 10)) == 9  # the reference's slip
+    max_env_step = sum(r.env_steps for r in script[:21])
+    driver, _ = run_scripted(tiny_cfg(*SEMANTIC, "buffer.buffer_reanalyze_freq=0.1", f"max_env_step={max_env_step}"),
+                             script, concurrent=False)
+    at = [info["collects"] for kind, info in driver.event_log if kind == "reanalyze"]
+    assert at == [1, 11, 21] and driver.counters.buffer_reanalyzes == 3
+    assert sorted(driver.buffer.reanalyze_counts().tolist(), reverse=True)[:1] == [1]  # the staleness count moved
+
+
+def test_cold_start_needs_more_than_the_thresholds(tiny_cfg):
+    """Training starts once env steps EXCEED train_start_after_envsteps and the buffer holds MORE
+    than one batch (the reference's _can_start_training); equality is still cold start."""
+    driver = Driver(tiny_cfg("learner.train_start_after_envsteps=100", "learner.batch_size=16"), print_fn=None)
+    try:
+        real = driver.buffer
+        for env_steps, transitions, expected in [(100, 17, False), (101, 16, False), (101, 17, True), (0, 100, False)]:
+            driver.counters.env_steps = env_steps
+            driver.buffer = SimpleNamespace(num_transitions=transitions)
+            assert driver.trainable is expected, (env_steps, transitions)
+        driver.buffer = real
+    finally:
+        driver.close()

@@ -339,10 +339,25 @@ def test_bad_unizero_keys(tiny_cfg, override, key):
         tiny_cfg(*UNI, override)
 
 
-def test_buffer_reanalysis_is_refused_with_the_key(tiny_cfg):
-    cfg = tiny_cfg(*UNI, "buffer.buffer_reanalyze_freq=1")
-    with pytest.raises(ConfigError, match="buffer.buffer_reanalyze_freq"):
-        get_algorithm("unizero").make_learner(cfg, env_spec_for(cfg))
+def test_buffer_reanalysis_searches_every_step_from_its_stored_context(tiny_cfg):
+    """buffer.buffer_reanalyze_freq (the reference's Atari UniZero config uses it): each step of a
+    chosen segment gets the target model's search from the H stored steps ending at it."""
+    driver, _ = _learner_and_batch(tiny_cfg, "buffer.buffer_reanalyze_freq=1", "mcts.num_simulations=16",
+                                   "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0")
+    learner, buffer = driver.learner, driver.buffer
+    assert driver.counters.buffer_reanalyzes > 0 and buffer.reanalyze_counts().sum() > 0  # ran inside budgets
+    _randomise(learner.target_policy.network, std=0.2)
+    ids = buffer.segment_ids[:2]
+    learner.reanalyze_segments(buffer, ids, rng=np.random.default_rng(0))
+    seg, pos = buffer.segment_steps(ids)
+    stored = np.concatenate([buffer.get_segment(i).policy_targets for i in ids])
+    masks = np.concatenate([buffer.get_segment(i).action_mask for i in ids])
+    to_play = np.concatenate([buffer.get_segment(i).to_play for i in ids])
+    expected = learner.target_policy.reanalyze_history(buffer.gather_history(seg, pos, 2), masks, to_play,
+                                                       np.random.default_rng(0))
+    np.testing.assert_allclose(stored, expected.policy_target, rtol=1e-5, atol=1e-6)
+    values = np.concatenate([buffer.get_segment(i).root_values for i in ids])
+    np.testing.assert_allclose(values, expected.root_value, rtol=1e-5, atol=1e-6)
 
 
 def test_reanalysis_searches_from_the_stored_context(tiny_cfg):

@@ -127,6 +127,14 @@ class Learner(abc.ABC):
     def learning_rate(self) -> float:
         """The learning rate of the next update."""
 
+    def reanalyze_segments(self, buffer: GameBuffer, segment_ids: np.ndarray, *, rng: np.random.Generator) -> None:
+        """Periodic buffer reanalyze: re-search every step of these live segments (`[k]` global
+        ids) with the target network and store the new policy targets and root values in the
+        buffer. Default: a search from each stored observation (``target_policy.reanalyze``);
+        types whose search needs the steps before a position override it."""
+        target = self.target_policy
+        buffer.reanalyze_segments(segment_ids, lambda obs, mask, to_play: target.reanalyze(obs, mask, to_play, rng))
+
     def target_changes_at(self, train_iter: int) -> bool:
         """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target
         network (what :meth:`make_batch` bootstraps from). True unless the type knows better: a

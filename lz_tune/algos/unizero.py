@@ -72,7 +72,7 @@ from lz_tune.algos.history import EnvHistory
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
-from lz_tune.config import Config, ConfigError
+from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 from lz_tune.models.transformer import KVWindow
@@ -339,9 +339,6 @@ class UniZeroLearner(MuZeroLearner):
     ssl_loss_name = "loss/latent"
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
-        if cfg.buffer.buffer_reanalyze_freq > 0:
-            raise ConfigError("buffer.buffer_reanalyze_freq: unizero reanalyses within the batch "
-                              "(buffer.reanalyze_ratio) only; set buffer.buffer_reanalyze_freq=0")
         super().__init__(cfg, spec)
         self._schedule_iter = 0
         for p in self.target_policy.network.parameters():
@@ -589,6 +586,15 @@ class UniZeroLearner(MuZeroLearner):
                           target_policy=target_policy, mask=win.mask, weights=np.asarray(index.weights, np.float32),
                           to_play=win.to_play, action_mask=win.action_mask, timesteps=win.timesteps, index=index,
                           num_reanalyzed=num_reanalyzed, extras=extras)
+
+    def reanalyze_segments(self, buffer: GameBuffer, segment_ids: np.ndarray, *, rng: np.random.Generator) -> None:
+        """Periodic buffer reanalyze: every step of these segments searched by the target world
+        model from the H stored steps ending at it (as the policy had when it acted there; cut at
+        the segment's first step), H = unizero.infer_context_length."""
+        target = self.target_policy
+        buffer.reanalyze_segments(segment_ids, lambda hist, mask, to_play: target.reanalyze_history(hist, mask, to_play,
+                                                                                                    rng),
+                                  history_length=self.cfg.unizero.infer_context_length)
 
     # ------------------------------------------------------------------ loss
 

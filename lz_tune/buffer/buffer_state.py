@@ -82,6 +82,11 @@ def load_state_dict(buffer: "GameBuffer", state: dict, *, copy: bool = True) -> 
         count = len(next(iter(segments["columns"].values()))) if segments["columns"] else 0
         columns = {**segments["columns"], "truncated": np.zeros(count, bool)}
         state = {**state, "tables": {**state["tables"], "segments": {**segments, "columns": columns}}}
+        segments = state["tables"]["segments"]
+    if segments["columns"] and "reanalyze_count" not in segments["columns"]:  # files before staleness counts
+        count = len(next(iter(segments["columns"].values())))
+        columns = {**segments["columns"], "reanalyze_count": np.zeros(count, np.int64)}
+        state = {**state, "tables": {**state["tables"], "segments": {**segments, "columns": columns}}}
     buffer._reset_storage()
     for name, store in (
         ("steps", buffer._steps),

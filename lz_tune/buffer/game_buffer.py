@@ -298,6 +298,7 @@ class GameBuffer:
             num_owned=np.array([n], dtype=np.int64),
             terminal=np.array([segment.terminal]),
             truncated=np.array([segment.truncated]),
+            reanalyze_count=np.zeros(1, dtype=np.int64),  # buffer reanalyzes of this segment so far
         )
 
     def _evict_to(self, capacity: int) -> None:
@@ -427,12 +428,25 @@ class GameBuffer:
         return window.gather_history(self, segment_ids, positions, length)
 
     # -- buffer reanalyze (see `reanalysis`) -------------------------------------------------------
-    def reanalyze_oldest(self, *, num_segments: int, fn: ReanalyzeFn, fraction_oldest: float = 0.75,
-                         age_decay: float = 100.0, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Re-searches whole segments among the oldest; returns their global ids `[k] int64`
-        (see `reanalysis.reanalyze_oldest`)."""
-        return reanalysis.reanalyze_oldest(self, num_segments=num_segments, fn=fn, fraction_oldest=fraction_oldest,
-                                           age_decay=age_decay, rng=rng)
+    def choose_stale_segments(self, *, num_segments: int, partition: float = 0.75, staleness_decay: float = 100.0,
+                              rng: np.random.Generator | None = None) -> np.ndarray:
+        """Draws segments for a buffer reanalyze among the oldest, the least reanalysed first, and
+        counts it; their global ids `[k] int64` (see `reanalysis.choose_stale_segments`)."""
+        return reanalysis.choose_stale_segments(self, num_segments=num_segments, partition=partition,
+                                                staleness_decay=staleness_decay, rng=rng)
+
+    def reanalyze_counts(self) -> np.ndarray:
+        """`[num_segments] int64` how often each live segment was chosen by a buffer reanalyze, oldest first."""
+        return self._segments.live("reanalyze_count").copy() if len(self._segments) else np.zeros(0, np.int64)
+
+    def segment_steps(self, segment_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`(segment_ids [K], positions [K])` of every step of these segments (see `reanalysis`)."""
+        return reanalysis.segment_steps(self, segment_ids)
+
+    def reanalyze_segments(self, segment_ids: np.ndarray, fn: ReanalyzeFn, *, history_length: int = 0) -> None:
+        """Re-searches every step of these segments with `fn` and stores the results; with
+        ``history_length`` H, `fn` gets each step's H-step `History` in place of obs (see `reanalysis`)."""
+        reanalysis.reanalyze_segments(self, segment_ids, fn, history_length=history_length)
 
     def run_reanalysis(self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
                        to_play: np.ndarray) -> Reanalysis:

@@ -1,9 +1,21 @@
 """Reanalysis over a `GameBuffer`: re-searching stored positions with a newer network.
 
-`reanalyze_oldest` rewrites the policy targets and root values (and any extra columns the search
-returns) of whole segments among the oldest, in the buffer's private copies; `run_reanalysis`
-calls a search function in chunks and checks what it returns (also used for the reanalysed rows
-of a training batch). Both are bound as `GameBuffer` methods.
+Periodic buffer reanalyze (the reference's ``reanalyze_buffer``) is two steps:
+
+* `choose_stale_segments` picks whole segments among the oldest ``reanalyze_partition`` of the
+  buffer, favouring those re-searched least often: P(j) ∝ exp(-(staleness_decay / P) * c_j) over
+  the P = int(partition * live) oldest, c_j the segment's reanalyze count (the reference's
+  weighting: a segment never reanalysed is ``e^100`` times likelier than one done once at
+  P = 1), and adds one to the count of each chosen segment;
+* `reanalyze_segments` re-searches every step of those segments (owned and padding) with
+  `fn(obs [K, *obs_shape], action_mask [K, A], to_play [K]) -> Reanalysis` (types whose search
+  starts from the steps before a position, such as UniZero, get a `History` in place of obs)
+  and writes the new policy targets, root values and any extra columns into the buffer's
+  private copies. Segment objects handed out earlier are copies and never change; priorities
+  are left as they are.
+
+`run_reanalysis` calls a search function in chunks and checks what it returns (also used for the
+reanalysed rows of a training batch). All are bound as `GameBuffer` methods.
 """
 
 from __future__ import annotations
@@ -18,71 +30,110 @@ from .priority import gumbel_top_k
 if TYPE_CHECKING:
     from .game_buffer import GameBuffer, ReanalyzeFn
 
-__all__ = ["reanalyze_oldest", "run_reanalysis"]
+__all__ = ["segments_for_sequences", "enough_for_reanalysis", "choose_stale_segments", "segment_steps",
+           "reanalyze_segments", "run_reanalysis", "check_reanalysis"]
 
 
-def reanalyze_oldest(
-    buffer: "GameBuffer",
-    *,
-    num_segments: int,
-    fn: ReanalyzeFn,
-    fraction_oldest: float = 0.75,
-    age_decay: float = 100.0,
-    rng: np.random.Generator | None = None,
-) -> np.ndarray:
-    """Recomputes the policy targets and root values (and any extra columns the reanalysis
-    returns) of whole segments among the oldest.
+def segments_for_sequences(num_sequences: int, *, game_segment_length: int, num_unroll_steps: int) -> int:
+    """How many whole segments a reanalyze of ``num_sequences`` sequences re-searches.
 
-    Chooses `min(num_segments, P)` distinct segments among the P = ceil(fraction_oldest *
-    num_segments_live) oldest, with probability ∝ exp(-age_decay * j / P) for the j-th
-    oldest (the original's weighting at age_decay=100: strongly toward the oldest; 0 is
-    uniform). All m steps of each (owned and padding) are re-searched with
-    `fn(obs [K, *obs_shape], action_mask [K, A], to_play [K]) -> Reanalysis`, called in
-    chunks of mini_infer_size, and replace the buffer's private copies. Segment objects
-    handed out earlier (`push` inputs, `get_segment` results) are copies and never change.
-    Priorities are left as they are.
+    The reference counts ``reanalyze_batch_size`` in sequences of ``num_unroll_steps`` steps and
+    slices each chosen segment into ``s = game_segment_length // num_unroll_steps`` of them
+    (positions 0, U, 2U, ...), so it takes ``num_sequences // s`` segments, plus one more segment
+    per sequence of the remainder (``num_sequences % s``), as the reference does."""
+    per_segment = max(1, game_segment_length // max(1, num_unroll_steps))
+    return num_sequences // per_segment + num_sequences % per_segment
 
-    Returns:
-      `[k] int64` the global ids of the reanalysed segments.
-    """
-    if not 0.0 < fraction_oldest <= 1.0:
-        raise ValueError(f"fraction_oldest must be in (0, 1], got {fraction_oldest}")
-    if num_segments < 0 or age_decay < 0:
-        raise ValueError("num_segments and age_decay must be >= 0")
-    live = buffer.num_segments
-    if live == 0 or num_segments == 0:
+
+def enough_for_reanalysis(buffer: "GameBuffer", *, num_sequences: int, partition: float) -> bool:
+    """The reference's precondition of a buffer reanalyze: ``N // U > int(num_sequences / partition)``
+    (N registered positions, U num_unroll_steps, at least 1)."""
+    return buffer.num_transitions // max(1, buffer.num_unroll_steps) > int(num_sequences / partition)
+
+
+def choose_stale_segments(buffer: "GameBuffer", *, num_segments: int, partition: float = 0.75,
+                          staleness_decay: float = 100.0, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Draws up to ``num_segments`` distinct segments among the P = int(partition * live) oldest,
+    without replacement, with probability ∝ exp(-(staleness_decay / P) * reanalyze_count), and
+    counts the reanalyze of each (module docstring). Returns their global ids, `[k] int64`,
+    ascending (empty when P = 0)."""
+    if not 0.0 < partition <= 1.0:
+        raise ValueError(f"partition must be in (0, 1], got {partition}")
+    if num_segments < 0 or staleness_decay < 0:
+        raise ValueError("num_segments and staleness_decay must be >= 0")
+    table = buffer._segments
+    oldest = int(len(table) * partition)
+    if oldest == 0 or num_segments == 0:
         return np.zeros(0, dtype=np.int64)
     rng = buffer._rng if rng is None else rng
-    partition = max(1, int(np.ceil(fraction_oldest * live)))
-    log_weights = -age_decay * np.arange(partition) / partition
-    chosen = np.sort(gumbel_top_k(log_weights, min(int(num_segments), partition), rng))
-
-    table = buffer._segments
-    rows = table.first - table.base + chosen
-    m = table.array("num_steps")[rows]
-    step_rows = np.repeat(table.array("step_start")[rows] - buffer._steps.base, m)
-    local = np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m)
-    frame_rows = np.repeat(table.array("frame_start")[rows] - buffer._frames.base, m) + local
-    step_rows = step_rows + local
-
-    obs = buffer._gather_obs(frame_rows)
-    action_mask = buffer._steps.array("action_mask")[step_rows]
-    to_play = buffer._steps.array("to_play")[step_rows]
-    result = run_reanalysis(buffer, fn, obs, action_mask, to_play)
-    buffer._steps.array("policy_target")[step_rows] = result.policy_target
-    buffer._steps.array("root_value")[step_rows] = result.root_value
-    for name, value in result.extras.items():
-        buffer._steps.array("extra:" + name)[step_rows] = value
+    counts = table.live("reanalyze_count")[:oldest].astype(np.float64)
+    log_weights = -(staleness_decay / oldest) * counts
+    chosen = np.sort(gumbel_top_k(log_weights, min(int(num_segments), oldest), rng))
+    table.live("reanalyze_count")[chosen] += 1
     return chosen + table.first
 
-def run_reanalysis(buffer: "GameBuffer", fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
+
+def segment_steps(buffer: "GameBuffer", segment_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every step (owned and padding) of the given live segments, in order.
+
+    Returns:
+      `(segment_ids [K] int64, positions [K] int64)`: segment-local step indices.
+    """
+    rows = buffer._segment_row(np.asarray(segment_ids, np.int64))
+    m = buffer._segments.array("num_steps")[rows]
+    local = np.arange(m.sum()) - np.repeat(np.cumsum(m) - m, m)
+    return np.repeat(np.asarray(segment_ids, np.int64), m), local.astype(np.int64)
+
+
+def _step_rows(buffer: "GameBuffer", segment_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Physical step rows and frame rows `[K]` of `segment_steps`."""
+    ids, local = segment_steps(buffer, segment_ids)
+    rows = buffer._segment_row(ids)
+    table = buffer._segments
+    step_rows = table.array("step_start")[rows] - buffer._steps.base + local
+    frame_rows = table.array("frame_start")[rows] - buffer._frames.base + local
+    return step_rows, frame_rows
+
+
+def reanalyze_segments(buffer: "GameBuffer", segment_ids: np.ndarray, fn: "ReanalyzeFn", *,
+                       history_length: int = 0) -> None:
+    """Re-searches every step of the given segments with `fn` (in chunks of mini_infer_size) and
+    writes the results (module docstring). ``history_length`` H > 0: `fn` gets, in place of the
+    stacked observations, the `History` of the H stored steps ending at each step
+    (`GameBuffer.gather_history`), for types whose search starts from a context."""
+    ids, local = segment_steps(buffer, segment_ids)
+    step_rows, frame_rows = _step_rows(buffer, segment_ids)
+    steps, size = buffer._steps, buffer.mini_infer_size
+    action_mask, to_play = steps.array("action_mask")[step_rows], steps.array("to_play")[step_rows]
+    if history_length > 0:
+        parts = [fn(buffer.gather_history(ids[i:i + size], local[i:i + size], history_length),
+                    action_mask[i:i + size], to_play[i:i + size]) for i in range(0, len(ids), size)]
+        result = check_reanalysis(buffer, parts, len(ids))
+    else:
+        result = run_reanalysis(buffer, fn, buffer._gather_obs(frame_rows), action_mask, to_play)
+    _write(buffer, step_rows, result)
+
+
+def _write(buffer: "GameBuffer", step_rows: np.ndarray, result: Reanalysis) -> None:
+    steps = buffer._steps
+    steps.array("policy_target")[step_rows] = result.policy_target
+    steps.array("root_value")[step_rows] = result.root_value
+    for name, value in result.extras.items():
+        steps.array("extra:" + name)[step_rows] = value
+
+
+def run_reanalysis(buffer: "GameBuffer", fn: "ReanalyzeFn", obs: np.ndarray, action_mask: np.ndarray,
                    to_play: np.ndarray) -> Reanalysis:
-    """Calls `fn` over K rows in chunks of mini_infer_size and checks what it returns:
-    policy targets `[K, P]` finite >= 0, root values `[K]` finite, extras among the
-    declared columns with `[K, *shape]`."""
-    count = obs.shape[0]
-    parts = [fn(obs[i:i + buffer.mini_infer_size], action_mask[i:i + buffer.mini_infer_size],
-                to_play[i:i + buffer.mini_infer_size]) for i in range(0, count, buffer.mini_infer_size)]
+    """Calls `fn` over K rows in chunks of mini_infer_size and checks what it returns
+    (`check_reanalysis`)."""
+    size = buffer.mini_infer_size
+    parts = [fn(obs[i:i + size], action_mask[i:i + size], to_play[i:i + size]) for i in range(0, obs.shape[0], size)]
+    return check_reanalysis(buffer, parts, obs.shape[0])
+
+
+def check_reanalysis(buffer: "GameBuffer", parts: list[Reanalysis], count: int) -> Reanalysis:
+    """The concatenation of `parts` after checking it: policy targets `[K, P]` finite >= 0, root
+    values `[K]` finite, extras among the declared columns with `[K, *shape]`."""
     if not all(isinstance(p, Reanalysis) for p in parts):
         raise TypeError("a reanalysis function must return a Reanalysis")
     policy = np.concatenate([np.asarray(p.policy_target, np.float32) for p in parts]) if parts else \

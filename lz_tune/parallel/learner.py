@@ -149,6 +149,10 @@ class DataParallelLearner(Learner):
         self.target_policy  # noqa: B018  (pulls the target weights if an update changed them)
         return self.local.make_batch(buffer, index, rng=rng)
 
+    def reanalyze_segments(self, buffer: GameBuffer, segment_ids: np.ndarray, *, rng: np.random.Generator) -> None:
+        self.target_policy  # noqa: B018  (pulls the target weights if an update changed them)
+        self.local.reanalyze_segments(buffer, segment_ids, rng=rng)
+
     def start_update(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> PendingUpdate:
         """Send one global batch to the workers; :meth:`finish_update` waits for the result."""
         if self.group is None:

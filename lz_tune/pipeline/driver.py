@@ -41,6 +41,7 @@ import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.buffer.game_buffer import GameBuffer
+from lz_tune.buffer.reanalysis import enough_for_reanalysis, segments_for_sequences
 from lz_tune.checkpoint import CheckpointError, load_buffer_state, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
@@ -77,6 +78,7 @@ class Counters:
     cold_start_collects: int = 0
     budgets_enqueued: int = 0
     updates_enqueued: int = 0
+    buffer_reanalyzes: int = 0
 
 
 @dataclass
@@ -201,6 +203,10 @@ class Driver:
         self._final_eval_wanted = False
         self.collects_discarded_at_close = 0
         self._last_eval_payload: Optional[dict[str, Any]] = None
+        #: set to a list to record the loop's events as ``(kind, info)``: "collect" (segments pushed),
+        #: "budget" (queued), "reanalyze" (buffer reanalyze), "update", "publish" (a new snapshot for
+        #: collectors), "eval" (an evaluation launched); what the semantic tests compare
+        self.event_log: Optional[list[tuple[str, dict[str, Any]]]] = None
         #: saves / loads the replay buffer with checkpoints (a Tune trial gives it its trial's store)
         self.buffer_checkpoints = buffer_checkpoint.for_run(
             cfg, os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None, log=self.print)
@@ -267,9 +273,10 @@ class Driver:
 
     @property
     def trainable(self) -> bool:
-        """Cold start is over: enough env steps and at least one batch of transitions."""
-        return (self.counters.env_steps >= self.cfg.learner.train_start_after_envsteps
-                and self.buffer.num_transitions >= self.cfg.learner.batch_size)
+        """Cold start is over: env steps exceed learner.train_start_after_envsteps and the buffer
+        holds more than one batch of positions (the reference's rule, strict in both)."""
+        return (self.counters.env_steps > self.cfg.learner.train_start_after_envsteps
+                and self.buffer.num_transitions > self.cfg.learner.batch_size)
 
     @property
     def budget_queue_cap(self) -> int:
@@ -280,9 +287,20 @@ class Driver:
         return self.cfg.async_pipeline.collect_inflight if self.cfg.async_pipeline.enabled else 1
 
     @property
+    def training_over(self) -> bool:
+        """No update will follow: the stop value was reached or max_train_iter; or max_env_step
+        was reached, no collect is still running (their env steps count and their segments are
+        pushed, as the reference waits for them) and every queued budget was trained (or the
+        buffer cannot give a batch)."""
+        stop = self.stop
+        if stop.reached_stop_value or stop.max_train_iter:
+            return True
+        return stop.max_env_step and self.backend.collects_in_flight == 0 and not (len(self.budgets) and self.trainable)
+
+    @property
     def done(self) -> bool:
-        """A stop criterion fired and no evaluation is still in flight."""
-        return bool(self.stop) and self.backend.evals_in_flight == 0 and not self._final_eval_wanted
+        """Training is over and no evaluation is still in flight."""
+        return self.training_over and self.backend.evals_in_flight == 0 and not self._final_eval_wanted
 
     # ------------------------------------------------------------------------------ loop
 
@@ -312,12 +330,14 @@ class Driver:
         if self._start_eval_wanted and self.backend.evals_in_flight < self.cfg.async_pipeline.max_eval_inflight:
             self._start_eval_wanted = not self._launch_eval()
         self._maybe_launch_eval()
-        has_work = self.budgets.take(1) > 0 and self.trainable
+        may_train = not (self.stop.reached_stop_value or self.stop.max_train_iter)
+        has_work = may_train and self.budgets.take(1) > 0 and self.trainable
         can_launch = bool(self.backend.idle_collectors()) and not self.stop and not self._launch_blocked()
         wait = 0.0 if has_work or can_launch or not self.backend.concurrent else self.cfg.async_pipeline.poll_interval_s
         self._consume(self.backend.poll(wait))
-        if not self.stop:
+        if not self.stop:  # past max_env_step no collect starts; those running finish and are pushed
             self._launch_collects()  # right after consuming: a worker that just finished starts again at once
+        if may_train:  # ... and the queued budgets are trained to the end (the reference's drain)
             self._train_chunk()
         self._check_limits()
 
@@ -326,7 +346,7 @@ class Driver:
             self.stop.max_env_step = True
         if self.train_iter >= self.cfg.max_train_iter:
             self.stop.max_train_iter = True
-        if self.stop and not self.stop.reached_stop_value and not self._final_eval_launched:
+        if self.training_over and not self.stop.reached_stop_value and not self._final_eval_launched:
             # one last evaluation of the final weights, unless that version was just evaluated
             self._final_eval_launched = True
             self._final_eval_wanted = self.last_eval is None or self.last_eval.train_iter != self.train_iter
@@ -335,20 +355,29 @@ class Driver:
 
     # ------------------------------------------------------------------------------ collect
 
+    def _event(self, kind: str, **info: Any) -> None:
+        if self.event_log is not None:
+            self.event_log.append((kind, info))
+
     def _launch_blocked(self) -> bool:
-        """No collect may start now: the in-flight cap is reached, or backpressure (only once the
-        buffer is trainable, so cold start never starves; collects in flight count too, so the
-        budget queue itself never exceeds its cap)."""
-        in_flight = self.backend.collects_in_flight
-        if in_flight >= self.collect_inflight_cap:
+        """No collect may start now: the in-flight cap is reached, or backpressure: the queued
+        budgets reached max_train_budget_queue_size (only once the buffer is trainable, so cold
+        start never starves). As in the reference, collects in flight do not count toward the
+        budget cap: the queue may exceed it by the collects that were running when it filled."""
+        if self.backend.collects_in_flight >= self.collect_inflight_cap:
             return True
-        return self.trainable and len(self.budgets) + in_flight >= self.budget_queue_cap
+        if self.counters.env_steps >= self.cfg.max_env_step:
+            return True  # (checked here too: a collect pushed just now may have reached it)
+        return self.trainable and len(self.budgets) >= self.budget_queue_cap
 
     def _launch_collects(self) -> None:
         for worker_id in self.backend.idle_collectors():
             if self._launch_blocked():
                 return
+            published = self.publisher.num_published
             snapshot = self.publisher.for_collect(self.train_iter)
+            if self.publisher.num_published != published:
+                self._event("publish", train_iter=snapshot.train_iter)
             lag = self.train_iter - snapshot.train_iter
             self._launch_lags.append(lag)
             self.max_launch_lag = max(self.max_launch_lag, lag)
@@ -367,9 +396,14 @@ class Driver:
         was_trainable = self.trainable
         if result.segments:
             self.buffer.push(result.segments, result.priorities)
+        self._event("collect", env_steps=result.env_steps, segments=len(result.segments))
+        freq = self.cfg.buffer.buffer_reanalyze_freq
+        if 0 < freq < 1 and (c.collects - 1) % max(1, round(1 / freq)) == 0:
+            self._buffer_reanalyze(at="collect")  # once every round(1/freq) collects, when the collect is pushed
         if was_trainable or self.trainable:
             updates = updates_for_collect(self.cfg, result.num_transitions)
             self.budgets.push(updates)
+            self._event("budget", updates=updates)
             c.budgets_enqueued += 1
             c.updates_enqueued += updates
         else:
@@ -383,11 +417,14 @@ class Driver:
         n = self.budgets.take(self.cfg.async_pipeline.max_train_chunk_steps)
         start = time.perf_counter()
         for i in range(n):
+            if self._reanalyze_due(self.budgets.head_done):
+                self._buffer_reanalyze(at="budget")
             # the next update follows this one with no buffer change in between (same budget, below
-            # max_train_iter): its batch may be prepared while this one runs on learner workers
-            self._train_one(next_follows=i + 1 < n and self.train_iter + 1 < self.cfg.max_train_iter)
-            if self.budgets.consumed():
-                self._on_budget_complete()
+            # max_train_iter, no buffer reanalyze before it): its batch may be prepared while this one
+            # runs on learner workers
+            self._train_one(next_follows=(i + 1 < n and self.train_iter + 1 < self.cfg.max_train_iter
+                                          and not self._reanalyze_due(self.budgets.head_done + 1)))
+            self.budgets.consumed()
             if self.train_iter >= self.cfg.max_train_iter:
                 break
             if i + 1 < n and self.backend.concurrent and self.backend.collect_ready():
@@ -421,6 +458,7 @@ class Driver:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
         self._update_times.append(time.time())
         self.restore_report.on_update(self.counters.env_steps)
+        self._event("update", train_iter=self.train_iter)
         if b.use_priority:
             self.buffer.update_priorities(index, priorities)
         self._last_logs = logs
@@ -437,22 +475,37 @@ class Driver:
                    if not isinstance(v, bool) and not k.startswith("evaluation/")}
         self.logger.log(scalars, self.train_iter)
 
-    def _on_budget_complete(self) -> None:
+    def _reanalyze_due(self, done: int) -> bool:
+        """buffer_reanalyze_freq >= 1: whether a buffer reanalyze comes before the update at
+        progress ``done`` of the head budget of u updates, every max(1, u // freq) updates from 0
+        (the reference spreads them through the budget)."""
         freq = self.cfg.buffer.buffer_reanalyze_freq
-        if freq <= 0 or self.buffer.num_segments == 0:
+        size = self.budgets.head_size
+        if freq < 1 or done >= size:
+            return False
+        return done % max(1, int(size // freq)) == 0
+
+    def _buffer_reanalyze(self, *, at: str) -> None:
+        """One periodic buffer reanalyze (the reference's): reanalyze_batch_size sequences, as whole
+        segments among the oldest reanalyze_partition, the least reanalysed first, re-searched by
+        the learner's target network; skipped while the buffer holds too few positions."""
+        b = self.cfg.buffer
+        if not enough_for_reanalysis(self.buffer, num_sequences=b.reanalyze_batch_size, partition=b.reanalyze_partition):
             return
-        done = self.budgets.budgets_completed
-        times = int(freq) if freq >= 1 else (1 if done % max(1, round(1 / freq)) == 0 else 0)
-        target = self.learner.target_policy
-        for _ in range(times):
-            self.buffer.reanalyze_oldest(num_segments=self.cfg.buffer.reanalyze_batch_size,
-                                         fn=lambda o, m, p: target.reanalyze(o, m, p, self.rng),
-                                         fraction_oldest=self.cfg.buffer.reanalyze_partition, rng=self.rng)
+        count = segments_for_sequences(b.reanalyze_batch_size, game_segment_length=b.game_segment_length,
+                                       num_unroll_steps=b.num_unroll_steps)
+        ids = self.buffer.choose_stale_segments(num_segments=count, partition=b.reanalyze_partition, rng=self.rng)
+        self.learner.reanalyze_segments(self.buffer, ids, rng=self.rng)
+        self._prepared = None  # a batch built before the reanalyze holds the old targets
+        self.counters.buffer_reanalyzes += 1
+        self._event("reanalyze", at=at, segments=len(ids), train_iter=self.train_iter, collects=self.counters.collects)
 
     # ------------------------------------------------------------------------------ eval
 
     def _maybe_launch_eval(self) -> None:
-        if self.stop or self.train_iter == 0:
+        """An evaluation every evaluator.eval_freq updates, also while the last collects and budgets
+        drain after max_env_step (the reference keeps evaluating then); the final one is separate."""
+        if self.training_over or self.train_iter == 0:
             return
         if not self.backend.concurrent and len(self.budgets) > 0 and self.trainable:
             return  # sync: evaluate between budgets only
@@ -489,6 +542,7 @@ class Driver:
             self._discard_pending(self._pending_eval_states.pop(snapshot.version))
             return False
         self._last_eval_launch_iter = self.train_iter
+        self._event("eval", train_iter=self.train_iter)
         return True
 
     def _on_eval(self, result: EvalResult) -> None:
@@ -589,6 +643,7 @@ class Driver:
             "actor_restarts": self.backend.actor_restarts if hasattr(self, "backend") else 0,
             "budget_queue_len": len(self.budgets),
             "updates_enqueued": self.budgets.total_enqueued,
+            "buffer_reanalyzes": self.counters.buffer_reanalyzes,
             **self.restore_report.metrics(),
             "collect_return_mean": float(np.mean(self._recent_returns)) if self._recent_returns else math.nan,
             "stop_value_reached": self.stop.reached_stop_value,
@@ -628,7 +683,6 @@ class Driver:
             "buffer_manifest": os.path.basename(state["buffer_file"]) if state.get("buffer_file") else None,
             "budgets": state.get("budgets"),
         }
-
 
     @staticmethod
     def _discard_pending(state: dict[str, Any]) -> None:

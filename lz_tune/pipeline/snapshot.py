@@ -5,6 +5,10 @@ if the learner advanced by at least ``weight_sync_interval`` updates since the l
 if the lag since the last one exceeds ``max_policy_lag`` (negative: no bound). The same
 version is never published twice: the caller gets the same snapshot object back (and the Ray
 back-end the same ObjectRef).
+
+Evaluations take a snapshot of exactly the current train_iter (:meth:`SnapshotPublisher.current`)
+without moving the collectors' reference point, as the reference puts the evaluated weights
+beside the published ones: an evaluation never delays or advances a collector's next publish.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ class SnapshotPublisher:
         self.max_policy_lag = max_policy_lag
         self._get_weights = get_weights
         self.generation = 0
-        self.latest: Optional[WeightSnapshot] = None
-        self.num_published = 0
+        self.latest: Optional[WeightSnapshot] = None  # the collectors' reference point
+        self._evaluated: Optional[WeightSnapshot] = None  # the newest snapshot taken for an evaluation
+        self.num_published = 0  # snapshots published to collectors
 
     def version_of(self, train_iter: int) -> int:
         return self.generation * GENERATION_STRIDE + train_iter
@@ -40,11 +45,18 @@ class SnapshotPublisher:
     def bump_generation(self) -> None:
         """After a checkpoint restore: every later version differs from every earlier one."""
         self.generation += 1
-        self.latest = None
+        self.latest = self._evaluated = None
+
+    def _snapshot(self, train_iter: int) -> WeightSnapshot:
+        """The snapshot of ``train_iter`` in this generation: one taken already, or a new one."""
+        version = self.version_of(train_iter)
+        for known in (self.latest, self._evaluated):
+            if known is not None and known.version == version:
+                return known
+        return WeightSnapshot(version=version, train_iter=train_iter, weights=self._get_weights())
 
     def _publish(self, train_iter: int) -> WeightSnapshot:
-        self.latest = WeightSnapshot(version=self.version_of(train_iter), train_iter=train_iter,
-                                     weights=self._get_weights())
+        self.latest = self._snapshot(train_iter)
         self.num_published += 1
         return self.latest
 
@@ -60,7 +72,7 @@ class SnapshotPublisher:
         return self.latest
 
     def current(self, train_iter: int) -> WeightSnapshot:
-        """A snapshot of exactly ``train_iter`` (evaluations always use the newest weights)."""
-        if self.latest is not None and self.latest.train_iter == train_iter:
-            return self.latest
-        return self._publish(train_iter)
+        """A snapshot of exactly ``train_iter`` for an evaluation (evaluations always use the newest
+        weights); the collectors' reference point stays where it is."""
+        self._evaluated = self._snapshot(train_iter)
+        return self._evaluated
