@@ -206,31 +206,27 @@ def _rows(run: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _run_until(cmd: list[str], run: str, rows: int, sig: int) -> None:
+    """Run ``cmd`` until ``run``'s result.json has ``rows`` evaluations, then send ``sig`` to it
+    and everything it started."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        while len(_rows(run)) < rows:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(cmd[2:5])} ended early: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, sig)
+        proc.wait()
+
+
 def part_kill(kill_after: int) -> dict[str, Any]:
     run = tempfile.mkdtemp(prefix="lz_bench_kill_")
     common = [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
               "evaluator.stop_value=1e9", "max_env_step=10000000", "learner.num_threads=1", "--quiet"]
-    proc = subprocess.Popen(common + ["--exp-dir", run], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        while len(_rows(run)) < kill_after:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the run ended before the kill: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    _run_until(common + ["--exp-dir", run], run, kill_after, signal.SIGKILL)
     killed = _rows(run)
-    resumed = subprocess.Popen(common + ["--resume", run], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        while len(_rows(run)) < len(killed) + 3:
-            if resumed.poll() is not None:
-                raise RuntimeError(f"the resumed run ended early: {resumed.stderr.read().decode()[-2000:]}")
-            time.sleep(0.2)
-    finally:
-        os.killpg(resumed.pid, signal.SIGTERM)
-        resumed.wait()
+    _run_until(common + ["--resume", run], run, len(killed) + 3, signal.SIGTERM)
     rows = _rows(run)
     shutil.rmtree(run, ignore_errors=True)
     key = "evaluation/env_runners/episode_return_mean"

@@ -14,11 +14,12 @@ A checkpoint is a dict::
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from lz_tune.atomic_file import atomic_write
 
 FORMAT = "lz_tune.checkpoint"
 FORMAT_VERSION = 1
@@ -33,26 +34,8 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
 
     A crash at any moment leaves either the old file or the new one, never a torn file.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda f: torch.save(data, f))
 
 
 def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) -> dict[str, Any]:

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import zlib
 from typing import Any, Iterable
 
 import numpy as np
+
+from lz_tune.atomic_file import TMP_PREFIX, atomic_write, sync_dir
 
 __all__ = ["ChunkError", "ChunkStore", "LocalChunkStore", "ArrowChunkStore", "chunk_name", "encode_chunk",
            "decode_chunk", "open_store"]
 
 #: suffix of every chunk file (anything else in a store folder is not a chunk)
 SUFFIX = ".chunk"
-_TMP_PREFIX = ".tmp-"
 #: compressed payloads larger than this share of the raw bytes are stored raw
 _RAW_IF_RATIO_ABOVE = 0.9
 
@@ -132,7 +132,7 @@ class ChunkStore:
         of chunk files deleted."""
         removed = 0
         for file in list(self._list()):
-            if file.startswith(_TMP_PREFIX):
+            if file.startswith(TMP_PREFIX):
                 self._delete(file)
             elif file.endswith(SUFFIX) and file[:-len(SUFFIX)] not in keep:
                 self._delete(file)
@@ -159,18 +159,7 @@ class LocalChunkStore(ChunkStore):
         return os.listdir(self.path) if self.exists() else []
 
     def _write(self, name: str, data: bytes) -> None:
-        os.makedirs(self.path, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.path)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, os.path.join(self.path, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(os.path.join(self.path, name), lambda f: f.write(data), sync_folder=False)
 
     def _read(self, name: str) -> bytes:
         with open(os.path.join(self.path, name), "rb") as f:
@@ -185,11 +174,7 @@ class LocalChunkStore(ChunkStore):
     def sync(self) -> None:
         """fsync the folder, so that the renames of new chunks survive a power cut."""
         if self.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            sync_dir(self.path)
 
     def describe(self) -> dict[str, Any]:
         return {"filesystem": "local", "path": self.path}

@@ -29,13 +29,14 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 import numpy as np
+
+from lz_tune.atomic_file import atomic_write
 
 from .chunk_store import ChunkStore, chunk_name, decode_chunk, encode_chunk
 
@@ -288,21 +289,9 @@ def _decode(obj: Any, arrays: dict[int, np.ndarray]) -> Any:
 # ------------------------------------------------------------------------------- manifest files
 
 def write_manifest(path: str | os.PathLike, manifest: dict[str, Any]) -> None:
-    """Write ``manifest`` (JSON) atomically: temporary file in the same folder, fsync, rename."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"format": FORMAT, "version": VERSION, **manifest}, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``manifest`` (JSON) atomically (:func:`lz_tune.atomic_file.atomic_write`)."""
+    data = json.dumps({"format": FORMAT, "version": VERSION, **manifest}, separators=(",", ":")).encode()
+    atomic_write(path, lambda f: f.write(data))
 
 
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
