@@ -665,6 +665,10 @@ class UniZeroConfig(_Section):
     """Policy label smoothing after policy_ls_eps_decay_steps updates (linear in train_iter)."""
     policy_ls_eps_decay_steps: int = 50_000
     """Updates over which the label smoothing goes from start to end."""
+    label_smoothing_eps: Optional[float] = None
+    """Label smoothing of the value and reward targets: the two-hot target over the K support
+    bins becomes (1 - eps) two_hot + eps / K. None: the reference's default of the type
+    (unizero 0.1, sampled_unizero 0: LightZero's sampled UniZero does not smooth)."""
     use_continuous_label_smoothing: bool = False
     """Smooth the policy target by continuous_ls_eps at every update instead of the
     policy_ls_eps_* schedule."""
@@ -737,6 +741,8 @@ class UniZeroConfig(_Section):
         self._non_negative("kv_cache_clear_interval")
         self._require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
         self._require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
+        self._require(self.label_smoothing_eps is None or 0.0 <= self.label_smoothing_eps < 1.0, "label_smoothing_eps",
+                      "must be None or in [0, 1)")
         self._fraction("policy_ls_eps_start", "policy_ls_eps_end", "continuous_ls_eps", "target_entropy_start_ratio",
                        "target_entropy_end_ratio")
         self._positive("adaptive_entropy_alpha_lr", "adaptive_entropy_alpha_min", "adaptive_entropy_alpha_max",

@@ -282,3 +282,50 @@ def test_monitoring_runs_every_monitor_norm_freq_updates_and_repeats_in_between(
     quiet, _ = _learner(tiny_cfg, "unizero.monitor_norm_freq=0")
     logs, _ = quiet.learn(batch, train_iter=0)
     assert not any(k.startswith(("norm/", "grad/", "logits/", "stability/")) for k in logs)
+
+
+# ------------------------------------------------------------------------------ value / reward label smoothing
+
+
+def _seen_targets(learner, spec):
+    """The value and reward targets [B, U+1, K] / [B, U, K] one update hands to the loss."""
+    seen = {}
+    original = learner._losses_eager
+
+    def spy(net, obs, actions, value_t, reward_t, *rest):
+        seen["value"], seen["reward"] = value_t.detach().clone(), reward_t.detach().clone()
+        return original(net, obs, actions, value_t, reward_t, *rest)
+
+    learner._losses_eager = learner._losses_fused = spy
+    batch = _batch(learner, spec)
+    learner.learn(batch, train_iter=0)
+    return seen, batch
+
+
+@pytest.mark.parametrize("policy_type,override,eps", [("unizero", None, 0.1), ("unizero", 0.0, 0.0),
+                                                      ("unizero", 0.3, 0.3), ("sampled_unizero", None, 0.0)])
+def test_value_and_reward_targets_are_label_smoothed_as_the_reference(tiny_cfg, policy_type, override, eps):
+    """LightZero's UniZero trains on (1 - 0.1) two_hot + 0.1 / K (policy.label_smoothing_eps=0.1);
+    its sampled UniZero does not smooth; unizero.label_smoothing_eps sets it."""
+    from lz_tune.models.support import scalar_to_support
+
+    extra = [f"policy_type={policy_type}"] + ([] if override is None else [f"unizero.label_smoothing_eps={override}"])
+    if policy_type == "sampled_unizero":
+        extra += ["env.env_id=Pendulum-v1", "sampled.num_samples=3"]
+    cfg = tiny_cfg(*UNI, *extra)
+    spec = env_spec_for(cfg)
+    learner = get_algorithm(policy_type).make_learner(cfg, spec)
+    assert learner.value_reward_label_smoothing == eps
+    if policy_type == "sampled_unizero":
+        return  # (its batches hold sampled-action targets; the loss path is unizero's)
+    seen, batch = _seen_targets(learner, spec)
+    value = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
+    reward = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
+    torch.testing.assert_close(seen["value"], (1 - eps) * value + eps / value.shape[-1])
+    torch.testing.assert_close(seen["reward"], (1 - eps) * reward + eps / reward.shape[-1])
+    torch.testing.assert_close(seen["value"].sum(-1), torch.ones(value.shape[:-1]))
+
+
+def test_label_smoothing_key_is_checked(tiny_cfg):
+    with pytest.raises(ConfigError, match="unizero.label_smoothing_eps"):
+        tiny_cfg(*UNI, "unizero.label_smoothing_eps=1.0")

@@ -357,6 +357,11 @@ class MuZeroLearner(Learner):
 
     # ------------------------------------------------------------------ one update
 
+    @property
+    def value_reward_label_smoothing(self) -> float:
+        """eps of the value and reward targets' label smoothing (0: the plain two-hot targets)."""
+        return 0.0
+
     def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> tuple[dict[str, float], np.ndarray]:
         """One update (MuZero has no schedule in ``train_iter``: it is ignored)."""
         cfg, lc = self.cfg, self.cfg.learner
@@ -375,6 +380,10 @@ class MuZeroLearner(Learner):
 
         value_t = scalar_to_support(target_value, vs)                   # [B, U+1, 2vs+1]
         reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
+        eps = self.value_reward_label_smoothing
+        if eps > 0:  # (1 - eps) two_hot + eps / K over the K bins
+            value_t = (1.0 - eps) * value_t + eps / value_t.shape[-1]
+            reward_t = (1.0 - eps) * reward_t + eps / reward_t.shape[-1]
         losses = self._losses_fused if lc.update_path == "fused" else self._losses_eager
 
         def forward():

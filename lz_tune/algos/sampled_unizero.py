@@ -43,6 +43,7 @@ class SampledUniZeroLearner(SampledLoss, UniZeroLearner):
     """UniZero's teacher-forced loss with the policy term over the K sampled root actions."""
 
     policy_class = SampledUniZeroPolicy
+    default_label_smoothing = 0.0  # LightZero's sampled UniZero does not smooth its value / reward targets
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         if cfg.unizero.use_adaptive_entropy_weight:

@@ -518,6 +518,15 @@ class UniZeroLearner(MuZeroLearner):
         probs = (1.0 - eps) * probs + eps / probs.shape[-1]
         return (probs, *target[1:]) if isinstance(target, tuple) else probs
 
+    @property
+    def value_reward_label_smoothing(self) -> float:
+        """unizero.label_smoothing_eps, or the reference's default of the type (unizero 0.1)."""
+        eps = self.cfg.unizero.label_smoothing_eps
+        return self.default_label_smoothing if eps is None else eps
+
+    #: LightZero's UniZero smooths its value and reward targets by 0.1 (sampled UniZero: not at all)
+    default_label_smoothing = 0.1
+
     def target_changes_at(self, train_iter: int) -> bool:
         """The momentum average moves the target network at every update."""
         return True

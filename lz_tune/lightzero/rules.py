@@ -303,7 +303,7 @@ RULES: dict[str, Rule] = {
     "policy.ssl_loss_weight": combined(),
     "policy.policy_entropy_weight": to("learner.policy_entropy_weight", _float, types=MUZERO_TYPES),
     "policy.policy_label_smoothing": differs("no label smoothing of MuZero's policy targets"),
-    "policy.label_smoothing_eps": differs("no label smoothing of the value and reward targets"),
+    "policy.label_smoothing_eps": to("unizero.label_smoothing_eps", types=frozenset({"unizero"})),  # sampled: unused
     "policy.policy_ls_eps_start": to("unizero.policy_ls_eps_start", types=UNIZERO_TYPES),
     "policy.policy_ls_eps_end": to("unizero.policy_ls_eps_end", types=UNIZERO_TYPES),
     "policy.policy_ls_eps_decay_steps": to("unizero.policy_ls_eps_decay_steps", types=UNIZERO_TYPES),
@@ -486,7 +486,6 @@ LIGHTZERO_DEFAULTS: dict[str, dict[str, Any]] = {
     "policy.eval_num_simulations": {"unizero": 50},
     "policy.reanalyze_noise": {_ALL: True, "muzero_rnn_full_obs": False, "unizero": False,
                                "sampled_unizero": False},
-    "policy.label_smoothing_eps": {"unizero": 0.1},
     "policy.max_num_considered_actions": {"gumbel_muzero": 4},
     "policy.model.lstm_hidden_size": {"efficientzero": 512, "sampled_efficientzero": 512},
     "policy.model.chance_space_size": {"stochastic_muzero": 2},
