@@ -81,6 +81,18 @@ def tiny_cfg() -> Callable[..., "object"]:
     return make
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (as a collector runs): the torch reference paths of the
+    search-engine tests are ~10x slower with two OpenMP threads on a busy 2-core box."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session")
 def _ray_started_here():
     """Shuts down, at the end of the test session, the Ray cluster :func:`ray_cluster` started."""

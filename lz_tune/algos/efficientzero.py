@@ -18,10 +18,14 @@ sample, so for every sample but the first they drift (VARIANT_NOTES 6); here the
 function of the unroll step (:func:`value_prefix_targets`). The prefix is decoded with the
 reward support (the original uses the value support).
 
-Per-node search state: ``(latent, lstm_h, lstm_c, prefix [B, 1], depth [B, 1])``.
+Per-node search state: ``(latent, lstm_h, lstm_c, prefix [B, 1], depth [B, 1])`` on the torch path;
+``(latent, h, c, prefix [B], depth [B])`` numpy arrays on the CPU engine
+(:mod:`lz_tune.models.efficientzero_inference`, ``mcts.inference=auto`` with an MLP network).
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 import torch
@@ -33,6 +37,7 @@ from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.efficientzero import EfficientZeroNetwork
+from lz_tune.models.efficientzero_inference import EfficientZeroSearchInference
 from lz_tune.models.support import support_to_scalar_np
 
 __all__ = ["EfficientZeroPolicy", "EfficientZeroLearner", "value_prefix_targets", "prefix_rewards",
@@ -67,6 +72,11 @@ def prefix_rewards(parent_prefix: np.ndarray, parent_depth: np.ndarray, child_pr
 class EfficientZeroPolicy(MuZeroPolicy):
     """EfficientZero network + pUCT search over per-node (latent, LSTM state, prefix, depth)."""
 
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                 network: Optional[torch.nn.Module] = None) -> None:
+        super().__init__(cfg, spec, device=device, network=network)
+        self._prefix_engine = EfficientZeroSearchInference(cfg.efficientzero.lstm_horizon_len)
+
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> EfficientZeroNetwork:
         """The MuZero network of ``model.*`` wrapped with the value-prefix LSTM."""
@@ -75,7 +85,15 @@ class EfficientZeroPolicy(MuZeroPolicy):
         return EfficientZeroNetwork(muzero, lstm_hidden_size=cfg.efficientzero.lstm_hidden_size, **extra)
 
     def search_backend(self, obs: np.ndarray):
+        """Root states, value [K], policy logits [K, A] and the recurrent function: the numpy
+        engine (:class:`EfficientZeroSearchInference`) for an MLP network on the CPU under
+        ``mcts.inference=auto``, else torch. Call under inference mode."""
         net = self.network
+        if self.cfg.mcts.inference == "auto" and EfficientZeroSearchInference.supports(net):
+            engine = self._prefix_engine
+            engine.bind(net)  # fresh views: the learner may have stepped since the last search
+            state, value, policy_logits = engine.root(net.representation(self._obs_tensor(obs)).numpy())
+            return state, value, policy_logits, engine
         init = net.initial_inference(self._obs_tensor(obs))
         batch = obs.shape[0]
         h, c = net.initial_hidden(batch)

@@ -1,5 +1,6 @@
 """Policy distributions of the sampled types (Hubert et al. 2021, "Learning and Planning in
-Complex Action Spaces") and how the search draws K actions from them.
+Complex Action Spaces") and how the search draws K actions from them (numba kernels in
+:mod:`lz_tune.algos.sampling_np`; the random numbers are drawn here, from the caller's Generator).
 
 Two samplers, one interface (``sample`` in numpy for the search, ``log_prob`` / ``entropy``
 in torch for the loss):
@@ -38,12 +39,14 @@ import torch
 import torch.nn.functional as F
 
 from lz_tune.algos.common import full_precision
+from lz_tune.algos.sampling_np import gumbel_top_k_into, tanh_gaussian_into
 
 __all__ = ["TanhGaussian", "CategoricalSampler", "Sampler", "make_sampler", "tanh_log_det_jacobian"]
 
 _ACTION_EPS = 1e-6  # stored actions are clamped to +-(1 - eps) before atanh
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG2 = math.log(2.0)
+_ALL_LEGAL = np.zeros((0, 0), np.bool_)  # no action mask (gumbel_top_k_into)
 
 
 def tanh_log_det_jacobian(u: torch.Tensor) -> torch.Tensor:
@@ -93,12 +96,14 @@ class TanhGaussian:
         Returns ``(actions [B, K, D] float32 in (-1, 1), prior_logits [B, K] float32 (zeros: the
         uniform 1/K prior), valid [B, K] bool (all True))``; ``action_mask`` is ignored.
         """
-        mean, std = self.params_np(np.asarray(policy_out, np.float32))
-        noise = rng.standard_normal((mean.shape[0], num_samples, self.action_dim)).astype(np.float32)
-        actions = np.tanh(mean[:, None, :] + std[:, None, :] * noise)
-        np.clip(actions, -1.0 + _ACTION_EPS, 1.0 - _ACTION_EPS, out=actions)
-        batch = mean.shape[0]
-        return actions.astype(np.float32), np.zeros((batch, num_samples), np.float32), np.ones((batch, num_samples), bool)
+        batch = policy_out.shape[0]
+        shape = (batch, num_samples, self.action_dim)
+        noise = rng.standard_normal(shape)
+        actions = np.empty(shape, np.float32)
+        size = actions.size
+        tanh_gaussian_into(np.asarray(policy_out, np.float32), noise, self.min_std, self.max_std, _ACTION_EPS, actions,
+                           np.empty(2 * size, np.float32), np.empty(size, np.int32))
+        return actions, np.zeros((batch, num_samples), np.float32), np.ones((batch, num_samples), bool)
 
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``log pi(a_k)`` of ``actions [N, K, D]`` under ``policy_out [N, 2D]`` -> ``[N, K]``."""
@@ -145,14 +150,12 @@ class CategoricalSampler:
         batch, num_actions = logits.shape
         if num_samples > num_actions:
             raise ValueError(f"cannot draw {num_samples} distinct actions out of {num_actions}")
-        keys = logits + rng.gumbel(size=logits.shape).astype(np.float32)
-        if action_mask is not None:
-            keys = np.where(action_mask, keys, -np.inf)
-        order = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
-        rows = np.arange(batch)[:, None]
-        valid = np.isfinite(keys[rows, order])
-        actions = np.where(valid, order, order[:, :1]).astype(np.int64)
-        prior = np.where(valid, logits[rows, actions], -np.inf).astype(np.float32)
+        gumbel = rng.gumbel(size=logits.shape).astype(np.float32)
+        mask = _ALL_LEGAL if action_mask is None else np.asarray(action_mask, np.bool_)
+        actions = np.empty((batch, num_samples), np.int64)
+        prior = np.empty((batch, num_samples), np.float32)
+        valid = np.empty((batch, num_samples), np.bool_)
+        gumbel_top_k_into(logits, gumbel, mask, actions, prior, valid)
         return actions, prior, valid
 
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

@@ -76,6 +76,7 @@ from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 from lz_tune.models.transformer import KVWindow
+from lz_tune.models.transformer_inference import TransformerSearchInference
 from lz_tune.models.unizero import UniZeroWorldModel
 
 __all__ = ["UniZeroPolicy", "UniZeroLearner", "make_policy", "make_learner", "step_columns", "policy_target_size",
@@ -177,11 +178,13 @@ class UniZeroPolicy(MuZeroPolicy):
         self.cache: Optional[KVWindow] = None
         """[N] each env's window, ending at its last observation token (see ``history`` for
         which rows are current)."""
+        self._window_engine = TransformerSearchInference()  # the search's CPU engine (mcts.inference)
 
     # ------------------------------------------------------------------ per-env caches
 
     def on_weights_loaded(self) -> None:
         self.history.on_weights_loaded()
+        self._window_engine.invalidate()
 
     def reset(self, env_ids: np.ndarray) -> None:
         self.history.reset(env_ids)
@@ -252,6 +255,10 @@ class UniZeroPolicy(MuZeroPolicy):
         value = support_to_scalar_np(self._numpy(value_logits))
         if not self.cfg.unizero.search_cache:
             return self._uncached_root(window), value, self._numpy(policy_logits), self._recurrent_uncached
+        if self.cfg.mcts.inference == "auto" and TransformerSearchInference.supports(self.network):
+            engine = self._window_engine  # numpy windows, one engine call per simulation
+            engine.bind(self.network)
+            return tuple(t.numpy() for t in window.as_tuple()), value, self._numpy(policy_logits), engine
         return window.as_tuple(), value, self._numpy(policy_logits), self._recurrent
 
     def _recurrent(self, state: tuple, action: np.ndarray):

@@ -26,6 +26,7 @@ rounding (~1e-5; tested in ``tests/test_mlp_inference.py``). Parameters are re-r
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from typing import Optional
 
@@ -37,7 +38,7 @@ from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.mlp import _LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
-__all__ = ["MLPSearchInference", "limit_blas_threads"]
+__all__ = ["MLPSearchInference", "cpu_float32", "limit_blas_threads"]
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -109,27 +110,51 @@ def _finish_prediction(head, bias, policy_logits, value_logits):
     return support_to_scalar_np(value_logits)
 
 
+@numba.njit(cache=True, nogil=True)
+def _embed_actions_into(action, weight, bias, out):
+    """``out [B, H] = bias [H] + action [B, D_a] @ weight [D_a, H]`` (continuous actions; D_a is
+    small, so plain loops beat a GEMM call). Accumulates in the order of ``torch.addmm``'s
+    reference result up to float32 rounding."""
+    for b in range(out.shape[0]):
+        dst = out[b]
+        for j in range(out.shape[1]):
+            dst[j] = bias[j]
+        for d in range(action.shape[1]):
+            a = np.float32(action[b, d])
+            src = weight[d]
+            for j in range(out.shape[1]):
+                dst[j] += a * src[j]
+
+
 # ---------------------------------------------------------------------------------------- threads
 
 _blas_lock = threading.Lock()
-_blas_limit: Optional[int] = None
+_blas_limit: Optional[tuple] = None
 
 
 def limit_blas_threads(num_threads: int) -> None:
     """Limit numpy's BLAS (and any other BLAS loaded now) to ``num_threads`` threads for this
-    process; a no-op when the last call set the same limit.
+    process; a no-op when the last call set the same limit and scipy's BLAS was already loaded
+    then or is still not loaded.
 
     Uses ``threadpoolctl`` (the scikit-learn project's library that finds the BLAS loaded into the
     process, OpenBLAS, MKL or BLIS, and calls its own set-threads function).
     """
     global _blas_limit
-    if _blas_limit == num_threads:
+    # scipy's BLAS (numba's np.dot calls it: the transformer engine) may load after a first limit
+    key = (num_threads, "scipy.linalg.cython_blas" in sys.modules)
+    if _blas_limit == key:
         return
     with _blas_lock:
         from threadpoolctl import ThreadpoolController
 
         ThreadpoolController().limit(limits=num_threads, user_api="blas")  # fresh scan: libraries loaded since
-        _blas_limit = num_threads
+        _blas_limit = key
+
+
+def cpu_float32(network: torch.nn.Module) -> bool:
+    """Whether every parameter of ``network`` is float32 on the CPU (what the engines read)."""
+    return all(p.device.type == "cpu" and p.dtype == torch.float32 for p in network.parameters())
 
 
 # ---------------------------------------------------------------------------------------- engine
@@ -158,7 +183,8 @@ class MLPSearchInference:
     """``recurrent_fn`` for :func:`lz_tune.mcts.puct_search` on numpy latents.
 
     ``engine(latent [B, D] float32, action [B] int64) -> (next_latent [B, D], reward [B],
-    value [B], policy_logits [B, A])``, all float32 numpy. The returned arrays are buffers of the
+    value [B], policy_logits [B, A])``, all float32 numpy. Continuous actions: ``action
+    [B, D_a]`` float32 and ``policy_logits [B, 2 D_a]`` (the Gaussian's mean and raw scale). The returned arrays are buffers of the
     engine, valid until its next call (the search copies the latent into its store and consumes
     the rest before simulating again).
 
@@ -175,11 +201,8 @@ class MLPSearchInference:
     @staticmethod
     def supports(network: torch.nn.Module) -> bool:
         """True for exactly a :class:`MuZeroMLPNetwork` (not a subclass, whose arithmetic may
-        differ) with discrete actions, whose parameters are float32 on the CPU."""
-        if type(network) is not MuZeroMLPNetwork or network.action_dim:
-            return False
-        param = next(network.parameters())
-        return param.device.type == "cpu" and param.dtype == torch.float32
+        differ), discrete or continuous actions, whose parameters are float32 on the CPU."""
+        return type(network) is MuZeroMLPNetwork and cpu_float32(network)
 
     def bind(self, network: MuZeroMLPNetwork) -> None:
         """Take fresh numpy views of ``network``'s parameters; limit numpy's BLAS threads."""
@@ -198,13 +221,16 @@ class MLPSearchInference:
                 layers.append(_Layer(p[f"{name}_hidden{i}_weight"], p[f"{name}_hidden{i}_bias"][None], *norms[i]))
             return tuple(layers)
 
+        # continuous actions: the first layer's rows are computed per call (embed_actions_into)
+        self._action_projection = ((p["dynamics_action_embedding"], p["dynamics_action_bias"]) if net.action_dim
+                                   else None)
         self._weights = _Weights(
             dynamics=trunk("dynamics", "dynamics_latent_weight", p["dynamics_action_embedding"]),
             dynamics_head=(p["dynamics_head_weight"], p["dynamics_head_bias"]),
             prediction=trunk("prediction", "prediction_in_weight", p["prediction_in_bias"][None]),
             prediction_head=(p["prediction_head_weight"], p["prediction_head_bias"]),
         )
-        shapes = (net.hidden_sizes, net.latent_dim, net.action_space_size, self._weights.dynamics_head[0].shape[1],
+        shapes = (net.hidden_sizes, net.latent_dim, net.policy_size, self._weights.dynamics_head[0].shape[1],
                   self._weights.prediction_head[0].shape[1])
         if shapes != self._shapes:  # another network shape: the buffers no longer fit
             self._shapes = shapes
@@ -224,22 +250,36 @@ class MLPSearchInference:
                 "policy_logits": np.empty((batch, num_actions), f32),
                 "reward_logits": np.empty((batch, dynamics_width - latent_dim), f32),
                 "value_logits": np.empty((batch, prediction_width - num_actions), f32),
+                "embedded_actions": np.empty((batch, hidden_sizes[0]), f32),
+                "rows": np.arange(batch, dtype=np.int64),
             }
             self._buffers[batch] = buffers
             self._zero_index[batch] = np.zeros(batch, np.int64)
         return buffers
 
     def _trunk(self, x: np.ndarray, layers: tuple[_Layer, ...], outs: list[np.ndarray],
-               first_index: np.ndarray, zeros: np.ndarray) -> np.ndarray:
+               first_index: np.ndarray, zeros: np.ndarray, first_rows: Optional[np.ndarray] = None) -> np.ndarray:
+        """``first_rows``: the first layer's bias rows when not its own (continuous actions)."""
         for i, layer in enumerate(layers):
             out = outs[i]
             np.dot(x, layer.weight, out=out)
-            _activate(out, layer.bias_rows, first_index if i == 0 else zeros, layer.norm_weight, layer.norm_bias,
+            rows = layer.bias_rows if i or first_rows is None else first_rows
+            _activate(out, rows, first_index if i == 0 else zeros, layer.norm_weight, layer.norm_bias,
                       _LAYER_NORM_EPS)
             x = out
         return x
 
-    def _predict(self, latent: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
+    def dynamics_hidden(self, latent: np.ndarray, action: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
+        """The dynamics trunk: ``latent [B, D]``, ``action [B]`` int64 (continuous: ``[B, D_a]``
+        float32) -> last hidden layer ``[B, H_last]`` (a buffer of ``buf``), before the head."""
+        w = self._weights
+        if self._action_projection is None:
+            return self._trunk(latent, w.dynamics, buf["dynamics"], action, zeros)
+        embedded = buf["embedded_actions"]
+        _embed_actions_into(action, *self._action_projection, embedded)
+        return self._trunk(latent, w.dynamics, buf["dynamics"], buf["rows"], zeros, first_rows=embedded)
+
+    def predict(self, latent: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
         """Prediction network on ``latent [B, D]``: fills ``buf["policy_logits"]``, returns value [B]."""
         w = self._weights
         hidden = self._trunk(latent, w.prediction, buf["prediction"], zeros, zeros)
@@ -247,7 +287,14 @@ class MLPSearchInference:
         return _finish_prediction(buf["prediction_head"], w.prediction_head[1], buf["policy_logits"],
                                   buf["value_logits"])
 
-    def _prepare(self, batch: int) -> tuple[dict, np.ndarray]:
+    @property
+    def dynamics_head(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bound network's fused dynamics head: ``(weight [H, D + R], bias [D + R])`` views."""
+        return self._weights.dynamics_head
+
+    def prepare(self, batch: int) -> tuple[dict, np.ndarray]:
+        """This batch size's buffers and its ``[B]`` zero index (for :meth:`predict` and
+        :meth:`dynamics_hidden`)."""
         if self._weights is None:
             raise RuntimeError("MLPSearchInference.bind(network) must be called before the first step")
         return self._buffers_for(batch), self._zero_index[batch]
@@ -255,17 +302,17 @@ class MLPSearchInference:
     def prediction(self, latent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Root evaluation: ``latent [B, D]`` float32 -> ``(value [B], policy_logits [B, A])``, new arrays."""
         latent = np.ascontiguousarray(latent, np.float32)
-        buf, zeros = self._prepare(latent.shape[0])
-        value = self._predict(latent, buf, zeros)
+        buf, zeros = self.prepare(latent.shape[0])
+        value = self.predict(latent, buf, zeros)
         return value, buf["policy_logits"].copy()
 
     def __call__(self, latent: np.ndarray, action: np.ndarray):
-        buf, zeros = self._prepare(latent.shape[0])
+        buf, zeros = self.prepare(latent.shape[0])
         w = self._weights
-        hidden = self._trunk(latent, w.dynamics, buf["dynamics"], action, zeros)
+        hidden = self.dynamics_hidden(latent, action, buf, zeros)
         np.dot(hidden, w.dynamics_head[0], out=buf["dynamics_head"])
         next_latent = buf["next_latent"]
         reward = _finish_dynamics(buf["dynamics_head"], w.dynamics_head[1], next_latent, buf["reward_logits"],
                                   LATENT_RANGE_EPS)
-        value = self._predict(next_latent, buf, zeros)
+        value = self.predict(next_latent, buf, zeros)
         return next_latent, reward, value, buf["policy_logits"]

@@ -1,0 +1,222 @@
+"""Search-time inference for an MLP :class:`~lz_tune.models.efficientzero.EfficientZeroNetwork` on
+the CPU, without torch: the MuZero MLP engine plus the value-prefix LSTM step.
+
+One recurrent step of EfficientZero's search (node state ``(latent [B, D], h [B, H], c [B, H],
+prefix [B], depth [B])``, see :mod:`lz_tune.algos.efficientzero`):
+
+* dynamics trunk of the MuZero MLP (:meth:`MLPSearchInference.dynamics_hidden`), then only the
+  latent columns of its fused head (``[H0, D]``, copied at :meth:`bind`; the torch path also
+  computes the 601 reward columns the EfficientZero network ignores) -> bias + min-max;
+* LSTM cell: one GEMM ``[latent | h] @ [W_ih | W_hh]^T`` and one kernel for the gates (sigmoid /
+  tanh with the vectorised ``exp`` of :mod:`lz_tune.models.fast_math`);
+* value-prefix head: LayerNorm + ReLU, the ``fc_hidden`` layers (GEMM + bias/ReLU kernel), the
+  head GEMM, bias + decode;
+* one kernel for the search's bookkeeping: reward = prefix difference (or the prefix alone
+  after a reset depth), depth + 1, LSTM state zeroed where the child is a reset point;
+* prediction of the MuZero MLP on the next latent (value, policy logits).
+
+Outputs agree with ``EfficientZeroPolicy``'s torch path to float32 rounding (tested in
+``tests/test_efficientzero_inference.py``). Weights are re-read at every :meth:`bind`: views of
+the MuZero MLP's, contiguous ``[in, out]`` copies of the LSTM and prefix head (~(D + H) 4H floats,
+a few microseconds for a 64-wide LSTM; BLAS is ~3x slower on the transposed views at batch 8).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numba
+import numpy as np
+import torch
+
+from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
+from lz_tune.models.efficientzero import EfficientZeroNetwork
+from lz_tune.models.fast_math import layer_norm_rows, sigmoid_rows, tanh_rows
+from lz_tune.models.mlp import MuZeroMLPNetwork
+from lz_tune.models.mlp_inference import MLPSearchInference, _activate, _add_bias_into, cpu_float32
+from lz_tune.models.support_np import support_to_scalar_np
+
+__all__ = ["EfficientZeroSearchInference"]
+
+_LSTM_NORM_EPS = 1e-5  # nn.LayerNorm's default (prefix_norm)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def lstm_gates_into(gates, bias, c_prev, h_out, c_out, work, bits):
+    """``nn.LSTMCell``'s update from ``gates [B, 4H]`` (``x W_ih^T + h W_hh^T``, i, f, g, o blocks;
+    overwritten) and ``bias [4H]`` (``b_ih + b_hh``): ``c' = sigmoid(f) c + sigmoid(i) tanh(g)``,
+    ``h' = sigmoid(o) tanh(c')`` into ``h_out``, ``c_out [B, H]``. tanh(g) is ``2 sigmoid(2g) - 1``,
+    so one sigmoid pass covers all four blocks. ``work [>= 2 B 4H]`` float32, ``bits [>= B 4H]``
+    int32 scratch."""
+    batch, width = gates.shape
+    hidden = width // 4
+    for b in range(batch):
+        row = gates[b]
+        for j in range(width):
+            row[j] += bias[j]
+        g = row[2 * hidden:3 * hidden]
+        for j in range(hidden):
+            g[j] *= np.float32(2.0)
+    sigmoid_rows(gates, work, bits)
+    for b in range(batch):
+        i = gates[b, :hidden]
+        f = gates[b, hidden:2 * hidden]
+        g = gates[b, 2 * hidden:3 * hidden]
+        dst = c_out[b]
+        prev = c_prev[b]
+        for j in range(hidden):
+            dst[j] = f[j] * prev[j] + i[j] * (np.float32(2.0) * g[j] - np.float32(1.0))
+    h_out[:] = c_out
+    tanh_rows(h_out, work, bits)
+    for b in range(batch):
+        o = gates[b, 3 * hidden:]
+        dst = h_out[b]
+        for j in range(hidden):
+            dst[j] *= o[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish_latent(head, bias, range_eps, h, next_latent, lstm_in):
+    """``next_latent [B, D]`` = min-max rows of ``head [B, D] + bias``; ``lstm_in [B, D + H]`` =
+    ``[next_latent | h]``, the LSTM's input for one stacked GEMM."""
+    _add_bias_into(head, bias, 0, next_latent)
+    minmax_rows_into(next_latent, range_eps, next_latent)
+    latent_dim = next_latent.shape[1]
+    for b in range(lstm_in.shape[0]):
+        dst = lstm_in[b]
+        src = next_latent[b]
+        for j in range(latent_dim):
+            dst[j] = src[j]
+        tail = lstm_in[b, latent_dim:]
+        prev = h[b]
+        for j in range(prev.shape[0]):
+            tail[j] = prev[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_head(head, bias, logits):
+    """``logits [B, R] = head + bias``; returns the decoded scalars ``[B]`` float32."""
+    _add_bias_into(head, bias, 0, logits)
+    return support_to_scalar_np(logits)
+
+
+@numba.njit(cache=True, nogil=True)
+def prefix_step(parent_prefix, parent_depth, child_prefix, horizon, h, c, reward, child_depth):
+    """The search's value-prefix bookkeeping for B edges parent -> child (``[B]`` arrays):
+    ``reward = child_prefix - parent_prefix`` (``child_prefix`` alone when the parent sits at a
+    reset depth, ``parent_depth % horizon == 0``), ``child_depth = parent_depth + 1``, and the
+    child's LSTM state ``h, c [B, H]`` zeroed where ``child_depth % horizon == 0``."""
+    for b in range(reward.shape[0]):
+        base = np.float32(0.0) if parent_depth[b] % horizon == 0 else parent_prefix[b]
+        reward[b] = child_prefix[b] - base
+        depth = parent_depth[b] + 1
+        child_depth[b] = depth
+        if depth % horizon == 0:
+            h[b, :] = 0.0
+            c[b, :] = 0.0
+
+
+class EfficientZeroSearchInference:
+    """``recurrent_fn`` of EfficientZero's search on numpy node states (module docstring).
+
+    ``engine(state, action [B]) -> (next_state, reward [B], value [B], policy_logits [B, A])``
+    with ``state = (latent [B, D], h [B, H], c [B, H], prefix [B] float32, depth [B] int64)``;
+    continuous actions as :class:`MLPSearchInference`. Returned arrays are engine buffers,
+    valid until its next call. :meth:`bind` before every search.
+    """
+
+    def __init__(self, horizon: int) -> None:
+        self.horizon = int(horizon)
+        self.mlp = MLPSearchInference()
+        self._lstm: Optional[tuple] = None
+        self._buffers: dict[int, dict] = {}
+        self._shapes: Optional[tuple] = None
+
+    @staticmethod
+    def supports(network: torch.nn.Module) -> bool:
+        """True for an :class:`EfficientZeroNetwork` over exactly a :class:`MuZeroMLPNetwork`
+        whose parameters are float32 on the CPU."""
+        return (type(network) is EfficientZeroNetwork and type(network.muzero) is MuZeroMLPNetwork
+                and cpu_float32(network))
+
+    def bind(self, network: EfficientZeroNetwork) -> None:
+        """Fresh views of ``network``'s parameters (and the MuZero engine's)."""
+        if not self.supports(network):
+            raise ValueError("EfficientZeroSearchInference needs an MLP EfficientZeroNetwork with float32 "
+                             "parameters on the CPU")
+        self.mlp.bind(network.muzero)
+        net = network
+        d = net.muzero.latent_dim
+        head_weight, head_bias = self.mlp.dynamics_head
+        lstm = net.lstm
+        layers = [m for m in net.prefix_mlp if isinstance(m, torch.nn.Linear)]
+        with torch.no_grad():  # contiguous [in, out] copies: BLAS is ~3x slower on transposed views at batch 8
+            lstm_weight = torch.cat((lstm.weight_ih, lstm.weight_hh), 1).t().contiguous().numpy()  # [D + H, 4H]
+            lstm_bias = (lstm.bias_ih + lstm.bias_hh).numpy()
+            fc = tuple((m.weight.t().contiguous().numpy(), m.bias.detach().numpy()) for m in layers)
+        self._lstm = (np.ascontiguousarray(head_weight[:, :d]), head_bias[:d],  # latent columns of the head
+                      lstm_weight, lstm_bias, net.prefix_norm.weight.detach().numpy(),
+                      net.prefix_norm.bias.detach().numpy(), fc)
+        shapes = (d, net.lstm_hidden_size, tuple(m.out_features for m in layers))
+        if shapes != self._shapes:
+            self._shapes = shapes
+            self._buffers.clear()
+
+    def _buffers_for(self, batch: int) -> dict:
+        buf = self._buffers.get(batch)
+        if buf is None:
+            d, hidden, widths = self._shapes
+            f32 = np.float32
+            buf = {"head": np.empty((batch, d), f32), "latent": np.empty((batch, d), f32),
+                   "gates": np.empty((batch, 4 * hidden), f32), "lstm_in": np.empty((batch, d + hidden), f32),
+                   "h": np.empty((batch, hidden), f32), "c": np.empty((batch, hidden), f32),
+                   "normed": np.empty((batch, hidden), f32),
+                   "fc": [np.empty((batch, w), f32) for w in widths[:-1]],
+                   "prefix_head": np.empty((batch, widths[-1]), f32),
+                   "prefix_logits": np.empty((batch, widths[-1]), f32),
+                   "reward": np.empty(batch, f32), "depth": np.empty(batch, np.int64),
+                   "work": np.empty(2 * batch * 4 * hidden, f32), "bits": np.empty(batch * 4 * hidden, np.int32)}
+            self._buffers[batch] = buf
+        return buf
+
+    def root(self, latent: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """Root node states from root latents ``[B, D]``: ``(state, value [B], policy_logits [B, A])``,
+        with a zero LSTM state, prefix 0 and depth 0 (new arrays)."""
+        latent = np.ascontiguousarray(latent, np.float32)
+        batch = latent.shape[0]
+        hidden = self._shapes[1]
+        value, policy_logits = self.mlp.prediction(latent)
+        state = (latent, np.zeros((batch, hidden), np.float32), np.zeros((batch, hidden), np.float32),
+                 np.zeros(batch, np.float32), np.zeros(batch, np.int64))
+        return state, value, policy_logits
+
+    def __call__(self, state: tuple, action: np.ndarray):
+        latent, h, c, prefix, depth = state
+        if self._lstm is None:
+            raise RuntimeError("EfficientZeroSearchInference.bind(network) must be called before the first step")
+        head_w, head_b, lstm_w, lstm_bias, norm_w, norm_b, fc = self._lstm
+        batch = latent.shape[0]
+        mlp_buf, zeros = self.mlp.prepare(batch)
+        buf = self._buffers_for(batch)
+        hidden = self.mlp.dynamics_hidden(latent, action, mlp_buf, zeros)
+        np.dot(hidden, head_w, out=buf["head"])
+        next_latent = buf["latent"]
+        _finish_latent(buf["head"], head_b, LATENT_RANGE_EPS, h, next_latent, buf["lstm_in"])
+        np.dot(buf["lstm_in"], lstm_w, out=buf["gates"])
+        h_new, c_new = buf["h"], buf["c"]
+        lstm_gates_into(buf["gates"], lstm_bias, c, h_new, c_new, buf["work"], buf["bits"])
+        x = buf["normed"]
+        layer_norm_rows(h_new, norm_w, norm_b, _LSTM_NORM_EPS, x, True)
+        for (weight, bias), out in zip(fc[:-1], buf["fc"]):
+            np.dot(x, weight, out=out)
+            _activate(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
+            x = out
+        np.dot(x, fc[-1][0], out=buf["prefix_head"])
+        child_prefix = _decode_head(buf["prefix_head"], fc[-1][1], buf["prefix_logits"])
+        reward, child_depth = buf["reward"], buf["depth"]
+        prefix_step(prefix, depth, child_prefix, self.horizon, h_new, c_new, reward, child_depth)
+        value = self.mlp.predict(next_latent, mlp_buf, zeros)
+        return (next_latent, h_new, c_new, child_prefix, child_depth), reward, value, mlp_buf["policy_logits"]
+
+
+_EMPTY = np.zeros(0, np.float32)
