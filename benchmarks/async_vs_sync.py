@@ -203,7 +203,6 @@ def main() -> None:
                         help="rounds of (collect-only, train-only, sync, async), interleaved; medians reported")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for both runs")
     args = parser.parse_args()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)
     seconds = args.window or (60.0 if args.pong else 30.0)
     collects = args.collects or (3 if args.pong else 4)

@@ -220,7 +220,6 @@ def measure_collectors(cfg: Config, n: int, warmup: float, seconds: float) -> di
 def env_part(args: argparse.Namespace) -> dict:
     import ray
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)
     cpus, gpus = os.cpu_count() or 1, torch.cuda.device_count()
     batch = [f"learner.batch_size={args.batch_size}"] if args.batch_size else []

@@ -59,7 +59,6 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # before Ray is imported (as the other Ray benchmarks here)
 
 import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
 

@@ -189,7 +189,6 @@ def main() -> None:
     parser.add_argument("--keep-dir", default=None, help="write the experiment folder here and keep it")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="further config overrides")
     args = parser.parse_args()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)
     out = soak(args.minutes, args.interval, args.async_pipeline, args.buffer_size, args.overrides, args.keep_dir)
     print()

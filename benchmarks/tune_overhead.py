@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 
@@ -51,7 +50,6 @@ def main() -> None:
     parser.add_argument("--storage-path", default=None, help="default: a temporary folder")
     args = parser.parse_args()
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
     from ray import tune
 

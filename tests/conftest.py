@@ -109,9 +109,9 @@ def _ray_started_here():
 def ray_cluster(_ray_started_here):
     """A 2-CPU Ray cluster, started once for the whole test session (a start costs ~12 s on the
     2-core box) and reused by every module that asks for it; started again if a test shut it
-    down (the notebook tests do: a notebook starts its own)."""
+    down (the notebook tests do: a notebook starts its own). Ray's token authentication stays
+    as Ray sets it (on for this local cluster): tests run the way users do (lz_tune.ray_auth)."""
     ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
         _ray_started_here.append(True)

@@ -69,7 +69,6 @@ def experiment(tmp_path_factory) -> Path:
     import torch
 
     torch.set_num_threads(1)
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     storage = tmp_path_factory.mktemp("analysis")
     started = not ray.is_initialized()
     if started:
@@ -283,7 +282,6 @@ def _execute(name: str, monkeypatch, **env: str):
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     path = REPO_ROOT / "notebooks" / name

@@ -15,7 +15,7 @@ from conftest import REPO_ROOT
 
 
 def _last_json(args: list[str], timeout: int) -> dict:
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=REPO_ROOT)
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     run = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True,
                          timeout=timeout, env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]

@@ -48,7 +48,6 @@ def _start_cluster(*nodes: dict) -> tuple[Cluster, dict[str, str]]:
     cluster and {custom resource name: node id}."""
     if ray.is_initialized():
         ray.shutdown()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for node in nodes:
         cluster.add_node(**node)

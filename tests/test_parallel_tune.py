@@ -174,7 +174,6 @@ def test_learner_workers_on_different_nodes(tmp_path):
 
     if ray.is_initialized():
         ray.shutdown()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(3):
         cluster.add_node(num_cpus=1)

@@ -27,7 +27,7 @@ class _Run:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
              "max_env_step=100000000", "--exp-dir", str(exp_dir), *extra],
-            env=dict(os.environ, RAY_AUTH_MODE="disabled"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

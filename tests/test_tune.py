@@ -122,7 +122,7 @@ def test_cli_tune_runs_and_resumes(tmp_path):
 
     fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()] + ["step_seconds=1.5"]
     common = ["--storage-path", str(tmp_path), "--name", "cli", "--num-cpus", "2"]
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    env = dict(os.environ)
     cmd = [sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py"]
     run = subprocess.run(cmd + fixed + common + ["--num-samples", "2", "--stop-iters", "2", "--scheduler", "fifo"],
                          capture_output=True, text=True, timeout=240, env=env)

@@ -34,7 +34,7 @@ def _rows(trial_dir: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-@pytest.mark.parametrize("pipeline", ["sync", "async"])
+@pytest.mark.parametrize("pipeline", ["sync", pytest.param("async", marks=pytest.mark.slow)])  # async: ~20-35 s
 def test_trial_restore_brings_back_the_exact_buffer_and_trains_at_once(ray_cluster, tmp_path, monkeypatch, pipeline):
     """save_checkpoint then load_checkpoint in a new trial process: every buffer array, clock
     and RNG is the saved one, and the first update after the restore comes before any new env
@@ -65,6 +65,7 @@ def test_trial_restore_brings_back_the_exact_buffer_and_trains_at_once(ray_clust
         t2.stop()
 
 
+@pytest.mark.slow  # ~20-40 s: a 5-iteration tune.run
 def test_num_to_keep_1_with_incremental_chunks_still_restores(ray_cluster, tmp_path):
     """Tune keeps one checkpoint folder; the chunks it needs were written by earlier saves
     (whose folders Tune deleted) and are still there; chunks of older folders are gone; a new

@@ -30,7 +30,7 @@ def _rows(trial_dir: str) -> list[dict]:
 def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_checkpoint(ray_cluster, tmp_path):
     """Two trials under FailureConfig(max_failures=2): one raises in step(), the other's process
     is SIGKILLed (as by the OOM killer), once each. Both finish, and each continues its counters
-    from its last checkpoint."""
+    and its replay buffer from its last checkpoint, training before collecting."""
 
     class FailsOnce(MuZeroTrainable):  # defined here: pickled by value into the trial processes
         def step(self):
@@ -65,6 +65,8 @@ def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_che
         assert all(k in first for k in ("perf/driver_setup_s", "evaluation/num_env_steps_sampled_lifetime",
                                         "timesteps_this_iter"))
         assert first["num_env_steps_sampled_lifetime"] > 0 and rows[-1]["train_iter"] > first["train_iter"] - 1
+        # the checkpoint's replay buffer came back and training went on before any new env step
+        assert first["restore/buffer_transitions"] > 0 and first["restore/env_steps_before_first_update"] == 0
 
 
 def test_resource_request_larger_than_the_cluster_fails_fast(ray_cluster, tmp_path):
@@ -116,7 +118,7 @@ def _cli(tmp_path, *extra):
 
 @pytest.mark.slow  # ~80 s; the default run kills a trial process in the FailureConfig test
 def test_search_killed_with_sigkill_resumes_and_continues_counters(tmp_path):
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    env = dict(os.environ)
     exp = tmp_path / "killed"
     proc = subprocess.Popen(_cli(tmp_path, "--num-samples", "1", "--stop-iters", "9", "--scheduler", "fifo"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
