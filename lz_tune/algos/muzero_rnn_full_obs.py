@@ -52,6 +52,7 @@ from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401 
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.models.rnn_full_obs import RNNFullObsNetwork
+from lz_tune.models.rnn_inference import RNNFullObsSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
 __all__ = ["RNNFullObsPolicy", "RNNFullObsLearner", "make_policy", "make_learner", "step_columns",
@@ -67,6 +68,7 @@ class RNNFullObsPolicy(MuZeroPolicy):
         self.history = EnvHistory(cfg.context.context_length_init)
         self._last_latent: Optional[torch.Tensor] = None  # [N, *latent] encoded obs of each env's last step
         self._last_history: Optional[torch.Tensor] = None  # [N, H] GRU history at each env's last step
+        self._history_engine = RNNFullObsSearchInference()  # the search's CPU engine (mcts.inference)
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> RNNFullObsNetwork:
@@ -101,7 +103,9 @@ class RNNFullObsPolicy(MuZeroPolicy):
 
     def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None):
         """Root state ``(latent, history)`` (an empty history unless ``root_latent`` gives one),
-        value [K], policy logits [K, A] and the recurrent function."""
+        value [K], policy logits [K, A] and the recurrent function: the numpy engine
+        (:class:`RNNFullObsSearchInference`) for an MLP network on the CPU under
+        ``mcts.inference=auto``, else torch."""
         if root_latent is None:
             latent = self.network.representation(self._obs_tensor(obs))
             history = self.network.empty_history(latent.shape[0], like=latent)
@@ -109,6 +113,10 @@ class RNNFullObsPolicy(MuZeroPolicy):
             latent, history = root_latent
         policy_logits, value_logits = self.network.prediction(latent, history)
         value = support_to_scalar_np(self._numpy(value_logits))
+        if self.cfg.mcts.inference == "auto" and RNNFullObsSearchInference.supports(self.network):
+            engine = self._history_engine  # numpy node states, one engine call per simulation
+            engine.bind(self.network)
+            return (latent.numpy(), history.numpy()), value, self._numpy(policy_logits), engine
         return (latent, history), value, self._numpy(policy_logits), self._recurrent
 
     def _recurrent(self, state: tuple, action: np.ndarray):

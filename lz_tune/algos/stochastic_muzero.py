@@ -48,6 +48,7 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.mcts import StochasticPUCT
 from lz_tune.models.stochastic import StochasticMuZeroNetwork, straight_through_one_hot
+from lz_tune.models.stochastic_inference import StochasticSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
 __all__ = ["StochasticMuZeroPolicy", "StochasticMuZeroLearner", "make_policy", "make_learner", "step_columns",
@@ -80,14 +81,22 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
         check_chance_config(cfg, spec)
         super().__init__(cfg, spec, device=device, network=network)
         self.num_chance = cfg.stochastic.chance_space_size
+        self._chance_engine = StochasticSearchInference()  # the search's CPU engine (mcts.inference)
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroNetwork:
         return StochasticMuZeroNetwork(build_network(cfg, spec), chance_space_size=cfg.stochastic.chance_space_size)
 
     def search_backend(self, obs: np.ndarray):
-        """Root state (torch latents), value [K], policy logits [K, A] and the stochastic
-        recurrent function."""
+        """Root state, value [K], policy logits [K, A] and the stochastic recurrent function: the
+        numpy engine (:class:`StochasticSearchInference`, numpy latents) for an MLP network on the
+        CPU under ``mcts.inference=auto``, else torch latents and :meth:`_recurrent`."""
+        if self.cfg.mcts.inference == "auto" and StochasticSearchInference.supports(self.network):
+            engine = self._chance_engine
+            engine.bind(self.network)
+            latent = self.network.representation(self._obs_tensor(obs)).numpy()
+            value, policy_logits = engine.mlp.prediction(latent)
+            return latent, value, policy_logits, engine
         init = self.network.initial_inference(self._obs_tensor(obs))
         value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
         return init.latent, value, init.policy_logits.float().cpu().numpy(), self._recurrent

@@ -29,12 +29,10 @@ import numba
 import numpy as np
 import torch
 
-from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.efficientzero import EfficientZeroNetwork
 from lz_tune.models.fast_math import layer_norm_rows, sigmoid_rows, tanh_rows
 from lz_tune.models.mlp import MuZeroMLPNetwork
-from lz_tune.models.mlp_inference import MLPSearchInference, _activate, _add_bias_into, cpu_float32
-from lz_tune.models.support_np import support_to_scalar_np
+from lz_tune.models.mlp_inference import MLPSearchInference, _activate, add_bias_decode, cpu_float32
 
 __all__ = ["EfficientZeroSearchInference"]
 
@@ -76,28 +74,18 @@ def lstm_gates_into(gates, bias, c_prev, h_out, c_out, work, bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _finish_latent(head, bias, range_eps, h, next_latent, lstm_in):
-    """``next_latent [B, D]`` = min-max rows of ``head [B, D] + bias``; ``lstm_in [B, D + H]`` =
-    ``[next_latent | h]``, the LSTM's input for one stacked GEMM."""
-    _add_bias_into(head, bias, 0, next_latent)
-    minmax_rows_into(next_latent, range_eps, next_latent)
-    latent_dim = next_latent.shape[1]
-    for b in range(lstm_in.shape[0]):
-        dst = lstm_in[b]
-        src = next_latent[b]
-        for j in range(latent_dim):
-            dst[j] = src[j]
-        tail = lstm_in[b, latent_dim:]
-        prev = h[b]
-        for j in range(prev.shape[0]):
-            tail[j] = prev[j]
-
-
-@numba.njit(cache=True, nogil=True)
-def _decode_head(head, bias, logits):
-    """``logits [B, R] = head + bias``; returns the decoded scalars ``[B]`` float32."""
-    _add_bias_into(head, bias, 0, logits)
-    return support_to_scalar_np(logits)
+def _concat_rows(a, b, out):
+    """``out [B, Da + Db] = [a | b]`` (the LSTM's input for one stacked GEMM)."""
+    width = a.shape[1]
+    for r in range(out.shape[0]):
+        head = out[r, :width]
+        tail = out[r, width:]
+        src = a[r]
+        for j in range(width):
+            head[j] = src[j]
+        src = b[r]
+        for j in range(tail.shape[0]):
+            tail[j] = src[j]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -147,15 +135,13 @@ class EfficientZeroSearchInference:
         self.mlp.bind(network.muzero)
         net = network
         d = net.muzero.latent_dim
-        head_weight, head_bias = self.mlp.dynamics_head
         lstm = net.lstm
         layers = [m for m in net.prefix_mlp if isinstance(m, torch.nn.Linear)]
         with torch.no_grad():  # contiguous [in, out] copies: BLAS is ~3x slower on transposed views at batch 8
             lstm_weight = torch.cat((lstm.weight_ih, lstm.weight_hh), 1).t().contiguous().numpy()  # [D + H, 4H]
             lstm_bias = (lstm.bias_ih + lstm.bias_hh).numpy()
             fc = tuple((m.weight.t().contiguous().numpy(), m.bias.detach().numpy()) for m in layers)
-        self._lstm = (np.ascontiguousarray(head_weight[:, :d]), head_bias[:d],  # latent columns of the head
-                      lstm_weight, lstm_bias, net.prefix_norm.weight.detach().numpy(),
+        self._lstm = (lstm_weight, lstm_bias, net.prefix_norm.weight.detach().numpy(),
                       net.prefix_norm.bias.detach().numpy(), fc)
         shapes = (d, net.lstm_hidden_size, tuple(m.out_features for m in layers))
         if shapes != self._shapes:
@@ -167,8 +153,7 @@ class EfficientZeroSearchInference:
         if buf is None:
             d, hidden, widths = self._shapes
             f32 = np.float32
-            buf = {"head": np.empty((batch, d), f32), "latent": np.empty((batch, d), f32),
-                   "gates": np.empty((batch, 4 * hidden), f32), "lstm_in": np.empty((batch, d + hidden), f32),
+            buf = {"gates": np.empty((batch, 4 * hidden), f32), "lstm_in": np.empty((batch, d + hidden), f32),
                    "h": np.empty((batch, hidden), f32), "c": np.empty((batch, hidden), f32),
                    "normed": np.empty((batch, hidden), f32),
                    "fc": [np.empty((batch, w), f32) for w in widths[:-1]],
@@ -194,14 +179,12 @@ class EfficientZeroSearchInference:
         latent, h, c, prefix, depth = state
         if self._lstm is None:
             raise RuntimeError("EfficientZeroSearchInference.bind(network) must be called before the first step")
-        head_w, head_b, lstm_w, lstm_bias, norm_w, norm_b, fc = self._lstm
+        lstm_w, lstm_bias, norm_w, norm_b, fc = self._lstm
         batch = latent.shape[0]
         mlp_buf, zeros = self.mlp.prepare(batch)
         buf = self._buffers_for(batch)
-        hidden = self.mlp.dynamics_hidden(latent, action, mlp_buf, zeros)
-        np.dot(hidden, head_w, out=buf["head"])
-        next_latent = buf["latent"]
-        _finish_latent(buf["head"], head_b, LATENT_RANGE_EPS, h, next_latent, buf["lstm_in"])
+        next_latent = self.mlp.dynamics_latent(latent, action, mlp_buf, zeros)
+        _concat_rows(next_latent, h, buf["lstm_in"])
         np.dot(buf["lstm_in"], lstm_w, out=buf["gates"])
         h_new, c_new = buf["h"], buf["c"]
         lstm_gates_into(buf["gates"], lstm_bias, c, h_new, c_new, buf["work"], buf["bits"])
@@ -212,7 +195,7 @@ class EfficientZeroSearchInference:
             _activate(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
             x = out
         np.dot(x, fc[-1][0], out=buf["prefix_head"])
-        child_prefix = _decode_head(buf["prefix_head"], fc[-1][1], buf["prefix_logits"])
+        child_prefix = add_bias_decode(buf["prefix_head"], fc[-1][1], buf["prefix_logits"])
         reward, child_depth = buf["reward"], buf["depth"]
         prefix_step(prefix, depth, child_prefix, self.horizon, h_new, c_new, reward, child_depth)
         value = self.mlp.predict(next_latent, mlp_buf, zeros)

@@ -38,7 +38,7 @@ from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.mlp import _LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
-__all__ = ["MLPSearchInference", "cpu_float32", "limit_blas_threads"]
+__all__ = ["MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent", "limit_blas_threads"]
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -99,6 +99,21 @@ def _finish_dynamics(head, bias, next_latent, reward_logits, range_eps):
     minmax_rows_into(next_latent, range_eps, next_latent)
     _add_bias_into(head, bias, next_latent.shape[1], reward_logits)
     return support_to_scalar_np(reward_logits)
+
+
+@numba.njit(cache=True, nogil=True)
+def finish_latent(head, bias, out):
+    """``out [B, D]`` = min-max normalised rows of ``head [B, D] + bias`` (a next latent)."""
+    _add_bias_into(head, bias, 0, out)
+    minmax_rows_into(out, LATENT_RANGE_EPS, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def add_bias_decode(head, bias, logits):
+    """``logits [B, V] = head + bias``; returns the decoded scalars ``[B]`` float32 (a categorical
+    value or reward head)."""
+    _add_bias_into(head, bias, 0, logits)
+    return support_to_scalar_np(logits)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -184,9 +199,9 @@ class MLPSearchInference:
 
     ``engine(latent [B, D] float32, action [B] int64) -> (next_latent [B, D], reward [B],
     value [B], policy_logits [B, A])``, all float32 numpy. Continuous actions: ``action
-    [B, D_a]`` float32 and ``policy_logits [B, 2 D_a]`` (the Gaussian's mean and raw scale). The returned arrays are buffers of the
-    engine, valid until its next call (the search copies the latent into its store and consumes
-    the rest before simulating again).
+    [B, D_a]`` float32 and ``policy_logits [B, 2 D_a]`` (the Gaussian's mean and raw scale).
+    The returned arrays are buffers of the engine, valid until its next call (the search copies
+    the latent into its store and consumes the rest before simulating again).
 
     Call :meth:`bind` with the network before every search: it re-reads the parameter views
     and applies the thread limit. Only CPU float32 networks are supported (:meth:`supports`).
@@ -230,6 +245,8 @@ class MLPSearchInference:
             prediction=trunk("prediction", "prediction_in_weight", p["prediction_in_bias"][None]),
             prediction_head=(p["prediction_head_weight"], p["prediction_head_bias"]),
         )
+        head_weight, head_bias = self._weights.dynamics_head
+        self._latent_head = (np.ascontiguousarray(head_weight[:, :net.latent_dim]), head_bias[:net.latent_dim])
         shapes = (net.hidden_sizes, net.latent_dim, net.policy_size, self._weights.dynamics_head[0].shape[1],
                   self._weights.prediction_head[0].shape[1])
         if shapes != self._shapes:  # another network shape: the buffers no longer fit
@@ -247,6 +264,7 @@ class MLPSearchInference:
                 "dynamics_head": np.empty((batch, dynamics_width), f32),
                 "prediction_head": np.empty((batch, prediction_width), f32),
                 "next_latent": np.empty((batch, latent_dim), f32),
+                "latent_head": np.empty((batch, latent_dim), f32),
                 "policy_logits": np.empty((batch, num_actions), f32),
                 "reward_logits": np.empty((batch, dynamics_width - latent_dim), f32),
                 "value_logits": np.empty((batch, prediction_width - num_actions), f32),
@@ -278,6 +296,16 @@ class MLPSearchInference:
         embedded = buf["embedded_actions"]
         _embed_actions_into(action, *self._action_projection, embedded)
         return self._trunk(latent, w.dynamics, buf["dynamics"], buf["rows"], zeros, first_rows=embedded)
+
+    def dynamics_latent(self, latent: np.ndarray, action: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
+        """Only the next latent of the dynamics, ``[B, D]`` normalised (``buf["next_latent"]``):
+        the trunk and the latent columns of the fused head (networks that ignore the reward
+        columns: EfficientZero's, Stochastic MuZero's afterstates)."""
+        hidden = self.dynamics_hidden(latent, action, buf, zeros)
+        weight, bias = self._latent_head
+        np.dot(hidden, weight, out=buf["latent_head"])
+        finish_latent(buf["latent_head"], bias, buf["next_latent"])
+        return buf["next_latent"]
 
     def predict(self, latent: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
         """Prediction network on ``latent [B, D]``: fills ``buf["policy_logits"]``, returns value [B]."""

@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from lz_tune.models.fast_math import exp_row, gelu_erf_rows, gelu_tanh_rows, layer_norm_rows
-from lz_tune.models.mlp_inference import _add_bias_into, _embed_actions_into, cpu_float32, limit_blas_threads
-from lz_tune.models.support_np import support_to_scalar_np
+from lz_tune.models.mlp_inference import (_add_bias_into, _embed_actions_into, add_bias_decode, cpu_float32,
+                                          limit_blas_threads)
 from lz_tune.models.unizero import UniZeroWorldModel
 
 __all__ = ["TransformerSearchInference", "attend_token", "assemble_window", "token_pass"]
@@ -214,13 +214,6 @@ def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, new_keys, 
             residual_norm(x, proj, fc2_b[layer], ln_attn[layer + 1, 0], ln_attn[layer + 1, 1], eps, normed)
         else:
             residual_norm(x, proj, fc2_b[layer], ln_final[0], ln_final[1], eps, out)
-
-
-@numba.njit(cache=True, nogil=True)
-def add_bias_decode(head, bias, logits):
-    """``logits [B, V] = head + bias``; returns the decoded scalars ``[B]`` float32."""
-    _add_bias_into(head, bias, 0, logits)
-    return support_to_scalar_np(logits)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
