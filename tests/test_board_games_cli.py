@@ -23,8 +23,7 @@ TINY = ["env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evalu
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from _pytest.capture import CaptureFixture  # noqa: F401  (capsys is function-scoped: call main directly)
-    from lz_tune.__main__ import main
+    from lz_tune.__main__ import main  # capsys is function-scoped: a module fixture calls main directly
 
     exp = tmp_path_factory.mktemp("ttt") / "run"
     before = os.getcwd()
@@ -46,6 +45,18 @@ def test_training_evaluations_report_win_draw_loss_rates(run_dir):
         # 4 games on 2 envs: each env plays one game per seat
         w, lo = rates["evaluation/env_runners/win_rate"], rates["evaluation/env_runners/loss_rate"]
         assert row["evaluation/env_runners/episode_return_mean"] == pytest.approx(w - lo)
+
+
+def test_match_rates_by_seat():
+    from lz_tune.workers.match_stats import format_match, match_rates
+
+    rates = match_rates([1.0, 0.0, -1.0, 1.0], [0, 0, 1, 0])
+    assert rates["evaluation/env_runners/win_rate"] == 0.5 and rates["evaluation/env_runners/loss_rate"] == 0.25
+    assert rates["evaluation/env_runners/win_rate_as_first"] == pytest.approx(2 / 3)
+    assert rates["evaluation/env_runners/loss_rate_as_second"] == 1.0
+    assert format_match(rates) == "W/D/L 0.50/0.25/0.25 (first 0.67/0.33/0.00, second 0.00/0.00/1.00)"
+    only_first = match_rates([0.0], [0])
+    assert np.isnan(only_first["evaluation/env_runners/draw_rate_as_second"])
 
 
 def test_evaluate_against_the_mcts_bot_with_a_text_video(run_dir, tmp_path, capsys):
@@ -79,8 +90,9 @@ def test_an_unsupported_game_is_refused_before_anything_is_written(tmp_path, cap
                                          "sampled_efficientzero", "stochastic_muzero", "muzero_context",
                                          "muzero_rnn_full_obs", "unizero", "sampled_unizero"])
 @pytest.mark.parametrize("pipeline", ["sync", "async"])
-def test_every_policy_type_trains_on_tic_tac_toe(policy_type, pipeline, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RAY_TMPDIR", os.environ.get("RAY_TMPDIR", "/tmp/rh38"))
+def test_every_policy_type_trains_on_tic_tac_toe(policy_type, pipeline, tmp_path, capsys, request):
+    if pipeline == "async":
+        request.getfixturevalue("ray_cluster")  # one Ray for all of them; the driver joins it
     extra = ["sampled.num_samples=5"] if policy_type.startswith("sampled") else []
     extra += ["--async-pipeline", "async_pipeline.collector_num_cpus=0.5",
               "async_pipeline.evaluator_num_cpus=0.5"] if pipeline == "async" else []
