@@ -14,11 +14,14 @@ and best eval return.
     python benchmarks/cartpole_solve.py --variants gumbel_muzero_4sims --seeds 0
     python benchmarks/cartpole_solve.py --variants pendulum_sampled_muzero,pendulum_sampled_efficientzero \
         --max-env-step 50000 --timeout 3600 --final-eval-episodes 64
+    python benchmarks/cartpole_solve.py --variants tictactoe_muzero,tictactoe_gumbel_muzero \
+        --max-env-step 300000 --timeout 14400 --final-eval-episodes 100
 
 ``--final-eval-episodes N`` adds, per run, ``python -m lz_tune evaluate`` of the run's last
 evaluated weights over N episodes from held-out starts (``--final-eval-seed``): on Pendulum
 the training evaluation's 8 fixed starts give a mean with a standard error of ~45 (episode
-returns spread from -2 to -500), so the bar is judged on 64 episodes.
+returns spread from -2 to -500), so the bar is judged on 64 episodes. For two-player games it
+also reports the win / draw / loss rates of those games against the config's evaluation bot.
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pendulum_sampled_efficientzero": ("zoo/classic_control/pendulum_sampled_efficientzero.py", ()),
     "pendulum_sampled_unizero": ("zoo/classic_control/pendulum_sampled_unizero.py", ()),
     "acrobot_sampled_muzero": ("zoo/classic_control/acrobot_sampled_muzero.py", ()),
+    # two-player games: solved = an evaluation (100 games against OpenSpiel's MCTS bot with 1,000
+    # simulations, half as first player) without a lost game (evaluator.stop_loss_rate = 0)
+    "tictactoe_muzero": ("zoo/board_games/tictactoe_muzero.py", ()),
+    "tictactoe_gumbel_muzero": ("zoo/board_games/tictactoe_gumbel_muzero.py", ()),
 }
 DEFAULT_VARIANTS = ("muzero", "efficientzero", "gumbel_muzero", "gumbel_muzero_4sims")
 
@@ -66,6 +73,7 @@ _DONE = re.compile(r"done: (stop value reached|stop value NOT reached).*?env_ste
 
 
 _FINAL = re.compile(r"this evaluation: return (-?[\d.]+) \+- ([\d.]+) over (\d+) episodes")
+_MATCH = re.compile(r"against (.+?): W/D/L ([\d.]+)/([\d.]+)/([\d.]+)")
 
 
 def final_eval(run_dir: str, episodes: int, seed: int) -> dict:
@@ -78,8 +86,13 @@ def final_eval(run_dir: str, episodes: int, seed: int) -> dict:
     match = _FINAL.search(out.stdout)
     if out.returncode != 0 or match is None:
         raise RuntimeError(f"evaluate {ckpt} failed ({out.returncode}): {out.stderr[-2000:]}")
-    return {"final_eval": float(match.group(1)), "final_eval_std": float(match.group(2)),
-            "final_eval_episodes": int(match.group(3))}
+    row = {"final_eval": float(match.group(1)), "final_eval_std": float(match.group(2)),
+           "final_eval_episodes": int(match.group(3))}
+    rates = _MATCH.search(out.stdout)  # two-player games: the win / draw / loss rates against the bot
+    if rates:
+        row |= {"final_opponent": rates.group(1), "final_win_rate": float(rates.group(2)),
+                "final_draw_rate": float(rates.group(3)), "final_loss_rate": float(rates.group(4))}
+    return row
 
 
 def run_one(variant: str, seed: int, max_env_step: int, timeout: float, extra: tuple[str, ...] = (), *,
@@ -147,7 +160,9 @@ def main() -> None:
                   f"{r['driver_s']:>10.1f}{r['process_s']:>11.1f}"
                   + (f"   best eval {r['best_eval']:.1f}" if r.get("timed_out") else "")
                   + (f"   final eval {r['final_eval']:.1f} +- {r['final_eval_std']:.1f} over {r['final_eval_episodes']}"
-                     if "final_eval" in r else ""), flush=True)
+                     if "final_eval" in r else "")
+                  + (f" (W/D/L {r['final_win_rate']:.2f}/{r['final_draw_rate']:.2f}/{r['final_loss_rate']:.2f})"
+                     if "final_loss_rate" in r else ""), flush=True)
     summary = {}
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
