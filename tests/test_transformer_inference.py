@@ -41,11 +41,14 @@ def _actions(rng, batch, action_dim):
     return rng.integers(0, 3, batch).astype(np.int64)
 
 
-@pytest.mark.parametrize("context,action_dim", [(3, 0), (1, 0), (2, 2)])
-def test_steps_match_torch_from_empty_to_full_windows(context, action_dim):
+@pytest.mark.parametrize("context,action_dim,fused", [(3, 0, True), (1, 0, True), (2, 2, True), (3, 0, False),
+                                                      (2, 2, False)])
+def test_steps_match_torch_from_empty_to_full_windows(context, action_dim, fused):
     """Root windows holding 1 observation token (mostly empty slots), then steps until the window
-    is full and its oldest tokens fall out; positions start past the first RoPE table."""
+    is full and its oldest tokens fall out; positions start past the first RoPE table. Both
+    engine paths: fused numba calls (small E) and GEMMs on numpy's BLAS (wide models)."""
     auto, reference = _policies(context=context, action_dim=action_dim)
+    auto._window_engine.fused = fused
     rng = np.random.default_rng(1)
     obs = rng.normal(size=(5, 4)).astype(np.float32)
     with torch.inference_mode():

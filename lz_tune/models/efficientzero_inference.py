@@ -104,6 +104,22 @@ def prefix_step(parent_prefix, parent_depth, child_prefix, horizon, h, c, reward
             c[b, :] = 0.0
 
 
+@numba.njit(cache=True, nogil=True)
+def _lstm_step(gates, bias, c_prev, h_out, c_out, norm_weight, norm_bias, normed, work, bits):
+    """:func:`lstm_gates_into`, then ``normed = ReLU(LayerNorm(h'))`` (the prefix head's input)."""
+    lstm_gates_into(gates, bias, c_prev, h_out, c_out, work, bits)
+    layer_norm_rows(h_out, norm_weight, norm_bias, _LSTM_NORM_EPS, normed, True)
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish_prefix(head, bias, logits, parent_prefix, parent_depth, horizon, h, c, reward, child_depth):
+    """The prefix head's bias and decode (-> child prefix ``[B]``, returned), then
+    :func:`prefix_step`."""
+    child_prefix = add_bias_decode(head, bias, logits)
+    prefix_step(parent_prefix, parent_depth, child_prefix, horizon, h, c, reward, child_depth)
+    return child_prefix
+
+
 class EfficientZeroSearchInference:
     """``recurrent_fn`` of EfficientZero's search on numpy node states (module docstring).
 
@@ -187,17 +203,16 @@ class EfficientZeroSearchInference:
         _concat_rows(next_latent, h, buf["lstm_in"])
         np.dot(buf["lstm_in"], lstm_w, out=buf["gates"])
         h_new, c_new = buf["h"], buf["c"]
-        lstm_gates_into(buf["gates"], lstm_bias, c, h_new, c_new, buf["work"], buf["bits"])
         x = buf["normed"]
-        layer_norm_rows(h_new, norm_w, norm_b, _LSTM_NORM_EPS, x, True)
+        _lstm_step(buf["gates"], lstm_bias, c, h_new, c_new, norm_w, norm_b, x, buf["work"], buf["bits"])
         for (weight, bias), out in zip(fc[:-1], buf["fc"]):
             np.dot(x, weight, out=out)
             _activate(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
             x = out
         np.dot(x, fc[-1][0], out=buf["prefix_head"])
-        child_prefix = add_bias_decode(buf["prefix_head"], fc[-1][1], buf["prefix_logits"])
         reward, child_depth = buf["reward"], buf["depth"]
-        prefix_step(prefix, depth, child_prefix, self.horizon, h_new, c_new, reward, child_depth)
+        child_prefix = _finish_prefix(buf["prefix_head"], fc[-1][1], buf["prefix_logits"], prefix, depth, self.horizon,
+                                      h_new, c_new, reward, child_depth)
         value = self.mlp.predict(next_latent, mlp_buf, zeros)
         return (next_latent, h_new, c_new, child_prefix, child_depth), reward, value, mlp_buf["policy_logits"]
 

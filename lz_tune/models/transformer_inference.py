@@ -43,13 +43,16 @@ import torch
 from torch import nn
 
 from lz_tune.models.fast_math import exp_row, gelu_erf_rows, gelu_tanh_rows, layer_norm_rows
-from lz_tune.models.mlp_inference import (_add_bias_into, _embed_actions_into, add_bias_decode, cpu_float32,
-                                          limit_blas_threads)
+from lz_tune.models.mlp_inference import _embed_actions_into, add_bias_decode, cpu_float32, limit_blas_threads
 from lz_tune.models.unizero import UniZeroWorldModel
 
 __all__ = ["TransformerSearchInference", "attend_token", "assemble_window", "token_pass"]
 
 _TOKENS_PER_STEP = 2  # the action token, then the predicted observation token
+FUSED_MAX_WIDTH = 128
+"""Widest E run as fused numba calls: numba's in-kernel GEMMs call scipy's BLAS, ~1.5-2x slower
+than numpy's at batch 8 from E = 256 on (benchmarks/README.md, "Tree search speed"); below, the
+saved Python calls (~30 per simulation) win."""
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -186,13 +189,14 @@ def bias_gelu(x, bias, approximate_tanh, work, bits):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, new_keys, new_values, context, num_heads,
-               ln_attn, qkv_w, qkv_b, out_w, out_b, ln_mlp, fc1_w, fc1_b, fc2_w, fc2_b, ln_final, eps,
+def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, next_pos, new_keys, new_values, context,
+               num_heads, ln_attn, qkv_w, qkv_b, out_w, out_b, ln_mlp, fc1_w, fc1_b, fc2_w, fc2_b, ln_final, eps,
                normed, qkv, att, proj, mlp, out, scores, weights, work, bits):
     """One token of B trees through every block and the final LayerNorm (``WindowTransformer``'s
     forward for T = 1 in eval mode), attending to the parents' windows (see :func:`attend_token`).
 
-    x: ``[B, E]`` the token (the residual stream; overwritten); pos: ``[B]`` int64 its positions.
+    x: ``[B, E]`` the token (the residual stream; overwritten); its positions ``next_pos + token``
+    are written to ``pos [B]``.
     Per-layer weights are stacked over the L layers: ``ln_attn, ln_mlp [L, 2, E]`` (weight, bias),
     ``qkv_w [L, E, 3E]``, ``qkv_b [L, 3E]``, ``out_w [L, E, E]``, ``out_b [L, E]``, ``fc1_w
     [L, E, 4E]``, ``fc1_b [L, 4E]``, ``fc2_w [L, 4E, E]``, ``fc2_b [L, E]`` (``[in, out]``);
@@ -200,6 +204,8 @@ def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, new_keys, 
     ``new_keys``/``new_values [B, L, T, E]`` at ``token``; the rest are scratch.
     """
     layers = qkv_w.shape[0]
+    for b in range(pos.shape[0]):
+        pos[b] = next_pos[b] + token
     layer_norm_rows(x, ln_attn[0, 0], ln_attn[0, 1], eps, normed, False)
     for layer in range(layers):
         np.dot(normed, qkv_w[layer], qkv)
@@ -216,11 +222,47 @@ def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, new_keys, 
             residual_norm(x, proj, fc2_b[layer], ln_final[0], ln_final[1], eps, out)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
-def _bias_norm(head, bias, norm_weight, norm_bias, eps, out):
-    """``out [B, E] = LayerNorm(head + bias)`` (the latent head's last Linear, then its LayerNorm)."""
-    _add_bias_into(head, bias, 0, out)
-    layer_norm_rows(out, norm_weight, norm_bias, eps, out, False)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def head_hidden(h, norm, w1, b1, eps, normed, mid, work, bits):
+    """The first half of a head (``LN -> Linear -> GELU(erf)``): ``mid [B, 4E]`` from ``h [B, E]``;
+    ``norm [2, E]`` (weight, bias), ``w1 [E, 4E]``."""
+    layer_norm_rows(h, norm[0], norm[1], eps, normed, False)
+    np.dot(normed, w1, mid)
+    bias_gelu(mid, b1, False, work, bits)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _narrow_head(h, norm, w1, b1, w2, b2, eps, normed, mid, out, work, bits):
+    """A whole head with a narrow output (the latent and policy heads): ``out = head(h)`` with its
+    last bias."""
+    head_hidden(h, norm, w1, b1, eps, normed, mid, work, bits)
+    np.dot(mid, w2, out)
+    for b in range(out.shape[0]):
+        row = out[b]
+        for j in range(out.shape[1]):
+            row[j] += b2[j]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def action_heads(h, reward_norm, reward_w1, reward_b1, latent_norm, latent_w1, latent_b1, latent_w2, latent_b2,
+                 outer_norm, eps, normed, reward_mid, latent_mid, latent_out, next_latent, work, bits):
+    """At the action token's output ``h [B, E]``: the reward head's first half (``reward_mid``; the
+    601-wide second half runs on numpy's BLAS) and the whole latent head with its final LayerNorm
+    (``next_latent [B, E]``)."""
+    head_hidden(h, reward_norm, reward_w1, reward_b1, eps, normed, reward_mid, work, bits)
+    _narrow_head(h, latent_norm, latent_w1, latent_b1, latent_w2, latent_b2, eps, normed, latent_mid, latent_out,
+                 work, bits)
+    layer_norm_rows(latent_out, outer_norm[0], outer_norm[1], eps, next_latent, False)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def observation_heads(h, value_norm, value_w1, value_b1, policy_norm, policy_w1, policy_b1, policy_w2, policy_b2,
+                      eps, normed, value_mid, policy_mid, policy_logits, work, bits):
+    """At the observation token's output ``h [B, E]``: the value head's first half (``value_mid``)
+    and the whole policy head (``policy_logits [B, A]``)."""
+    head_hidden(h, value_norm, value_w1, value_b1, eps, normed, value_mid, work, bits)
+    _narrow_head(h, policy_norm, policy_w1, policy_b1, policy_w2, policy_b2, eps, normed, policy_mid, policy_logits,
+                 work, bits)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -264,13 +306,6 @@ class _Linear:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Norm:
-    weight: np.ndarray
-    bias: np.ndarray
-    eps: float
-
-
-@dataclasses.dataclass(frozen=True)
 class _Blocks:
     """The transformer's L blocks, stacked for :func:`token_pass` (``[in, out]`` copies)."""
 
@@ -290,7 +325,7 @@ class _Blocks:
 
 @dataclasses.dataclass(frozen=True)
 class _Head:
-    norm: _Norm
+    norm: np.ndarray  # [2, E] weight, bias
     fc1: _Linear
     fc2: _Linear
 
@@ -301,7 +336,7 @@ class _Weights:
     action: np.ndarray  # discrete: Embedding [A, E] view; continuous: [D, E] copy of W^T
     reward: _Head
     latent: _Head
-    latent_norm: _Norm
+    latent_norm: np.ndarray  # [2, E]
     policy: _Head
     value: _Head
 
@@ -311,13 +346,9 @@ def _linear(m: nn.Linear) -> _Linear:
     return _Linear(m.weight.detach().t().contiguous().numpy(), bias)
 
 
-def _norm(m: nn.LayerNorm) -> _Norm:
-    return _Norm(m.weight.detach().numpy(), m.bias.detach().numpy(), float(m.eps))
-
-
 def _head(seq: nn.Sequential) -> _Head:
     """``LN -> Linear -> GELU -> Linear`` (:func:`lz_tune.models.unizero._head`)."""
-    return _Head(_norm(seq[0]), _linear(seq[1]), _linear(seq[3]))
+    return _Head(_stack([seq[0].weight, seq[0].bias]), _linear(seq[1]), _linear(seq[3]))
 
 
 def _stack(tensors) -> np.ndarray:
@@ -327,9 +358,10 @@ def _stack(tensors) -> np.ndarray:
 
 def _blocks(net: UniZeroWorldModel) -> _Blocks:
     blocks = list(net.transformer.blocks)
-    norms = [m for b in blocks for m in (b.ln_attn, b.ln_mlp)] + [net.transformer.ln_final]
+    norms = [m for b in blocks for m in (b.ln_attn, b.ln_mlp)] + [net.transformer.ln_final, net.latent_head[1]] + \
+        [head[0] for head in (net.reward_head, net.latent_head[0], net.policy_head, net.value_head)]
     if len({m.eps for m in norms}) != 1:
-        raise ValueError("TransformerSearchInference: the transformer's LayerNorms must share one eps")
+        raise ValueError("TransformerSearchInference: the world model's LayerNorms must share one eps")
 
     def linear(get, part):
         return _stack([getattr(get(b), part).t() if part == "weight" else getattr(get(b), part) for b in blocks])
@@ -350,7 +382,8 @@ def _pack(net: UniZeroWorldModel) -> _Weights:
     emb = net.action_embedding
     action = emb.weight.detach().t().contiguous().numpy() if net.action_dim else emb.weight.detach().numpy()
     return _Weights(blocks=_blocks(net), action=action, reward=_head(net.reward_head), latent=_head(net.latent_head[0]),
-                    latent_norm=_norm(net.latent_head[1]), policy=_head(net.policy_head), value=_head(net.value_head))
+                    latent_norm=_stack([net.latent_head[1].weight, net.latent_head[1].bias]), policy=_head(net.policy_head),
+                    value=_head(net.value_head))
 
 
 # ---------------------------------------------------------------------------------------- engine
@@ -365,7 +398,11 @@ class TransformerSearchInference:
     until its next call. :meth:`bind` before every search.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, fused: Optional[bool] = None) -> None:
+        self.fused = fused
+        """Run each token (and the heads' first halves) as one numba call with in-kernel GEMMs;
+        None: when ``E <= FUSED_MAX_WIDTH``."""
+        self._fused = False
         self._weights: Optional[_Weights] = None
         self._key: Optional[tuple] = None
         self._generation = 0
@@ -401,6 +438,7 @@ class TransformerSearchInference:
         if dims != self._dims:
             self._dims = dims
             self._buffers.clear()
+        self._fused = tf.embed_dim <= FUSED_MAX_WIDTH if self.fused is None else self.fused
         inv_freq = tf.inv_freq.detach().cpu().numpy()
         if self._inv_freq is None or not np.array_equal(inv_freq, self._inv_freq):
             self._inv_freq = inv_freq
@@ -428,10 +466,11 @@ class TransformerSearchInference:
                 "x": np.empty((batch, width), f32), "normed": np.empty((batch, width), f32),
                 "qkv": np.empty((batch, 3 * width), f32), "att": np.empty((batch, width), f32),
                 "proj": np.empty((batch, width), f32), "mlp": np.empty((batch, hidden), f32),
-                "head_in": np.empty((batch, width), f32), "head_mid": np.empty((batch, hidden), f32),
+                "head_in": np.empty((batch, width), f32), "mid": np.empty((batch, hidden), f32),
+                "narrow_mid": np.empty((batch, hidden), f32),
                 "reward_out": np.empty((batch, reward_out), f32), "reward_logits": np.empty((batch, reward_out), f32),
-                "latent_out": np.empty((batch, width), f32), "next_latent": np.empty((batch, width), f32),
-                "policy_out": np.empty((batch, policy_out), f32), "policy_logits": np.empty((batch, policy_out), f32),
+                "latent_out": np.empty((batch, width), f32),
+                "policy_logits": np.empty((batch, policy_out), f32),
                 "value_out": np.empty((batch, value_out), f32), "value_logits": np.empty((batch, value_out), f32),
                 "new_keys": np.empty((batch, layers, tokens, width), f32),
                 "new_values": np.empty((batch, layers, tokens, width), f32),
@@ -450,48 +489,80 @@ class TransformerSearchInference:
         """Run ``buf["x"]`` (this step's token ``token``) through every block and the final
         LayerNorm against ``window``; returns the output ``[B, E]`` (``buf["head_in"]``)."""
         w = self._weights.blocks
-        keys, values, key_pos, valid, next_pos = window
         _, _, _, heads, context, *_ = self._dims
-        pos = buf["pos"]
-        np.add(next_pos, token, out=pos)
-        token_pass(buf["x"], token, pos, cos, sin, keys, values, key_pos, valid, buf["new_keys"], buf["new_values"],
-                   context, heads, w.ln_attn, w.qkv_w, w.qkv_b, w.out_w, w.out_b, w.ln_mlp, w.fc1_w, w.fc1_b, w.fc2_w,
-                   w.fc2_b, w.ln_final, w.eps, buf["normed"], buf["qkv"], buf["att"], buf["proj"], buf["mlp"],
-                   buf["head_in"], buf["scores"], buf["weights"], buf["work"], buf["bits"])
-        return buf["head_in"]
-
-    def _head(self, head: _Head, h: np.ndarray, buf: dict, out: np.ndarray) -> np.ndarray:
-        """``LN -> Linear -> GELU(erf) -> Linear`` on ``h [B, E]`` into ``out`` (no last bias)."""
-        mid = buf["head_mid"]
-        layer_norm_rows(h, head.norm.weight, head.norm.bias, head.norm.eps, buf["normed"], False)
-        np.dot(buf["normed"], head.fc1.weight, out=mid)
-        bias_gelu(mid, head.fc1.bias, False, buf["work"], buf["bits"])
-        np.dot(mid, head.fc2.weight, out=out)
+        scratch = (buf["scores"], buf["weights"], buf["work"], buf["bits"])
+        x, pos, normed, qkv, att, proj, mlp, out = (buf[k] for k in ("x", "pos", "normed", "qkv", "att", "proj", "mlp",
+                                                                    "head_in"))
+        if self._fused:
+            token_pass(x, token, pos, cos, sin, *window, buf["new_keys"], buf["new_values"], context, heads, w.ln_attn,
+                       w.qkv_w, w.qkv_b, w.out_w, w.out_b, w.ln_mlp, w.fc1_w, w.fc1_b, w.fc2_w, w.fc2_b, w.ln_final,
+                       w.eps, normed, qkv, att, proj, mlp, out, *scratch)
+            return out
+        # wide models: the same steps with the GEMMs on numpy's BLAS (scipy's is up to ~2x slower there)
+        np.add(window[4], token, out=pos)
+        layer_norm_rows(x, w.ln_attn[0, 0], w.ln_attn[0, 1], w.eps, normed, False)
+        layers = w.qkv_w.shape[0]
+        for layer in range(layers):
+            np.dot(normed, w.qkv_w[layer], out=qkv)
+            attend_token(qkv, w.qkv_b[layer], cos, sin, pos, *window[:4], buf["new_keys"], buf["new_values"], layer,
+                         token, context, heads, att, *scratch[:2], scratch[3])
+            np.dot(att, w.out_w[layer], out=proj)
+            residual_norm(x, proj, w.out_b[layer], w.ln_mlp[layer, 0], w.ln_mlp[layer, 1], w.eps, normed)
+            np.dot(normed, w.fc1_w[layer], out=mlp)
+            bias_gelu(mlp, w.fc1_b[layer], True, *scratch[2:])
+            np.dot(mlp, w.fc2_w[layer], out=proj)
+            norm = w.ln_attn[layer + 1] if layer + 1 < layers else w.ln_final
+            residual_norm(x, proj, w.fc2_b[layer], norm[0], norm[1], w.eps, normed if layer + 1 < layers else out)
         return out
+
+    def _heads(self, buf: dict, h: np.ndarray, wide: _Head, narrow: _Head, narrow_out: np.ndarray) -> None:
+        """The first half of the ``wide`` head (-> ``buf["mid"]``) and the whole ``narrow`` head with
+        its last bias (-> ``narrow_out``), at the token output ``h [B, E]``."""
+        eps = self._weights.blocks.eps
+        work, bits = buf["work"], buf["bits"]
+        for head, mid in ((wide, buf["mid"]), (narrow, buf["narrow_mid"])):
+            layer_norm_rows(h, head.norm[0], head.norm[1], eps, buf["normed"], False)
+            np.dot(buf["normed"], head.fc1.weight, out=mid)
+            bias_gelu(mid, head.fc1.bias, False, work, bits)
+        np.dot(buf["narrow_mid"], narrow.fc2.weight, out=narrow_out)
+        narrow_out += narrow.fc2.bias
 
     def __call__(self, window: tuple, action: np.ndarray):
         if self._weights is None:
             raise RuntimeError("TransformerSearchInference.bind(network) must be called before the first step")
         w = self._weights
+        eps = w.blocks.eps
         batch = action.shape[0]
         buf = self._buffers_for(batch)
-        next_pos = window[4]
-        cos, sin = self._rope_tables(int(next_pos.max()) + _TOKENS_PER_STEP)
-        x = buf["x"]
+        cos, sin = self._rope_tables(int(window[4].max()) + _TOKENS_PER_STEP)
+        x, mid, work, bits = buf["x"], buf["mid"], buf["work"], buf["bits"]
         if self._dims[-1]:  # continuous actions: Linear(D, E, bias=False)
             _embed_actions_into(action, w.action, buf["zero_bias"], x)
         else:
             np.take(w.action, action, axis=0, out=x)
         h = self._token(buf, window, 0, cos, sin)
-        reward = add_bias_decode(self._head(w.reward, h, buf, buf["reward_out"]), w.reward.fc2.bias,
-                                 buf["reward_logits"])
-        norm = w.latent_norm
-        _bias_norm(self._head(w.latent, h, buf, buf["latent_out"]), w.latent.fc2.bias, norm.weight, norm.bias,
-                   norm.eps, x)  # the next latent is the next token
+        r, lat = w.reward, w.latent
+        if self._fused:
+            action_heads(h, r.norm, r.fc1.weight, r.fc1.bias, lat.norm, lat.fc1.weight, lat.fc1.bias, lat.fc2.weight,
+                         lat.fc2.bias, w.latent_norm, eps, buf["normed"], mid, buf["narrow_mid"], buf["latent_out"], x,
+                         work, bits)
+        else:
+            self._heads(buf, h, r, lat, buf["latent_out"])
+            layer_norm_rows(buf["latent_out"], w.latent_norm[0], w.latent_norm[1], eps, x, False)
+        # x: the next latent, i.e. the next token
+        np.dot(mid, r.fc2.weight, out=buf["reward_out"])
+        reward = add_bias_decode(buf["reward_out"], r.fc2.bias, buf["reward_logits"])
         h = self._token(buf, window, 1, cos, sin)
+        v, pol = w.value, w.policy
         policy_logits = buf["policy_logits"]
-        _add_bias_into(self._head(w.policy, h, buf, buf["policy_out"]), w.policy.fc2.bias, 0, policy_logits)
-        value = add_bias_decode(self._head(w.value, h, buf, buf["value_out"]), w.value.fc2.bias, buf["value_logits"])
+        if self._fused:
+            observation_heads(h, v.norm, v.fc1.weight, v.fc1.bias, pol.norm, pol.fc1.weight, pol.fc1.bias,
+                              pol.fc2.weight, pol.fc2.bias, eps, buf["normed"], mid, buf["narrow_mid"], policy_logits,
+                              work, bits)
+        else:
+            self._heads(buf, h, v, pol, policy_logits)
+        np.dot(mid, v.fc2.weight, out=buf["value_out"])
+        value = add_bias_decode(buf["value_out"], v.fc2.bias, buf["value_logits"])
         child = buf["window"]
         assemble_window(*window, buf["new_keys"], buf["new_values"], *child)
         return child, reward, value, policy_logits
