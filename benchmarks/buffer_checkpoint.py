@@ -20,9 +20,11 @@ Three parts (``--parts``):
     ``--pong-env-steps-per-s`` (default 31.8: sync Pong, ``benchmarks/README.md``, Async vs sync).
     Also: the restore (load) time.
 ``kill``: ``python -m lz_tune train`` CartPole in a subprocess, SIGKILLed after ``--kill-after``
-    evaluations, then ``--resume``d for 3 more: env steps collected before the first update
-    after the restore (``restore/env_steps_before_first_update`` in result.json) and the first
-    evaluation after the restore against the last three before the kill.
+    evaluations, then ``--resume``d for 3 more, once as it is (the buffer comes back) and once
+    from a copy of the killed folder with ``buffer.save_in_checkpoint=False`` (the old empty
+    buffer): env steps collected before the first update after the restore
+    (``restore/env_steps_before_first_update`` in result.json) and the first evaluation after the
+    restore against the last three before the kill (their range, and their mean +- std band).
 
 Prints a table and, as the LAST line, one JSON object with the same figures.
 
@@ -69,14 +71,18 @@ def _trial(config: dict[str, Any], trial_dir: str):
     from lz_tune.tune.trial_storage import TrialStorage
 
     t = MuZeroTrainable(config=config)
+    t._write_placement = lambda: None  # (it would start a Ray instance: not part of a checkpoint's cost)
     t._trial_storage = TrialStorage(_LocalStorage(trial_dir), fallback_dir=trial_dir)
     t.driver.buffer_checkpoints = t._trial_storage.checkpointer(t.cfg)
     return t
 
 
-def _tune_save(t, trial_dir: str, index: int, keep: int = 3) -> tuple[float, int]:
+def _tune_save(t, trial_dir: str, index: int, keep: int = 3) -> tuple[float, int, float, int]:
     """One checkpoint the way Tune takes it: save into a temporary folder, copy it into the trial
-    folder, delete the oldest beyond ``keep``. Returns (seconds, bytes written)."""
+    folder, delete the oldest beyond ``keep``. Returns (seconds, bytes written, and of them the
+    replay buffer's: seconds of its save, bytes of its new chunks and manifest)."""
+    from lz_tune.tune.trial_storage import MANIFEST_FILE
+
     start = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="lz_ckpt_")
     t.save_checkpoint(tmp)
@@ -88,7 +94,10 @@ def _tune_save(t, trial_dir: str, index: int, keep: int = 3) -> tuple[float, int
         shutil.rmtree(os.path.join(trial_dir, old))
     seconds = time.perf_counter() - start
     stats = t.driver.buffer_checkpoints.last_save  # chunk files this save wrote
-    return seconds, _bytes_in(target) + (stats.file_bytes if stats is not None else 0)
+    manifest = os.path.join(target, MANIFEST_FILE)
+    buffer_bytes = stats.file_bytes + os.path.getsize(manifest) if stats is not None else 0
+    return (seconds, _bytes_in(target) + (stats.file_bytes if stats is not None else 0),
+            stats.seconds if stats is not None else 0.0, buffer_bytes)
 
 
 def part_cartpole(seconds: float) -> dict[str, Any]:
@@ -99,7 +108,7 @@ def part_cartpole(seconds: float) -> dict[str, Any]:
     config = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 5.0, "learner.num_threads": 1,
               "evaluator.stop_value": 1e9, "max_env_step": 10_000_000}
     t = _trial(config, trial_dir)
-    saves: list[tuple[float, int]] = []
+    saves: list[tuple[float, int, float, int]] = []
     start = time.perf_counter()
     try:
         while time.perf_counter() - start < seconds:
@@ -112,12 +121,13 @@ def part_cartpole(seconds: float) -> dict[str, Any]:
     finally:
         t.stop()
         shutil.rmtree(trial_dir, ignore_errors=True)
-    save_s = [s for s, _ in saves]
-    save_b = [b for _, b in saves]
+    save_s, save_b, buf_s, buf_b = (np.array(column) for column in zip(*saves))
     return {"wall_s": wall, "saves": len(saves), "env_steps": env_steps, "buffer_transitions": transitions,
-            "save_s_mean": float(np.mean(save_s)), "save_s_max": float(np.max(save_s)),
-            "save_bytes_mean": float(np.mean(save_b)), "save_bytes_max": int(np.max(save_b)),
-            "seconds_between_saves": wall / max(1, len(saves)), "share": float(np.sum(save_s) / wall)}
+            "save_s_mean": float(save_s.mean()), "save_s_max": float(save_s.max()),
+            "save_bytes_mean": float(save_b.mean()), "save_bytes_max": int(save_b.max()),
+            "buffer_s_mean": float(buf_s.mean()), "buffer_bytes_mean": float(buf_b.mean()),
+            "seconds_between_saves": wall / max(1, len(saves)), "share": float(save_s.sum() / wall),
+            "buffer_share": float(buf_s.sum() / wall)}
 
 
 def _pong_segments(env_steps: int, cfg, seed: int = 0):
@@ -172,10 +182,10 @@ def part_pong(env_steps: int, new_env_steps: int, env_steps_per_s: float) -> dic
             filled += sum(sg.num_owned for sg in chunk)
             if filled >= env_steps - new_env_steps:
                 break
-        first_s, first_b = _tune_save(t, trial_dir, 1)
+        first_s, first_b, first_buf_s, first_buf_b = _tune_save(t, trial_dir, 1)
         for chunk in segments:  # the env steps between two saves at the default frequency
             t.driver.buffer.push(chunk)
-        next_s, next_b = _tune_save(t, trial_dir, 2)
+        next_s, next_b, next_buf_s, next_buf_b = _tune_save(t, trial_dir, 2)
         stats = t.driver.buffer_checkpoints.last_save
         folder = os.path.join(trial_dir, "checkpoint_000002")
         from lz_tune.pipeline.buffer_checkpoint import live_bytes
@@ -193,6 +203,8 @@ def part_pong(env_steps: int, new_env_steps: int, env_steps_per_s: float) -> dic
     interval = new_env_steps / env_steps_per_s
     return {"buffer_transitions": transitions, "buffer_raw_bytes": raw, "store_bytes": store_bytes,
             "first_save_s": first_s, "first_save_bytes": first_b, "next_save_s": next_s, "next_save_bytes": next_b,
+            "first_buffer_s": first_buf_s, "first_buffer_bytes": first_buf_b, "next_buffer_s": next_buf_s,
+            "next_buffer_bytes": next_buf_b,
             "next_save_new_raw_bytes": stats.new_raw_bytes, "load_s": load_s,
             "new_env_steps_per_save": new_env_steps, "seconds_between_saves": interval, "share": next_s / interval,
             "first_save_share": first_s / interval}
@@ -220,24 +232,37 @@ def _run_until(cmd: list[str], run: str, rows: int, sig: int) -> None:
         proc.wait()
 
 
+def _after_restore(killed: list[dict], rows: list[dict]) -> dict[str, Any]:
+    """The first evaluation after a restore against the last three before the kill: their range,
+    and their band of mean +- std (each over the evaluation's episodes)."""
+    key, std = "evaluation/env_runners/episode_return_mean", "evaluation/env_runners/episode_return_std"
+    last3, after = killed[-3:], rows[len(killed)]
+    low, high = min(r[key] - r[std] for r in last3), max(r[key] + r[std] for r in last3)
+    return {"last3_before": [r[key] for r in last3], "first_after": after[key], "first_after_std": after[std],
+            "within_range": min(r[key] for r in last3) <= after[key] <= max(r[key] for r in last3),
+            "within_band": low <= after[key] <= high, "band": [low, high],
+            "env_steps_before_first_update": after.get("restore/env_steps_before_first_update"),
+            "buffer_transitions_restored": after.get("restore/buffer_transitions"),
+            "env_steps_first_eval_after": after["evaluation/num_env_steps_sampled_lifetime"]}
+
+
 def part_kill(kill_after: int) -> dict[str, Any]:
+    """SIGKILL a CartPole run, resume it with its buffer (the default) and, from a copy of the
+    killed folder, without (``buffer.save_in_checkpoint=False``: the old behaviour)."""
     run = tempfile.mkdtemp(prefix="lz_bench_kill_")
     common = [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
               "evaluator.stop_value=1e9", "max_env_step=10000000", "learner.num_threads=1", "--quiet"]
     _run_until(common + ["--exp-dir", run], run, kill_after, signal.SIGKILL)
     killed = _rows(run)
-    _run_until(common + ["--resume", run], run, len(killed) + 3, signal.SIGTERM)
-    rows = _rows(run)
-    shutil.rmtree(run, ignore_errors=True)
-    key = "evaluation/env_runners/episode_return_mean"
-    last3 = [r[key] for r in killed[-3:]]
-    after = rows[len(killed)]
-    return {"evaluations_before_kill": len(killed), "last3_before": last3, "first_after": after[key],
-            "within_spread": min(last3) <= after[key] <= max(last3),
-            "env_steps_before_first_update": after.get("restore/env_steps_before_first_update"),
-            "buffer_transitions_restored": after.get("restore/buffer_transitions"),
-            "env_steps_at_kill_checkpoint": killed[-1]["evaluation/num_env_steps_sampled_lifetime"],
-            "env_steps_first_after": after["evaluation/num_env_steps_sampled_lifetime"]}
+    empty = run + "_empty"
+    shutil.copytree(run, empty)
+    out: dict[str, Any] = {"evaluations_before_kill": len(killed),
+                           "env_steps_at_kill_checkpoint": killed[-1]["evaluation/num_env_steps_sampled_lifetime"]}
+    for name, folder, extra in (("with_buffer", run, []), ("empty_buffer", empty, ["buffer.save_in_checkpoint=False"])):
+        _run_until(common + extra + ["--resume", folder], folder, len(killed) + 3, signal.SIGTERM)
+        out[name] = _after_restore(killed, _rows(folder))
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
 
 
 def main() -> None:
@@ -257,21 +282,29 @@ def main() -> None:
         print(f"CartPole: {c['saves']} saves in {c['wall_s']:.0f} s (one every {c['seconds_between_saves']:.1f} s), "
               f"buffer {c['buffer_transitions']} transitions; per save {c['save_s_mean'] * 1e3:.0f} ms "
               f"(max {c['save_s_max'] * 1e3:.0f}), {c['save_bytes_mean'] / 1e3:.0f} kB "
-              f"(max {c['save_bytes_max'] / 1e3:.0f}); share of wall-clock {100 * c['share']:.2f}%")
+              f"(max {c['save_bytes_max'] / 1e3:.0f}); share of wall-clock {100 * c['share']:.2f}%; of which the "
+              f"buffer {c['buffer_s_mean'] * 1e3:.0f} ms, {c['buffer_bytes_mean'] / 1e3:.0f} kB per save "
+              f"({100 * c['buffer_share']:.2f}%)")
     if "pong" in parts:
         out["pong"] = p = part_pong(args.pong_env_steps, args.pong_new_env_steps, args.pong_env_steps_per_s)
         print(f"Pong, {p['buffer_transitions']} transitions ({p['buffer_raw_bytes'] / 1e6:.0f} MB raw, store "
               f"{p['store_bytes'] / 1e6:.1f} MB): first save {p['first_save_s']:.2f} s / "
-              f"{p['first_save_bytes'] / 1e6:.1f} MB; next save ({p['new_env_steps_per_save']} new env steps) "
-              f"{p['next_save_s']:.2f} s / {p['next_save_bytes'] / 1e6:.1f} MB = {100 * p['share']:.3f}% of the "
+              f"{p['first_save_bytes'] / 1e6:.1f} MB (buffer {p['first_buffer_s']:.2f} s / "
+              f"{p['first_buffer_bytes'] / 1e6:.1f} MB); next save ({p['new_env_steps_per_save']} new env steps) "
+              f"{p['next_save_s']:.2f} s / {p['next_save_bytes'] / 1e6:.1f} MB (buffer {p['next_buffer_s']:.2f} s / "
+              f"{p['next_buffer_bytes'] / 1e6:.1f} MB) = {100 * p['share']:.3f}% of the "
               f"{p['seconds_between_saves']:.0f} s between saves (first save {100 * p['first_save_share']:.2f}%); "
               f"restore {p['load_s']:.2f} s")
     if "kill" in parts:
         out["kill"] = k = part_kill(args.kill_after)
-        print(f"SIGKILL after {k['evaluations_before_kill']} evaluations, resume: env steps before the first "
-              f"update {k['env_steps_before_first_update']}, {k['buffer_transitions_restored']} transitions restored; "
-              f"eval after {k['first_after']:.1f} vs last three before {k['last3_before']} "
-              f"(within: {k['within_spread']})")
+        for name in ("with_buffer", "empty_buffer"):
+            r = k[name]
+            print(f"SIGKILL after {k['evaluations_before_kill']} evaluations, resume {name}: env steps before the "
+                  f"first update {r['env_steps_before_first_update']}, {r['buffer_transitions_restored']} transitions "
+                  f"restored; first eval after {r['first_after']:.1f} (at {r['env_steps_first_eval_after']} env steps; "
+                  f"killed checkpoint {k['env_steps_at_kill_checkpoint']}) vs last three before "
+                  f"{[round(x, 1) for x in r['last3_before']]} (within their range: {r['within_range']}, within "
+                  f"their mean +- std band [{r['band'][0]:.1f}, {r['band'][1]:.1f}]: {r['within_band']})")
     print(json.dumps(out))
 
 

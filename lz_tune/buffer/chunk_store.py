@@ -81,7 +81,8 @@ def decode_chunk(data: bytes, *, dtype: np.dtype, shape: tuple[int, ...], where:
 
 class ChunkStore:
     """Interface of a chunk folder. ``names()`` is listed once and then kept up to date by this
-    object's own writes and deletes (one writer per store)."""
+    object's own writes and deletes (one writer per store; ``put`` of different names may run
+    in parallel threads)."""
 
     location: str
     """Human-readable place of the folder (a path or ``fs-type:path``), for messages."""

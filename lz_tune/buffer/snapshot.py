@@ -192,9 +192,9 @@ class SnapshotWriter:
                 if names[i] not in have and names[i] not in seen:
                     new.append(i)
                     seen.add(names[i])
-            for i, data in zip(new, pool.map(lambda i: encode_chunk(jobs[i][3]), new)):
-                stats.file_bytes += self.store.put(names[i], data)
-                stats.new_raw_bytes += jobs[i][3].nbytes
+            store = self.store  # compress and write (each file fsynced) in the pool: the fsyncs overlap
+            stats.file_bytes += sum(pool.map(lambda i: store.put(names[i], encode_chunk(jobs[i][3])), new))
+            stats.new_raw_bytes += sum(jobs[i][3].nbytes for i in new)
         stats.chunks_written = len(new)
         stats.chunks_reused = len(jobs) - len(new)
         return names  # type: ignore[return-value]
