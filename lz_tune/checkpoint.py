@@ -8,7 +8,12 @@ A checkpoint is a dict::
      "learner": Learner.state_dict(),      # weights of the EVALUATED snapshot + optimizer, target, train_iter
      "counters": {"env_steps": int, "train_iter": int, "collects": int, "episodes": int, ...},
      "eval": {"reward_mean": float, "version": int, ...} or None,
-     "rng": {"torch": ByteTensor, "numpy": dict}}
+     "rng": {"torch": ByteTensor, "numpy": dict},
+     "buffer_manifest": str or None,     # the replay buffer's manifest in the same folder
+     "budgets": TrainBudgetQueue.state_dict() or None}   # train budgets queued at that moment
+
+The replay buffer itself is saved by :mod:`lz_tune.pipeline.buffer_checkpoint`; the
+``replay_buffer.pt`` files below are the format of checkpoints written before that (still read).
 """
 
 from __future__ import annotations
