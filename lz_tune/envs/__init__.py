@@ -1,7 +1,9 @@
 """Vector envs serving typed numpy batches to the search and the replay buffer.
 
 ``make_vector_env`` picks :class:`AtariVectorEnv` (ALE ids, C++ threads),
-:class:`Game2048VectorEnv` (``Game2048-v0``, numpy) or :class:`GymVectorEnv` (any other
+:class:`Game2048VectorEnv` (``Game2048-v0``, numpy),
+:class:`~lz_tune.envs.openspiel_env.OpenSpielVectorEnv` (``openspiel:<game>``, two-player board
+games: self-play, or against an OpenSpiel bot) or :class:`GymVectorEnv` (any other
 gymnasium id with Discrete or Box actions and Box observations); ``probe_env_spec`` reports
 the shapes without keeping envs open. Importing this package registers
 ``lz_tune/Game2048-v0`` with gymnasium.
