@@ -157,7 +157,8 @@ class EnvConfig(_Section):
 
     _prefix = "env"
     env_id: str = "CartPole-v1"
-    """Any gymnasium id with a Discrete action space (``CartPole-v1``) or an ALE id (``ALE/Pong-v5``)."""
+    """Any gymnasium id with a Discrete action space (``CartPole-v1``), an ALE id (``ALE/Pong-v5``), or
+    ``openspiel:<game>`` for a two-player OpenSpiel board game (``openspiel:tic_tac_toe``)."""
     collector_env_num: int = 8
     """Envs stepped together by one collector (one search batch)."""
     evaluator_env_num: int = 3
