@@ -261,3 +261,19 @@ def test_save_killed_mid_write_leaves_the_previous_checkpoint_loadable(tiny_cfg,
         assert not (ckpt_dir / "buffer_store" / ".tmp-half").exists()
     finally:
         resumed.close()
+
+
+@pytest.mark.slow  # ~60 s: a 15-s CartPole trial and a small Pong buffer
+def test_benchmark_prints_save_costs_and_shares():
+    import json
+
+    run = subprocess.run([sys.executable, "benchmarks/buffer_checkpoint.py", "--parts", "cartpole,pong",
+                          "--cartpole-seconds", "15", "--pong-env-steps", "3000", "--pong-new-env-steps", "1000"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    out = json.loads(lines[-1])
+    cartpole, pong = out["cartpole"], out["pong"]
+    assert cartpole["saves"] >= 1 and 0 < cartpole["buffer_share"] <= cartpole["share"] < 1
+    assert 0 < pong["next_buffer_bytes"] < pong["next_save_bytes"] and pong["store_bytes"] < pong["buffer_raw_bytes"]
+    assert pong["buffer_transitions"] >= 2000 and pong["load_s"] > 0
