@@ -277,3 +277,40 @@ def test_benchmark_prints_save_costs_and_shares():
     assert cartpole["saves"] >= 1 and 0 < cartpole["buffer_share"] <= cartpole["share"] < 1
     assert 0 < pong["next_buffer_bytes"] < pong["next_save_bytes"] and pong["store_bytes"] < pong["buffer_raw_bytes"]
     assert pong["buffer_transitions"] >= 2000 and pong["load_s"] > 0
+
+
+def test_trial_store_on_cloud_like_storage_restores_a_downloaded_checkpoint(tiny_cfg, tmp_path):
+    """A Tune trial whose storage is not a local folder (S3 / GCS: a pyarrow file system): chunks
+    go to <trial>/lz_tune/buffer_store in that storage, the checkpoint folder Tune uploads holds
+    only the manifest, and a restore from a downloaded copy of it (another local folder, as
+    Checkpoint.as_directory gives) finds the chunks through the storage file system."""
+    import shutil
+    import types
+
+    import pyarrow.fs
+
+    from lz_tune.tune.trial_storage import MANIFEST_FILE, TrialStorage
+
+    fs = pyarrow.fs.SubTreeFileSystem(str(tmp_path / "bucket"), pyarrow.fs.LocalFileSystem())
+    storage = types.SimpleNamespace(trial_fs_path="exp/trial_0", storage_filesystem=fs)
+    trial = TrialStorage(storage, fallback_dir=str(tmp_path / "unused"))
+    checkpointer = trial.checkpointer(tiny_cfg(SMALL_CFG))
+    buffer = image_buffer()
+    segments = image_segments(40)
+    for i, part in enumerate((segments[:40], segments[40:])):
+        buffer.push(part)
+        local = tmp_path / f"tmp_ckpt_{i}"  # Tune's temporary folder, then "uploaded"
+        assert checkpointer.save(buffer, str(local / MANIFEST_FILE), extra={"trial_id": "trial_0"})
+        shutil.copytree(local, tmp_path / "bucket" / "exp" / "trial_0" / f"checkpoint_00000{i}")
+        shutil.rmtree(local)
+    assert (tmp_path / "bucket/exp/trial_0/lz_tune/buffer_store").is_dir()
+    live = trial.live_manifests()
+    assert len(live) == 2 and live[-1]["transitions"] == buffer.num_transitions
+    assert checkpointer.collect_garbage(live[-1:]) > 0  # the first folder "deleted by Tune"
+    downloaded = tmp_path / "download"
+    shutil.copytree(tmp_path / "bucket" / "exp" / "trial_0" / "checkpoint_000001", downloaded)
+    restored = image_buffer(seed=4)
+    reader = trial.checkpointer(tiny_cfg(SMALL_CFG))
+    reader.load(restored, str(downloaded / MANIFEST_FILE), filesystem=fs)
+    assert_buffer_states_equal(restored.state_dict(), buffer.state_dict())
+    assert trial.newest_file(MANIFEST_FILE) == (downloaded / MANIFEST_FILE).read_bytes()
