@@ -256,10 +256,11 @@ class MCTSConfig(_Section):
     discount_factor: float = 0.997
     """gamma, used by the search AND the n-step value targets."""
     inference: Literal["auto", "torch"] = "auto"
-    """Network calls inside the search. ``auto``: MLP networks on the CPU run through
-    :class:`lz_tune.models.mlp_inference.MLPSearchInference` (numpy BLAS + numba on views of
-    the same weights, ~2x faster at batch 8..64), everything else through torch. ``torch``:
-    always torch (the reference path)."""
+    """Network calls inside the search. ``auto``: CPU float32 networks the engines know run through
+    them (numpy BLAS + numba on the same weights: the MuZero MLP, ``mlp_inference.py``; the MLP
+    EfficientZero, stochastic and GRU-history networks; UniZero's world model with any encoder,
+    ``transformer_inference.py``), everything else (conv MuZero-family networks, GPU networks)
+    through torch. ``torch``: always torch (the reference path)."""
 
     def _check(self) -> None:
         self._positive("num_simulations", "eval_num_simulations", "pb_c_base", "root_dirichlet_alpha",

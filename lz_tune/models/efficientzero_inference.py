@@ -4,9 +4,8 @@ the CPU, without torch: the MuZero MLP engine plus the value-prefix LSTM step.
 One recurrent step of EfficientZero's search (node state ``(latent [B, D], h [B, H], c [B, H],
 prefix [B], depth [B])``, see :mod:`lz_tune.algos.efficientzero`):
 
-* dynamics trunk of the MuZero MLP (:meth:`MLPSearchInference.dynamics_hidden`), then only the
-  latent columns of its fused head (``[H0, D]``, copied at :meth:`bind`; the torch path also
-  computes the 601 reward columns the EfficientZero network ignores) -> bias + min-max;
+* the MuZero MLP's dynamics, latent columns only (:meth:`MLPSearchInference.dynamics_latent`; the
+  torch path also computes the 601 reward columns the EfficientZero network ignores);
 * LSTM cell: one GEMM ``[latent | h] @ [W_ih | W_hh]^T`` and one kernel for the gates (sigmoid /
   tanh with the vectorised ``exp`` of :mod:`lz_tune.models.fast_math`);
 * value-prefix head: LayerNorm + ReLU, the ``fc_hidden`` layers (GEMM + bias/ReLU kernel), the
@@ -36,7 +35,7 @@ from lz_tune.models.mlp_inference import MLPSearchInference, _activate, add_bias
 
 __all__ = ["EfficientZeroSearchInference"]
 
-_LSTM_NORM_EPS = 1e-5  # nn.LayerNorm's default (prefix_norm)
+_EMPTY = np.zeros(0, np.float32)  # no LayerNorm in a prefix fc layer (_activate)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -105,10 +104,10 @@ def prefix_step(parent_prefix, parent_depth, child_prefix, horizon, h, c, reward
 
 
 @numba.njit(cache=True, nogil=True)
-def _lstm_step(gates, bias, c_prev, h_out, c_out, norm_weight, norm_bias, normed, work, bits):
+def _lstm_step(gates, bias, c_prev, h_out, c_out, norm_weight, norm_bias, norm_eps, normed, work, bits):
     """:func:`lstm_gates_into`, then ``normed = ReLU(LayerNorm(h'))`` (the prefix head's input)."""
     lstm_gates_into(gates, bias, c_prev, h_out, c_out, work, bits)
-    layer_norm_rows(h_out, norm_weight, norm_bias, _LSTM_NORM_EPS, normed, True)
+    layer_norm_rows(h_out, norm_weight, norm_bias, norm_eps, normed, True)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -157,8 +156,9 @@ class EfficientZeroSearchInference:
             lstm_weight = torch.cat((lstm.weight_ih, lstm.weight_hh), 1).t().contiguous().numpy()  # [D + H, 4H]
             lstm_bias = (lstm.bias_ih + lstm.bias_hh).numpy()
             fc = tuple((m.weight.t().contiguous().numpy(), m.bias.detach().numpy()) for m in layers)
-        self._lstm = (lstm_weight, lstm_bias, net.prefix_norm.weight.detach().numpy(),
-                      net.prefix_norm.bias.detach().numpy(), fc)
+        norm = net.prefix_norm
+        self._lstm = (lstm_weight, lstm_bias, norm.weight.detach().numpy(), norm.bias.detach().numpy(), float(norm.eps),
+                      fc)
         shapes = (d, net.lstm_hidden_size, tuple(m.out_features for m in layers))
         if shapes != self._shapes:
             self._shapes = shapes
@@ -195,7 +195,7 @@ class EfficientZeroSearchInference:
         latent, h, c, prefix, depth = state
         if self._lstm is None:
             raise RuntimeError("EfficientZeroSearchInference.bind(network) must be called before the first step")
-        lstm_w, lstm_bias, norm_w, norm_b, fc = self._lstm
+        lstm_w, lstm_bias, norm_w, norm_b, norm_eps, fc = self._lstm
         batch = latent.shape[0]
         mlp_buf, zeros = self.mlp.prepare(batch)
         buf = self._buffers_for(batch)
@@ -204,7 +204,7 @@ class EfficientZeroSearchInference:
         np.dot(buf["lstm_in"], lstm_w, out=buf["gates"])
         h_new, c_new = buf["h"], buf["c"]
         x = buf["normed"]
-        _lstm_step(buf["gates"], lstm_bias, c, h_new, c_new, norm_w, norm_b, x, buf["work"], buf["bits"])
+        _lstm_step(buf["gates"], lstm_bias, c, h_new, c_new, norm_w, norm_b, norm_eps, x, buf["work"], buf["bits"])
         for (weight, bias), out in zip(fc[:-1], buf["fc"]):
             np.dot(x, weight, out=out)
             _activate(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
@@ -216,5 +216,3 @@ class EfficientZeroSearchInference:
         value = self.mlp.predict(next_latent, mlp_buf, zeros)
         return (next_latent, h_new, c_new, child_prefix, child_depth), reward, value, mlp_buf["policy_logits"]
 
-
-_EMPTY = np.zeros(0, np.float32)

@@ -8,6 +8,8 @@ of the network's parameters, per step:
 * dynamics: GEMM ``latent [B, D] @ W [D, H0]`` -> kernel (``+ action_embedding[action]``,
   LayerNorm if any, ReLU) -> hidden layers (GEMM + kernel) -> GEMM into the fused
   ``[next_latent | reward_logits]`` head -> kernel (bias, min-max normalised latent, reward decode);
+  continuous actions (the sampled types): ``bias + action [B, D_a] @ W_a`` in a small kernel
+  instead of the embedding row;
 * prediction: GEMM -> kernel -> hidden layers -> GEMM into ``[policy | value]`` -> kernel (bias,
   policy logits copy, value decode); also used alone for the roots (:meth:`prediction`), after
   the representation network ran in torch.
@@ -19,8 +21,11 @@ torch thread also searches on one thread.
 
 Outputs agree with ``network.recurrent_inference`` + :func:`support_to_scalar_np` to float32
 rounding (~1e-5; tested in ``tests/test_mlp_inference.py``). Parameters are re-read by
-:meth:`MLPSearchInference.bind` (views, no copies), so in-place optimizer steps and
-``load_state_dict`` between searches are always seen.
+:meth:`MLPSearchInference.bind` (views, and a copy of the head's latent columns), so in-place
+optimizer steps and ``load_state_dict`` between searches are always seen. The engines of the
+composed networks (EfficientZero, Stochastic MuZero, muzero_rnn_full_obs) reuse its pieces:
+:meth:`~MLPSearchInference.dynamics_hidden`, :meth:`~MLPSearchInference.dynamics_latent`,
+:meth:`~MLPSearchInference.predict` and the finishing kernels.
 """
 
 from __future__ import annotations
