@@ -18,7 +18,8 @@ space = {
     # updates per collect of 8 games (~60 moves): the replay ratio
     "learner.update_per_collect": tune.choice([15, 30, 60]),
     # temperature 1 / 0.5 / 0.25 at 0-50-75 % of this many updates: how long self-play explores
-    "collector.threshold_training_steps_for_final_temperature": tune.choice([3_000, 6_000, 12_000]),
+    # (the zoo's 60k; 6k got every seed stuck on one trap)
+    "collector.threshold_training_steps_for_final_temperature": tune.choice([30_000, 60_000, 100_000]),
     # root exploration noise of self-play
     "mcts.root_noise_weight": tune.choice([0.25, 0.4]),
     # Monte Carlo outcomes (9) or bootstrapped targets from the target network
