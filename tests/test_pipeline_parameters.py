@@ -516,8 +516,10 @@ def test_evaluation_launched_before_a_restore_is_ignored(tiny_cfg, tmp_path):
         stale = backend._evals[0][1]
         assert stale.version not in backend.released_evals and stale.train_iter > 0
         path = str(tmp_path / "restore.pt")
-        shutil.copyfile(latest, path)
+        shutil.copyfile(latest, path)  # (alone: its replay buffer manifest stays in the run's ckpt folder)
+        transitions = driver.buffer.num_transitions
         driver.restore_from(load_checkpoint(path, policy_type=cfg.policy_type), path)
+        assert driver.buffer.num_transitions == transitions > 0  # no buffer beside it: the buffer is kept
         assert driver.publisher.generation == 1
         assert driver.publisher.generation_of(stale.version) == 0
         before = {"last_eval": driver.last_eval, "best_eval": driver.best_eval, "best": driver.best_reward_mean,

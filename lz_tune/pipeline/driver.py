@@ -762,6 +762,11 @@ class Driver:
         name = ckpt.get("buffer_manifest")
         path = os.path.join(folder, name) if name else os.path.join(folder, BUFFER_FILE)
         loaded = self.cfg.buffer.save_in_checkpoint and bool(name or os.path.isfile(path))
+        if loaded and name and filesystem is None and not os.path.isfile(path):
+            # a checkpoint file copied away from its folder: its weights are still good
+            self.print(f"[{self.cfg.exp_name}] note: {path} (the replay buffer of {checkpoint_path}) is not "
+                       f"there; the replay buffer is not restored")
+            loaded = False
         if loaded:
             self.load_buffer(path, filesystem=filesystem)
         self.restore_report.restored(buffer_transitions=self.buffer.num_transitions if loaded else 0,
