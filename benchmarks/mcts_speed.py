@@ -1,19 +1,22 @@
 """Tree-search speed: 50 simulations, batched over B trees, with small networks of every policy
 type, on the default search inference (``mcts.inference=auto``: the CPU engines of
-``lz_tune/models/*_inference.py``) and, for MuZero, also on the torch reference path.
+``lz_tune/models/*_inference.py``) and on the torch reference path (``--inference both``, the
+default; keys ``..._torch[_<type>]``: for every type but MuZero's family the "before" figures of
+the engines).
 
 Model: one 64-wide hidden layer per network, latent 64, 601-bin value and reward heads (support
 300), torch and numpy's BLAS on 1 thread. Discrete cases: (actions=2, batch=8) and (actions=18,
 batch=64). Per type:
 
-- ``muzero``: timed with ``auto`` (the numpy engine) and ``torch`` (suffix ``_torch``);
+- ``muzero``: the MuZero MLP;
 - ``gumbel_muzero`` (max_num_considered_actions 16), ``muzero_context``: MuZero's engine;
 - ``efficientzero``: + a 64-wide value-prefix LSTM (per-node state latent, h, c, prefix, depth);
 - ``stochastic_muzero``: afterstates and 32 chance codes (decision and chance nodes alternate);
 - ``muzero_rnn_full_obs``: + a 64-wide GRU history read into prediction;
 - ``unizero``: a 2-layer transformer, E = 64, 2 heads, window of 8 tokens, per-node key/value
-  windows; and its uncached reference that recomputes every leaf's path of tokens from its root
-  (``unizero.search_cache=False``, key suffix ``_unizero_uncached``);
+  windows; ``unizero_uncached``: its uncached reference that recomputes every leaf's path of tokens
+  from its root (``unizero.search_cache=False``, key suffix ``_unizero_uncached``; ~10 s a search
+  at B=64);
 - ``sampled_*`` (continuous actions: tanh-Gaussian policy, K = 5 and 20 samples per expansion,
   action dims 1 and 6, batch 8; keys ``d{D}_k{K}_b8...``), compared with MuZero at A=2, B=8.
 
@@ -44,7 +47,7 @@ from lz_tune.envs.types import EnvSpecInfo
 
 NUM_SIMULATIONS = 50
 ALL_TYPES = ("muzero,gumbel_muzero,muzero_context,efficientzero,stochastic_muzero,muzero_rnn_full_obs,unizero,"
-             "sampled_muzero,sampled_efficientzero,sampled_unizero")
+             "unizero_uncached,sampled_muzero,sampled_efficientzero,sampled_unizero")
 
 
 def make_case(num_actions: int, batch: int, inference: str, obs_dim: int = 4, policy_type: str = "muzero",
@@ -122,8 +125,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--inference", choices=["auto", "torch", "both"], default="both",
-                        help="mcts.inference of muzero: auto (the numpy engine), torch, or both (default; the "
-                             "headline keys are auto's, torch's get a _torch suffix); the other types use auto")
+                        help="mcts.inference: auto (the CPU engines), torch, or both (default; the headline keys "
+                             "are auto's, torch's get a _torch suffix before the type's)")
     parser.add_argument("--types", default="muzero,gumbel_muzero,efficientzero",
                         help=f"comma-separated policy types (all: {ALL_TYPES}); keys of a type other than muzero "
                              "get a _<type> suffix")
@@ -131,9 +134,8 @@ def main() -> None:
     torch.set_num_threads(1)
     engines = ["auto", "torch"] if args.inference == "both" else [args.inference]
     types = args.types.split(",")
-    discrete = [("muzero", e) for e in engines] + \
-        [(t, "auto") for t in types if t != "muzero" and not t.startswith("sampled_")] + \
-        [("unizero", "uncached") for t in types if t == "unizero"]
+    discrete = [(t, e) for t in types if t != "unizero_uncached" and not t.startswith("sampled_") for e in engines] + \
+        [("unizero", "uncached") for t in types if t == "unizero_uncached"]
     results: dict[str, float] = {}
     print(f"{'case':<17}{'type':<23}{'inference':<11}{'sims/s':>10}{'best sims/s':>13}{'ms/search':>11}"
           f"{'outside model':>15}{'x muzero':>10}")
@@ -154,8 +156,8 @@ def main() -> None:
         if ("muzero", "auto") not in cases:
             cases[("muzero", "auto")] = make_case(a, b, "auto")
         if b == 8:  # the sampled types at batch 8, against MuZero's engine in the same rounds
-            cases.update({(t, "auto", d, k): make_case(0, 8, "auto", policy_type=t, action_dim=d, num_samples=k)
-                          for t in sampled for d in (1, 6) for k in (5, 20)})
+            cases.update({(t, e, d, k): make_case(0, 8, e, policy_type=t, action_dim=d, num_samples=k)
+                          for t in sampled for e in engines for d in (1, 6) for k in (5, 20)})
         times = time_interleaved(cases, args.repeats)
         base = times[("muzero", "auto")][:, 0]
         for run, t in times.items():
@@ -165,8 +167,8 @@ def main() -> None:
             if len(run) == 2:
                 report(f"A={a} B={b}", f"a{a}_b{b}", run[0], run[1], summarize(t, b), ratio)
             else:
-                policy_type, _, d, k = run
-                report(f"D={d} K={k} B=8", f"d{d}_k{k}_b8", policy_type, "auto", summarize(t, b), ratio)
+                policy_type, inference, d, k = run
+                report(f"D={d} K={k} B=8", f"d{d}_k{k}_b8", policy_type, inference, summarize(t, b), ratio)
     print(json.dumps(results))
 
 

@@ -31,6 +31,32 @@ def test_mcts_speed_prints_sims_per_second():
             assert out[key + suffix] > 0
 
 
+@pytest.mark.slow  # ~150 s on the busy 2-core box: every policy type's search (UniZero's uncached reference most)
+def test_mcts_speed_prints_every_type_and_its_ratio_to_muzero():
+    out = _last_json(["benchmarks/mcts_speed.py", "--repeats", "1", "--inference", "auto", "--types",
+                      "muzero,efficientzero,stochastic_muzero,muzero_rnn_full_obs,unizero,unizero_uncached,"
+                      "sampled_muzero,sampled_efficientzero"], timeout=900)
+    for suffix in ("efficientzero", "stochastic_muzero", "muzero_rnn_full_obs", "unizero", "unizero_uncached"):
+        assert out[f"a2_b8_sims_per_s_{suffix}"] > 0 and out[f"a18_b64_over_muzero_{suffix}"] > 0
+    assert out["d6_k20_b8_over_muzero_sampled_efficientzero"] > 0
+
+
+@pytest.mark.slow  # ~60 s: three CartPole collectors, each type with both inferences
+def test_collect_speed_prints_env_steps_per_second_and_ratios():
+    out = _last_json(["benchmarks/collect_speed.py", "--task", "cartpole", "--rounds", "1", "--steps", "8",
+                      "env.collector_env_num=2", "mcts.num_simulations=4"], timeout=600)
+    for key in ("muzero_env_steps_per_s", "unizero_env_steps_per_s_torch", "efficientzero_over_muzero",
+                "unizero_over_muzero"):
+        assert out[key] > 0, key
+
+
+@pytest.mark.slow  # ~20 s: a subprocess that builds and warms six searches
+def test_inference_crossover_prints_engine_speedups():
+    out = _last_json(["benchmarks/inference_crossover.py", "--types", "efficientzero,unizero", "--widths", "32",
+                      "--batches", "4", "--repeats", "1"], timeout=300)
+    assert out["efficientzero_w32_b4_engine_speedup"] > 0 and out["unizero_w32_b4_engine_speedup"] > 0
+
+
 @pytest.mark.slow  # ~50 s: two drivers, Ray, measurement windows; the pipeline itself: test_train_muzero_segment_async.py
 def test_async_vs_sync_prints_the_promised_keys():
     tiny = ["env.collector_env_num=2", "mcts.num_simulations=4", "learner.batch_size=16",

@@ -11,6 +11,8 @@ from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.efficientzero_inference import EfficientZeroSearchInference, lstm_gates_into
 
+from engine_checks import assert_same_search, root_values
+
 HORIZON = 3
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -86,46 +88,20 @@ def test_one_step_matches_torch_at_every_depth_around_the_resets(action_dim):
 def test_search_with_engine_equals_search_with_torch(policy_type):
     action_dim = 2 if policy_type.startswith("sampled") else 0
     auto, reference = _policies(policy_type, action_dim)
-    rng = np.random.default_rng(3)
-    obs = rng.normal(size=(6, 4)).astype(np.float32)
-    num_actions = 1 if action_dim else 3
-    mask = np.ones((6, num_actions), bool)
-    to_play = -np.ones(6, np.int64)
-    outs = []
-    for policy in (auto, reference):
-        if action_dim:
-            out, value, _ = policy.sampled_search(obs, mask, to_play, num_simulations=25, noise=True,
-                                                  rng=np.random.default_rng(4))
-        else:
-            out, value = policy.search(obs, mask, to_play, num_simulations=25, noise=True, rng=np.random.default_rng(4))
-        outs.append((out, value))
-    (out_a, value_a), (out_t, value_t) = outs
-    with torch.inference_mode():
-        assert isinstance(auto.search_backend(obs)[3], EfficientZeroSearchInference)
-        assert not isinstance(reference.search_backend(obs)[3], EfficientZeroSearchInference)
-    np.testing.assert_array_equal(out_a.visit_counts, out_t.visit_counts)
-    np.testing.assert_allclose(out_a.root_value, out_t.root_value, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(out_a.tree.node_reward, out_t.tree.node_reward, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(value_a, value_t, rtol=1e-5, atol=1e-5)
+    obs = np.random.default_rng(3).normal(size=(6, 4)).astype(np.float32)
+    assert_same_search(auto, reference, EfficientZeroSearchInference, obs, 1 if action_dim else 3, simulations=25)
 
 
 def test_engine_sees_weight_changes_between_searches():
     auto, reference = _policies()
     obs = np.random.default_rng(5).normal(size=(4, 4)).astype(np.float32)
-    mask, to_play = np.ones((4, 3), bool), -np.ones(4, np.int64)
-
-    def root_values(policy):
-        return policy.search(obs, mask, to_play, num_simulations=10, noise=False, rng=np.random.default_rng(0))[0].root_value
-
-    before = root_values(auto)
-    optimizer = torch.optim.Adam(auto.network.parameters(), lr=0.05, fused=True)  # no version bumps
-    out = auto.network.recurrent_inference(auto.network.representation(torch.from_numpy(obs)),
-                                           auto.network.initial_hidden(4), torch.zeros(4, dtype=torch.int64))
-    (out.value_prefix_logits.pow(2).mean() + out.value_logits.pow(2).mean()).backward()
-    optimizer.step()
-    after = root_values(auto)
+    before = root_values(auto, obs, 3)
+    with torch.no_grad():  # an in-place change between searches, as an optimizer step makes
+        for p in auto.network.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    after = root_values(auto, obs, 3)
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, root_values(reference), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(after, root_values(reference, obs, 3), rtol=1e-4, atol=1e-4)
 
 
 def test_conv_and_float64_networks_keep_the_torch_path():

@@ -13,6 +13,8 @@ from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.transformer import KVWindow
 from lz_tune.models.transformer_inference import TransformerSearchInference
 
+from engine_checks import assert_same_search, root_values
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
@@ -23,9 +25,9 @@ def _policies(*, context: int = 3, action_dim: int = 0, seed: int = 0):
                                  "unizero.infer_context_length": context, "model.hidden_sizes": (24,),
                                  "model.value_support_size": 30, "model.reward_support_size": 20,
                                  "sampled.num_samples": 3})
-    spec = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1, action_space_size=1 if action_dim else 3,
-                       is_atari=False, action_dim=action_dim, action_low=(-1.0,) * action_dim,
-                       action_high=(1.0,) * action_dim)
+    spec = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1,
+                       action_space_size=1 if action_dim else 3, is_atari=False, action_dim=action_dim,
+                       action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
     cls = SampledUniZeroPolicy if action_dim else UniZeroPolicy
     torch.manual_seed(seed)
     auto = cls(cfg, spec)
@@ -74,45 +76,24 @@ def test_steps_match_torch_from_empty_to_full_windows(context, action_dim, fused
 @pytest.mark.parametrize("action_dim", [0, 2])
 def test_search_with_engine_equals_search_with_torch(action_dim):
     auto, reference = _policies(action_dim=action_dim)
-    rng = np.random.default_rng(2)
-    obs = rng.normal(size=(4, 4)).astype(np.float32)
-    mask = np.ones((4, 1 if action_dim else 3), bool)
-    to_play = -np.ones(4, np.int64)
-    outs = []
-    for policy in (auto, reference):
-        if action_dim:
-            out, value, _ = policy.sampled_search(obs, mask, to_play, num_simulations=20, noise=True,
-                                                  rng=np.random.default_rng(3))
-        else:
-            out, value = policy.search(obs, mask, to_play, num_simulations=20, noise=True, rng=np.random.default_rng(3))
-        outs.append(out)
-    with torch.inference_mode():
-        assert isinstance(auto.search_backend(obs)[3], TransformerSearchInference)
-        assert not isinstance(reference.search_backend(obs)[3], TransformerSearchInference)
-    np.testing.assert_array_equal(outs[0].visit_counts, outs[1].visit_counts)
-    np.testing.assert_allclose(outs[0].root_value, outs[1].root_value, rtol=1e-4, atol=2e-4)
+    obs = np.random.default_rng(2).normal(size=(4, 4)).astype(np.float32)
+    assert_same_search(auto, reference, TransformerSearchInference, obs, 1 if action_dim else 3, simulations=20,
+                       atol=2e-4)
 
 
 def test_engine_copies_weights_again_after_a_weight_change():
     auto, reference = _policies()
     obs = np.random.default_rng(4).normal(size=(3, 4)).astype(np.float32)
-    mask, to_play = np.ones((3, 3), bool), -np.ones(3, np.int64)
-
-    def root_values(policy):
-        return policy.search(obs, mask, to_play, num_simulations=8, noise=False, rng=np.random.default_rng(0))[0].root_value
-
-    before = root_values(auto)
+    before = root_values(auto, obs, 3)
     packed = auto._window_engine._weights
-    assert root_values(auto) is not None and auto._window_engine._weights is packed  # unchanged: no copy
-    optimizer = torch.optim.AdamW(auto.network.parameters(), lr=0.05, fused=True)  # bumps no tensor version
-    latent = auto.network.encode(torch.from_numpy(obs))
-    policy_logits, value_logits, _ = auto.network.root_step(None, None, latent)
-    (value_logits.pow(2).mean() + policy_logits.pow(2).mean()).backward()
-    optimizer.step()
+    root_values(auto, obs, 3)
+    assert auto._window_engine._weights is packed  # unchanged weights: no new copy
+    for p in auto.network.parameters():  # in place without a version bump, as torch's fused optimizers step
+        p.data.add_(torch.randn_like(p) * 0.05)
     auto.on_weights_loaded()  # what the learner does after every update
-    after = root_values(auto)
+    after = root_values(auto, obs, 3)
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, root_values(reference), rtol=1e-4, atol=2e-4)
+    np.testing.assert_allclose(after, root_values(reference, obs, 3), rtol=1e-4, atol=2e-4)
 
 
 def test_uncached_reference_and_float64_keep_the_torch_path():

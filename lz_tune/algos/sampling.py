@@ -101,9 +101,12 @@ class TanhGaussian:
         noise = rng.standard_normal(shape)
         actions = np.empty(shape, np.float32)
         size = actions.size
+        scratch = np.empty(3 * size, np.float32)  # the tanh kernel's work [2n] and bits [n]
         tanh_gaussian_into(np.asarray(policy_out, np.float32), noise, self.min_std, self.max_std, _ACTION_EPS, actions,
-                           np.empty(2 * size, np.float32), np.empty(size, np.int32))
-        return actions, np.zeros((batch, num_samples), np.float32), np.ones((batch, num_samples), bool)
+                           scratch[:2 * size], scratch[2 * size:].view(np.int32))
+        valid = np.empty((batch, num_samples), np.bool_)
+        valid.fill(True)
+        return actions, np.zeros((batch, num_samples), np.float32), valid
 
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``log pi(a_k)`` of ``actions [N, K, D]`` under ``policy_out [N, 2D]`` -> ``[N, K]``."""

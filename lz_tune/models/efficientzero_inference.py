@@ -4,8 +4,8 @@ the CPU, without torch: the MuZero MLP engine plus the value-prefix LSTM step.
 One recurrent step of EfficientZero's search (node state ``(latent [B, D], h [B, H], c [B, H],
 prefix [B], depth [B])``, see :mod:`lz_tune.algos.efficientzero`):
 
-* the MuZero MLP's dynamics, latent columns only (:meth:`MLPSearchInference.dynamics_latent`; the
-  torch path also computes the 601 reward columns the EfficientZero network ignores);
+* the MuZero MLP's dynamics, latent columns only (``MLPSearchInference.dynamics_latent``; the torch
+  path also computes the 601 reward columns the EfficientZero network ignores);
 * LSTM cell: one GEMM ``[latent | h] @ [W_ih | W_hh]^T`` and one kernel for the gates (sigmoid /
   tanh with the vectorised ``exp`` of :mod:`lz_tune.models.fast_math`);
 * value-prefix head: LayerNorm + ReLU, the ``fc_hidden`` layers (GEMM + bias/ReLU kernel), the
@@ -30,8 +30,7 @@ import torch
 
 from lz_tune.models.efficientzero import EfficientZeroNetwork
 from lz_tune.models.fast_math import layer_norm_rows, sigmoid_rows, tanh_rows
-from lz_tune.models.mlp import MuZeroMLPNetwork
-from lz_tune.models.mlp_inference import MLPSearchInference, _activate, add_bias_decode, cpu_float32
+from lz_tune.models.mlp_inference import ComposedSearchInference, _activate, add_bias_decode
 
 __all__ = ["EfficientZeroSearchInference"]
 
@@ -119,39 +118,29 @@ def _finish_prefix(head, bias, logits, parent_prefix, parent_depth, horizon, h, 
     return child_prefix
 
 
-class EfficientZeroSearchInference:
+class EfficientZeroSearchInference(ComposedSearchInference):
     """``recurrent_fn`` of EfficientZero's search on numpy node states (module docstring).
 
     ``engine(state, action [B]) -> (next_state, reward [B], value [B], policy_logits [B, A])``
     with ``state = (latent [B, D], h [B, H], c [B, H], prefix [B] float32, depth [B] int64)``;
-    continuous actions as :class:`MLPSearchInference`. Returned arrays are engine buffers,
+    continuous actions as :class:`~lz_tune.models.mlp_inference.MLPSearchInference`. Returned arrays are engine buffers,
     valid until its next call. :meth:`bind` before every search.
     """
 
-    def __init__(self, horizon: int) -> None:
-        self.horizon = int(horizon)
-        self.mlp = MLPSearchInference()
-        self._lstm: Optional[tuple] = None
-        self._buffers: dict[int, dict] = {}
-        self._shapes: Optional[tuple] = None
+    network_type = EfficientZeroNetwork
 
-    @staticmethod
-    def supports(network: torch.nn.Module) -> bool:
-        """True for an :class:`EfficientZeroNetwork` over exactly a :class:`MuZeroMLPNetwork`
-        whose parameters are float32 on the CPU."""
-        return (type(network) is EfficientZeroNetwork and type(network.muzero) is MuZeroMLPNetwork
-                and cpu_float32(network))
+    def __init__(self, horizon: int) -> None:
+        super().__init__()
+        self.horizon = int(horizon)
+        self._lstm: Optional[tuple] = None
 
     def bind(self, network: EfficientZeroNetwork) -> None:
-        """Fresh views of ``network``'s parameters (and the MuZero engine's)."""
-        if not self.supports(network):
-            raise ValueError("EfficientZeroSearchInference needs an MLP EfficientZeroNetwork with float32 "
-                             "parameters on the CPU")
-        self.mlp.bind(network.muzero)
+        """Fresh views of the MuZero MLP's parameters, copies of the LSTM's and the prefix head's."""
+        layers = [m for m in network.prefix_mlp if isinstance(m, torch.nn.Linear)]
+        self._bind_muzero(network, (network.muzero.latent_dim, network.lstm_hidden_size,
+                                    tuple(m.out_features for m in layers)))
         net = network
-        d = net.muzero.latent_dim
         lstm = net.lstm
-        layers = [m for m in net.prefix_mlp if isinstance(m, torch.nn.Linear)]
         with torch.no_grad():  # contiguous [in, out] copies: BLAS is ~3x slower on transposed views at batch 8
             lstm_weight = torch.cat((lstm.weight_ih, lstm.weight_hh), 1).t().contiguous().numpy()  # [D + H, 4H]
             lstm_bias = (lstm.bias_ih + lstm.bias_hh).numpy()
@@ -159,10 +148,6 @@ class EfficientZeroSearchInference:
         norm = net.prefix_norm
         self._lstm = (lstm_weight, lstm_bias, norm.weight.detach().numpy(), norm.bias.detach().numpy(), float(norm.eps),
                       fc)
-        shapes = (d, net.lstm_hidden_size, tuple(m.out_features for m in layers))
-        if shapes != self._shapes:
-            self._shapes = shapes
-            self._buffers.clear()
 
     def _buffers_for(self, batch: int) -> dict:
         buf = self._buffers.get(batch)

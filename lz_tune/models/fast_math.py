@@ -30,18 +30,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from lz_tune.models.support_np import _LN2_HIGH, _LN2_LOW_NEG, _LOG2E, _P0, _P1, _P2, _P3, _P4, _P5  # Cephes expf
+
 __all__ = ["exp_row", "sigmoid_rows", "tanh_rows", "gelu_tanh_rows", "gelu_erf_rows", "layer_norm_rows",
            "erf_row"]
 
-_LOG2E = np.float32(1.4426950408889634)
-_LN2_HIGH = np.float32(0.693359375)
-_LN2_LOW_NEG = np.float32(-2.12194440e-4)
-_P0 = np.float32(1.9875691500e-4)
-_P1 = np.float32(1.3981999507e-3)
-_P2 = np.float32(8.3334519073e-3)
-_P3 = np.float32(4.1665795894e-2)
-_P4 = np.float32(1.6666665459e-1)
-_P5 = np.float32(5.0000001201e-1)
 _EXP_LO = np.float32(-87.0)
 _EXP_HI = np.float32(88.0)
 _ONE = np.float32(1.0)

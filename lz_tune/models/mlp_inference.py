@@ -43,7 +43,8 @@ from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.mlp import _LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
-__all__ = ["MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent", "limit_blas_threads"]
+__all__ = ["ComposedSearchInference", "MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent",
+           "limit_blas_threads"]
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -349,3 +350,36 @@ class MLPSearchInference:
                                   LATENT_RANGE_EPS)
         value = self.predict(next_latent, buf, zeros)
         return next_latent, reward, value, buf["policy_logits"]
+
+
+class ComposedSearchInference:
+    """Base of the engines of the networks that compose a MuZero MLP (``network.muzero``):
+    EfficientZero's, Stochastic MuZero's, muzero_rnn_full_obs's. Holds the MuZero engine
+    (``self.mlp``) and the subclass's per-batch buffers, which :meth:`_bind_muzero` drops when
+    the network's shapes change."""
+
+    network_type: type = type(None)
+    """The composed network class the subclass serves (exactly that class)."""
+
+    def __init__(self) -> None:
+        self.mlp = MLPSearchInference()
+        self._buffers: dict[int, dict] = {}
+        self._shapes: Optional[tuple] = None
+
+    @classmethod
+    def supports(cls, network: torch.nn.Module) -> bool:
+        """True for exactly a ``network_type`` over exactly a :class:`MuZeroMLPNetwork`, all
+        parameters float32 on the CPU."""
+        return (type(network) is cls.network_type and type(network.muzero) is MuZeroMLPNetwork
+                and cpu_float32(network))
+
+    def _bind_muzero(self, network: torch.nn.Module, shapes: tuple) -> None:
+        """Refuse unsupported networks, bind the MuZero engine, keep the buffers if ``shapes``
+        (the subclass's buffer shapes) are unchanged."""
+        if not self.supports(network):
+            raise ValueError(f"{type(self).__name__} needs an MLP {self.network_type.__name__} with float32 "
+                             "parameters on the CPU")
+        self.mlp.bind(network.muzero)
+        if shapes != self._shapes:
+            self._shapes = shapes
+            self._buffers.clear()

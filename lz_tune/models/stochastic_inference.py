@@ -4,7 +4,7 @@ without torch: one call per simulation expands decision nodes (afterstates) and 
 does in torch.
 
 * trees expanding a decision node (``slot < A``): phi = the MuZero MLP's dynamics, latent columns
-  only (:meth:`MLPSearchInference.dynamics_latent`), then psi = the afterstate head
+  only (``MLPSearchInference.dynamics_latent``), then psi = the afterstate head
   (:class:`SequentialMLP`) -> chance logits into slots ``[A, A + C)``, the decoded afterstate
   value, reward 0;
 * trees expanding a chance node (``slot >= A``): g = the chance dynamics on ``[afterstate |
@@ -13,7 +13,7 @@ does in torch.
   the decoded value.
 
 The other node kind's slots are -inf. Each kind's rows run as one sub-batch. Outputs agree with
-the torch path to float32 rounding (``tests/test_stochastic_inference.py``).
+the torch path to float32 rounding (``tests/test_composed_inference.py``).
 """
 
 from __future__ import annotations
@@ -21,39 +21,31 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-import torch
 
-from lz_tune.models.mlp_inference import MLPSearchInference, add_bias_decode, cpu_float32, finish_latent
-from lz_tune.models.mlp import MuZeroMLPNetwork
+from lz_tune.models.mlp_inference import ComposedSearchInference, add_bias_decode, finish_latent
 from lz_tune.models.sequential_inference import SequentialMLP
 from lz_tune.models.stochastic import StochasticMuZeroNetwork
 
 __all__ = ["StochasticSearchInference"]
 
 
-class StochasticSearchInference:
+class StochasticSearchInference(ComposedSearchInference):
     """``recurrent_fn`` of Stochastic MuZero's search on numpy latents (module docstring):
     ``engine(latent [B, D], slot [B] int64) -> (child latent [B, D], reward [B], value [B],
     logits [B, A + C])``. Returned arrays are engine buffers, valid until its next call.
     :meth:`bind` before every search."""
 
+    network_type = StochasticMuZeroNetwork
+
     def __init__(self) -> None:
-        self.mlp = MLPSearchInference()
+        super().__init__()
         self._afterstate: Optional[SequentialMLP] = None
         self._chance: Optional[SequentialMLP] = None
         self._sizes: tuple[int, int, int] = (0, 0, 0)
 
-    @staticmethod
-    def supports(network: torch.nn.Module) -> bool:
-        return (type(network) is StochasticMuZeroNetwork and type(network.muzero) is MuZeroMLPNetwork
-                and cpu_float32(network))
-
     def bind(self, network: StochasticMuZeroNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters, copies of the small heads' weights."""
-        if not self.supports(network):
-            raise ValueError("StochasticSearchInference needs an MLP StochasticMuZeroNetwork with float32 "
-                             "parameters on the CPU")
-        self.mlp.bind(network.muzero)
+        self._bind_muzero(network, ())
         chance = network.chance_space_size
         self._afterstate = SequentialMLP(network.afterstate_head)
         self._chance = SequentialMLP(network.chance_dynamics, one_hot_inputs=chance)

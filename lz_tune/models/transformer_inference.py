@@ -58,6 +58,15 @@ saved Python calls (~30 per simulation) win."""
 # ---------------------------------------------------------------------------------------- kernels
 
 
+@numba.njit(cache=True, nogil=True, fastmath={"contract"})
+def _dot(a, b):
+    """``sum(a * b)`` of two float32 vectors, accumulated in float32."""
+    acc = np.float32(0.0)
+    for i in range(a.shape[0]):
+        acc += a[i] * b[i]
+    return acc
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
 def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_values, parent_pos, parent_valid,
                  new_keys, new_values, layer, token, context, num_heads, out, scores, weights, bits):
@@ -106,25 +115,13 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
             n = 0
             for s in range(token, slots):
                 dist = p - parent_pos[b, s]
-                score = neg
-                if parent_valid[b, s] and dist >= 0 and dist < context:
-                    k = parent_keys[b, layer, s, h * head_dim:(h + 1) * head_dim]
-                    acc = np.float32(0.0)
-                    for i in range(head_dim):
-                        acc += q[i] * k[i]
-                    score = acc * scale
-                scores[base + n] = score
+                attended = parent_valid[b, s] and dist >= 0 and dist < context
+                scores[base + n] = _dot(q, parent_keys[b, layer, s, h * head_dim:(h + 1) * head_dim]) * scale \
+                    if attended else neg
                 n += 1
             for t in range(token + 1):
-                dist = token - t
-                score = neg
-                if dist < context:
-                    k = new_keys[b, layer, t, h * head_dim:(h + 1) * head_dim]
-                    acc = np.float32(0.0)
-                    for i in range(head_dim):
-                        acc += q[i] * k[i]
-                    score = acc * scale
-                scores[base + n] = score
+                scores[base + n] = _dot(q, new_keys[b, layer, t, h * head_dim:(h + 1) * head_dim]) * scale \
+                    if token - t < context else neg
                 n += 1
             peak = scores[base]
             for j in range(1, n):
@@ -143,21 +140,14 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
                 dst[i] = 0.0
             norm = np.float32(0.0)
             n = 0
-            for s in range(token, slots):
-                w = weights[base + n] if scores[base + n] > neg * np.float32(0.5) else np.float32(0.0)
+            for s in range(token, slots + token + 1):  # the parent's slots still in the window, then the new tokens
+                w = weights[base + n] if scores[base + n] > neg * np.float32(0.5) else np.float32(0.0)  # masked: 0
                 norm += w
                 if w != 0.0:
-                    v = parent_values[b, layer, s, h * head_dim:(h + 1) * head_dim]
+                    v = (parent_values[b, layer, s] if s < slots else new_values[b, layer, s - slots])
+                    head_v = v[h * head_dim:(h + 1) * head_dim]
                     for i in range(head_dim):
-                        dst[i] += w * v[i]
-                n += 1
-            for t in range(token + 1):
-                w = weights[base + n] if scores[base + n] > neg * np.float32(0.5) else np.float32(0.0)
-                norm += w
-                if w != 0.0:
-                    v = new_values[b, layer, t, h * head_dim:(h + 1) * head_dim]
-                    for i in range(head_dim):
-                        dst[i] += w * v[i]
+                        dst[i] += w * head_v[i]
                 n += 1
             inv = np.float32(1.0) / norm
             for i in range(head_dim):
@@ -382,8 +372,8 @@ def _pack(net: UniZeroWorldModel) -> _Weights:
     emb = net.action_embedding
     action = emb.weight.detach().t().contiguous().numpy() if net.action_dim else emb.weight.detach().numpy()
     return _Weights(blocks=_blocks(net), action=action, reward=_head(net.reward_head), latent=_head(net.latent_head[0]),
-                    latent_norm=_stack([net.latent_head[1].weight, net.latent_head[1].bias]), policy=_head(net.policy_head),
-                    value=_head(net.value_head))
+                    latent_norm=_stack([net.latent_head[1].weight, net.latent_head[1].bias]),
+                    policy=_head(net.policy_head), value=_head(net.value_head))
 
 
 # ---------------------------------------------------------------------------------------- engine
