@@ -14,6 +14,8 @@ from lz_tune.models.rnn_inference import RNNFullObsSearchInference
 from lz_tune.models.sequential_inference import SequentialMLP
 from lz_tune.models.stochastic_inference import StochasticSearchInference
 
+from engine_checks import assert_same_search
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SPEC = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1, action_space_size=3, is_atari=False)
@@ -85,12 +87,4 @@ def test_rnn_step_matches_torch():
 def test_search_with_engine_equals_search_with_torch(cls, policy_type, engine_type):
     auto, reference = _policies(cls, policy_type)
     obs = np.random.default_rng(4).normal(size=(5, 4)).astype(np.float32)
-    mask, to_play = np.ones((5, 3), bool), -np.ones(5, np.int64)
-    out_a, value_a = auto.search(obs, mask, to_play, num_simulations=24, noise=True, rng=np.random.default_rng(5))
-    out_t, value_t = reference.search(obs, mask, to_play, num_simulations=24, noise=True, rng=np.random.default_rng(5))
-    with torch.inference_mode():
-        assert isinstance(auto.search_backend(obs)[3], engine_type)
-        assert not isinstance(reference.search_backend(obs)[3], engine_type)
-    np.testing.assert_array_equal(out_a.visit_counts, out_t.visit_counts)
-    np.testing.assert_allclose(out_a.root_value, out_t.root_value, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(out_a.tree.node_reward, out_t.tree.node_reward, rtol=1e-4, atol=1e-4)
+    assert_same_search(auto, reference, engine_type, obs, 3)

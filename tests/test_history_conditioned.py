@@ -258,3 +258,30 @@ def test_rnn_trains_prediction_on_the_states_the_search_evaluates(tiny_cfg, chai
     dynamics_grad = sum(float(p.grad.abs().sum()) for n, p in net.named_parameters()
                         if p.grad is not None and "dynamics" in n)
     assert (dynamics_grad > 0) == chain
+
+
+def test_rnn_history_trains_the_gru_but_not_the_latents_it_reads(tiny_cfg, monkeypatch):
+    """The GRU reads detached latents in training (both chains): the history's gradient reaches
+    the GRU, never the encoder or the dynamics through the history."""
+    from lz_tune.models.support import scalar_to_support
+    from tests.test_stochastic_muzero import _batch
+
+    torch.manual_seed(0)
+    cfg = tiny_cfg("policy_type=muzero_rnn_full_obs", "context.rnn_hidden_size=8")
+    spec = env_spec_for(cfg)
+    learner = get_algorithm("muzero_rnn_full_obs").make_learner(cfg, spec)
+    net = learner.policy.network
+    with torch.no_grad():  # a non-zero read-in, so that the history reaches the losses
+        net.history_to_latent.weight.normal_(0, 0.5)
+    inputs = []
+    step = net.history_step
+    monkeypatch.setattr(net, "history_step", lambda latent, action, history: inputs.append(latent) or
+                        step(latent, action, history))
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
+    reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
+    out = learner._losses_eager(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
+                                reward_t, torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
+    (out[0].sum() + out[1].sum()).backward()  # policy and value
+    assert len(inputs) == 2 * batch.actions.shape[1] and not any(t.requires_grad for t in inputs)
+    assert float(net.gru.weight_ih.grad.abs().sum()) > 0

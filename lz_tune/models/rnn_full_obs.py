@@ -6,9 +6,12 @@ Composes an existing :class:`~lz_tune.models.mlp.MuZeroMLPNetwork` or
 prediction and projection as they are) with
 
 * a GRU cell ``h' = GRU([flatten(latent), one_hot(action)], h)``, ``h [B, H]``: the history;
-* a history read-in ``latent_h = normalise(latent + W h)`` (``W: H -> prod(latent_shape)``,
+* a history read-in ``latent_h = normalise(latent + tanh(W h + b))`` (``W: H -> prod(latent_shape)``,
   zero-initialised, so at init the prediction is the base network's) that prediction reads:
-  ``f(latent, h) = muzero.prediction(latent_h)``.
+  ``f(latent, h) = muzero.prediction(latent_h)``. The tanh bounds the read-in to (-1, 1), the
+  scale of the [0, 1] latent: unbounded, it grew past the latent's range on some seeds and the
+  min-max normalisation then squeezed the state itself into a sliver of [0, 1]; one CartPole
+  run in five plateaued at eval ~112 for 3,000+ updates that way (benchmarks/README.md).
 
 The model state is ``(latent, h)``; one model step is ``dynamics`` on the latent (next latent and
 reward, MuZero's) plus the GRU step on the history. ``initial_inference(obs)`` uses an empty
@@ -70,7 +73,7 @@ class RNNFullObsNetwork(ComposedMuZeroNetwork):
 
     def prediction(self, latent: torch.Tensor, history: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(policy_logits [B, A], value_logits [B, V])`` of ``latent`` read with ``history``."""
-        read_in = self.history_to_latent(history).view(latent.shape)
+        read_in = torch.tanh(self.history_to_latent(history)).view(latent.shape)
         return self.muzero.prediction(normalize_latent(latent + read_in))
 
     def initial_inference(self, obs: torch.Tensor) -> InitialOutput:

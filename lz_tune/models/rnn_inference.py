@@ -7,8 +7,8 @@ Per simulation: ``latent @ W_x`` (GRU input weights of the latent columns, a con
 ``history @ W_hh^T`` (two GEMMs), one gate kernel (the one-hot action's columns of ``W_ih`` plus
 ``b_ih`` folded into per-action rows; sigmoid / tanh with the vectorised ``exp``); the MuZero MLP
 engine's dynamics (next latent, decoded reward); ``history' @ W_read`` and one kernel for
-``normalise(next_latent + read_in)``; the MuZero MLP engine's prediction on that. Outputs agree
-with the torch path to float32 rounding (``tests/test_rnn_inference.py``).
+``normalise(next_latent + tanh(read_in))``; the MuZero MLP engine's prediction on that. Outputs
+agree with the torch path to float32 rounding (``tests/test_composed_inference.py``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import torch
 
 from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.fast_math import sigmoid_rows, tanh_rows
-from lz_tune.models.mlp import MuZeroMLPNetwork
-from lz_tune.models.mlp_inference import MLPSearchInference, _finish_dynamics, cpu_float32
+from lz_tune.models.mlp_inference import ComposedSearchInference, _finish_dynamics
 from lz_tune.models.rnn_full_obs import RNNFullObsNetwork
 
 __all__ = ["RNNFullObsSearchInference", "gru_gates_into"]
@@ -66,41 +65,39 @@ def gru_gates_into(gx, action_rows, action, gh, bias_hh, h_prev, rz, n, h_out, w
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _read_in(next_latent, read, bias, out):
-    """``out [B, D] = normalise(next_latent + read + bias)`` (the history read-in before prediction)."""
+def _read_in(next_latent, read, bias, out, work, bits):
+    """``out [B, D] = normalise(next_latent + tanh(read + bias))`` (the history read-in before
+    prediction; ``read`` is overwritten)."""
+    for b in range(read.shape[0]):
+        r = read[b]
+        for j in range(read.shape[1]):
+            r[j] += bias[j]
+    tanh_rows(read, work, bits)
     for b in range(out.shape[0]):
         dst = out[b]
         src = next_latent[b]
         r = read[b]
         for j in range(out.shape[1]):
-            dst[j] = src[j] + (r[j] + bias[j])
+            dst[j] = src[j] + r[j]
     minmax_rows_into(out, LATENT_RANGE_EPS, out)
 
 
-class RNNFullObsSearchInference:
+class RNNFullObsSearchInference(ComposedSearchInference):
     """``recurrent_fn`` of muzero_rnn_full_obs's search on numpy node states (module docstring):
     ``engine((latent [B, D], history [B, H]), action [B] int64) -> ((next latent, next history),
     reward [B], value [B], policy_logits [B, A])``. Returned arrays are engine buffers, valid until
     its next call. :meth:`bind` before every search."""
 
-    def __init__(self) -> None:
-        self.mlp = MLPSearchInference()
-        self._gru: Optional[tuple] = None
-        self._buffers: dict[int, dict] = {}
-        self._shapes: Optional[tuple] = None
+    network_type = RNNFullObsNetwork
 
-    @staticmethod
-    def supports(network: torch.nn.Module) -> bool:
-        return (type(network) is RNNFullObsNetwork and type(network.muzero) is MuZeroMLPNetwork
-                and cpu_float32(network))
+    def __init__(self) -> None:
+        super().__init__()
+        self._gru: Optional[tuple] = None
 
     def bind(self, network: RNNFullObsNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters; contiguous ``[in, out]`` copies of the GRU's
         and the read-in's weights."""
-        if not self.supports(network):
-            raise ValueError("RNNFullObsSearchInference needs an MLP RNNFullObsNetwork with float32 parameters "
-                             "on the CPU")
-        self.mlp.bind(network.muzero)
+        self._bind_muzero(network, (network.latent_size, network.hidden_size))
         gru, read = network.gru, network.history_to_latent
         d = network.latent_size
         with torch.no_grad():
@@ -108,10 +105,6 @@ class RNNFullObsSearchInference:
                          (gru.weight_ih[:, d:].t() + gru.bias_ih).contiguous().numpy(),  # [A, 3H]
                          gru.weight_hh.t().contiguous().numpy(), gru.bias_hh.detach().numpy(),
                          read.weight.t().contiguous().numpy(), read.bias.detach().numpy())
-        shapes = (d, network.hidden_size)
-        if shapes != self._shapes:
-            self._shapes = shapes
-            self._buffers.clear()
 
     def _buffers_for(self, batch: int) -> dict:
         buf = self._buffers.get(batch)
@@ -123,7 +116,8 @@ class RNNFullObsSearchInference:
                 "rz": np.empty((batch, 2 * hidden), f32), "n": np.empty((batch, hidden), f32),
                 "history": np.empty((batch, hidden), f32), "read": np.empty((batch, d), f32),
                 "read_latent": np.empty((batch, d), f32),
-                "work": np.empty(2 * batch * 2 * hidden, f32), "bits": np.empty(batch * 2 * hidden, np.int32)}
+                "work": np.empty(2 * batch * max(2 * hidden, d), f32),
+                "bits": np.empty(batch * max(2 * hidden, d), np.int32)}
         return buf
 
     def __call__(self, state: tuple, action: np.ndarray):
@@ -146,6 +140,6 @@ class RNNFullObsSearchInference:
         reward = _finish_dynamics(mlp_buf["dynamics_head"], head_bias, next_latent, mlp_buf["reward_logits"],
                                   LATENT_RANGE_EPS)
         np.dot(next_history, w_read, out=buf["read"])
-        _read_in(next_latent, buf["read"], b_read, buf["read_latent"])
+        _read_in(next_latent, buf["read"], b_read, buf["read_latent"], buf["work"], buf["bits"])
         value = self.mlp.predict(buf["read_latent"], mlp_buf, zeros)
         return (next_latent, next_history), reward, value, mlp_buf["policy_logits"]
