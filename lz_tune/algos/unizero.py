@@ -256,9 +256,9 @@ class UniZeroPolicy(MuZeroPolicy):
         if not self.cfg.unizero.search_cache:
             return self._uncached_root(window), value, self._numpy(policy_logits), self._recurrent_uncached
         if self.cfg.mcts.inference == "auto" and TransformerSearchInference.supports(self.network):
-            engine = self._window_engine  # numpy windows, one engine call per simulation
+            engine = self._window_engine  # node windows in the engine's arena, one engine call per simulation
             engine.bind(self.network)
-            return tuple(t.numpy() for t in window.as_tuple()), value, self._numpy(policy_logits), engine
+            return engine.root(tuple(t.numpy() for t in window.as_tuple())), value, self._numpy(policy_logits), engine
         return window.as_tuple(), value, self._numpy(policy_logits), self._recurrent
 
     def _recurrent(self, state: tuple, action: np.ndarray):

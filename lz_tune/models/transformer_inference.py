@@ -58,9 +58,9 @@ saved Python calls (~30 per simulation) win."""
 # ---------------------------------------------------------------------------------------- kernels
 
 
-@numba.njit(cache=True, nogil=True, fastmath={"contract"})
+@numba.njit(cache=True, nogil=True, fastmath={"contract", "reassoc", "nsz"})
 def _dot(a, b):
-    """``sum(a * b)`` of two float32 vectors, accumulated in float32."""
+    """``sum(a * b)`` of two float32 vectors, accumulated in float32 (reassociated: vectorised)."""
     acc = np.float32(0.0)
     for i in range(a.shape[0]):
         acc += a[i] * b[i]
@@ -68,13 +68,13 @@ def _dot(a, b):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
-def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_values, parent_pos, parent_valid,
+def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_values, parent_pos, parent_valid, rows,
                  new_keys, new_values, layer, token, context, num_heads, out, scores, weights, bits):
     """Attention of this step's token ``token`` (0 or 1) at ``layer`` for B trees.
 
     qkv: ``[B, 3E]`` the token's ``q | k | v`` before the bias (bias [3E] added in place, q and k
-    rotated in place); pos: ``[B]`` int64 its positions; parent_*: the parents' windows
-    (``[B, L, S, E]``, ``[B, S]``); new_keys, new_values: ``[B, L, T, E]`` this step's tokens
+    rotated in place); pos: ``[B]`` int64 its positions; parent_*: the window arena (``[R, L, S, E]``,
+    ``[R, S]``), tree b's parent at row ``rows[b]``; new_keys, new_values: ``[B, L, T, E]`` this step's tokens
     (rows ``< token`` filled; row ``token`` is written here). Keys: the parent's slots
     ``token .. S-1`` (the ones still in the window) and this step's tokens ``0 .. token``; a key
     is attended when valid (or the token itself) and ``0 <= distance < context``.
@@ -94,6 +94,7 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
         for j in range(3 * width):
             row[j] += bias[j]
         p = pos[b]
+        parent = rows[b]
         cos = cos_table[p]
         sin = sin_table[p]
         for h in range(2 * num_heads):  # q heads, then k heads (rotate-half RoPE)
@@ -114,9 +115,9 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
             base = (b * num_heads + h) * span
             n = 0
             for s in range(token, slots):
-                dist = p - parent_pos[b, s]
-                attended = parent_valid[b, s] and dist >= 0 and dist < context
-                scores[base + n] = _dot(q, parent_keys[b, layer, s, h * head_dim:(h + 1) * head_dim]) * scale \
+                dist = p - parent_pos[parent, s]
+                attended = parent_valid[parent, s] and dist >= 0 and dist < context
+                scores[base + n] = _dot(q, parent_keys[parent, layer, s, h * head_dim:(h + 1) * head_dim]) * scale \
                     if attended else neg
                 n += 1
             for t in range(token + 1):
@@ -133,6 +134,7 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
     total = batch * num_heads * span
     exp_row(scores[:total], weights[:total], bits)
     for b in range(batch):
+        parent = rows[b]
         for h in range(num_heads):
             base = (b * num_heads + h) * span
             dst = out[b, h * head_dim:(h + 1) * head_dim]
@@ -144,7 +146,7 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
                 w = weights[base + n] if scores[base + n] > neg * np.float32(0.5) else np.float32(0.0)  # masked: 0
                 norm += w
                 if w != 0.0:
-                    v = (parent_values[b, layer, s] if s < slots else new_values[b, layer, s - slots])
+                    v = (parent_values[parent, layer, s] if s < slots else new_values[b, layer, s - slots])
                     head_v = v[h * head_dim:(h + 1) * head_dim]
                     for i in range(head_dim):
                         dst[i] += w * head_v[i]
@@ -179,13 +181,14 @@ def bias_gelu(x, bias, approximate_tanh, work, bits):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, next_pos, new_keys, new_values, context,
+def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, next_pos, rows, new_keys, new_values, context,
                num_heads, ln_attn, qkv_w, qkv_b, out_w, out_b, ln_mlp, fc1_w, fc1_b, fc2_w, fc2_b, ln_final, eps,
                normed, qkv, att, proj, mlp, out, scores, weights, work, bits):
     """One token of B trees through every block and the final LayerNorm (``WindowTransformer``'s
     forward for T = 1 in eval mode), attending to the parents' windows (see :func:`attend_token`).
 
-    x: ``[B, E]`` the token (the residual stream; overwritten); its positions ``next_pos + token``
+    x: ``[B, E]`` the token (the residual stream; overwritten); the parents' windows are rows ``rows
+    [B]`` of the arena (``keys`` .. ``next_pos``); the token's positions ``next_pos[rows] + token``
     are written to ``pos [B]``.
     Per-layer weights are stacked over the L layers: ``ln_attn, ln_mlp [L, 2, E]`` (weight, bias),
     ``qkv_w [L, E, 3E]``, ``qkv_b [L, 3E]``, ``out_w [L, E, E]``, ``out_b [L, E]``, ``fc1_w
@@ -195,12 +198,12 @@ def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, next_pos, 
     """
     layers = qkv_w.shape[0]
     for b in range(pos.shape[0]):
-        pos[b] = next_pos[b] + token
+        pos[b] = next_pos[rows[b]] + token
     layer_norm_rows(x, ln_attn[0, 0], ln_attn[0, 1], eps, normed, False)
     for layer in range(layers):
         np.dot(normed, qkv_w[layer], qkv)
-        attend_token(qkv, qkv_b[layer], cos, sin, pos, keys, values, key_pos, valid, new_keys, new_values, layer,
-                     token, context, num_heads, att, scores, weights, bits)
+        attend_token(qkv, qkv_b[layer], cos, sin, pos, keys, values, key_pos, valid, rows, new_keys, new_values,
+                     layer, token, context, num_heads, att, scores, weights, bits)
         np.dot(att, out_w[layer], proj)
         residual_norm(x, proj, out_b[layer], ln_mlp[layer, 0], ln_mlp[layer, 1], eps, normed)
         np.dot(normed, fc1_w[layer], mlp)
@@ -256,34 +259,37 @@ def observation_heads(h, value_norm, value_w1, value_b1, policy_norm, policy_w1,
 
 
 @numba.njit(cache=True, nogil=True)
-def assemble_window(parent_keys, parent_values, parent_pos, parent_valid, next_pos, new_keys, new_values,
-                    out_keys, out_values, out_pos, out_valid, out_next):
-    """The child windows: the last S of (the parent's S slots, this step's T tokens) for B trees,
-    at positions ``next_pos .. next_pos + T - 1``; ``out_next = next_pos + T``."""
-    batch, layers, slots, width = parent_keys.shape
+def assemble_window(keys, values, key_pos, valid, next_pos, rows, child_rows, new_keys, new_values):
+    """The child windows, in place in the window arena (``keys, values [R, L, S, E]``, ``key_pos,
+    valid [R, S]``, ``next_pos [R]``): row ``child_rows[b]`` = the last S of (the slots of parent
+    row ``rows[b]``, this step's T tokens ``new_keys/new_values [B, L, T, E]``), at positions
+    ``next_pos .. next_pos + T - 1`` of the parent; its next position ``+ T``."""
+    _, layers, slots, width = keys.shape
     tokens = new_keys.shape[2]
-    for b in range(batch):
+    for b in range(rows.shape[0]):
+        parent = rows[b]
+        child = child_rows[b]
         for s in range(slots):
             src = s + tokens
             if src < slots:
-                out_pos[b, s] = parent_pos[b, src]
-                out_valid[b, s] = parent_valid[b, src]
+                key_pos[child, s] = key_pos[parent, src]
+                valid[child, s] = valid[parent, src]
             else:
-                out_pos[b, s] = next_pos[b] + src - slots
-                out_valid[b, s] = True
+                key_pos[child, s] = next_pos[parent] + src - slots
+                valid[child, s] = True
             for layer in range(layers):
                 if src < slots:
-                    k = parent_keys[b, layer, src]
-                    v = parent_values[b, layer, src]
+                    k = keys[parent, layer, src]
+                    v = values[parent, layer, src]
                 else:
                     k = new_keys[b, layer, src - slots]
                     v = new_values[b, layer, src - slots]
-                dk = out_keys[b, layer, s]
-                dv = out_values[b, layer, s]
+                dk = keys[child, layer, s]
+                dv = values[child, layer, s]
                 for j in range(width):
                     dk[j] = k[j]
                     dv[j] = v[j]
-        out_next[b] = next_pos[b] + tokens
+        next_pos[child] = next_pos[parent] + tokens
 
 
 # ---------------------------------------------------------------------------------------- weights
@@ -380,12 +386,18 @@ def _pack(net: UniZeroWorldModel) -> _Weights:
 
 
 class TransformerSearchInference:
-    """``recurrent_fn`` of UniZero's search on numpy window states (module docstring).
+    """``recurrent_fn`` of UniZero's search (module docstring).
 
-    ``engine(window, action) -> (child window, reward [B], value [B], policy_logits [B, A])`` with
-    ``window`` the five arrays of a :class:`~lz_tune.models.transformer.KVWindow` and ``action``
-    ``[B]`` int64 (continuous: ``[B, D]`` float32). Returned arrays are engine buffers, valid
-    until its next call. :meth:`bind` before every search.
+    The engine keeps every node's window itself, in an arena of windows (the five arrays of a
+    :class:`~lz_tune.models.transformer.KVWindow` with a leading row dim); a node's search state
+    is its arena row. :meth:`root` stores the roots' windows (``[B]`` row ids back, the root
+    state), ``engine(rows [B], action) -> (child rows [B], reward [B], value [B], policy_logits
+    [B, A])`` reads the parents' windows in place and writes each child's window once, into a
+    fresh row (``action`` ``[B]`` int64, continuous: ``[B, D]`` float32). So the search's state
+    store moves one int per node instead of two ``[L, S, E]`` windows (a gather and a put per
+    simulation: ~0.2 ms at B = 64, E = 64). Returned arrays are engine buffers, valid until its next
+    call; :meth:`windows` copies windows out. :meth:`bind` before every search; the rows of a
+    search are valid until the next :meth:`root`.
     """
 
     def __init__(self, *, fused: Optional[bool] = None) -> None:
@@ -400,6 +412,36 @@ class TransformerSearchInference:
         self._buffers: dict[tuple, dict] = {}
         self._rope: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32))
         self._inv_freq: Optional[np.ndarray] = None
+        self._arena: Optional[tuple] = None  # (keys, values [R, L, S, E], key_pos, valid [R, S], next_pos [R])
+        self._used = 0  # arena rows holding this search's nodes
+
+    def root(self, window: tuple) -> np.ndarray:
+        """Start a search from B root windows (numpy ``keys, values [B, L, S, E], key_pos, valid
+        [B, S], next_pos [B]``): the arena is reset to them; returns their rows ``[B]``."""
+        batch = window[0].shape[0]
+        self._ensure_rows(batch, keep=0)
+        for dst, src in zip(self._arena, window):
+            dst[:batch] = src
+        self._used = batch
+        return np.arange(batch, dtype=np.int64)
+
+    def windows(self, rows: np.ndarray) -> tuple:
+        """Copies of the windows of arena ``rows`` (five arrays with leading dim ``len(rows)``)."""
+        return tuple(a[rows] for a in self._arena)
+
+    def _ensure_rows(self, needed: int, keep: int) -> None:
+        """An arena of at least ``needed`` rows whose first ``keep`` rows survive (grown x2)."""
+        layers, slots, width = self._dims[0], self._dims[1], self._dims[2]
+        arena = self._arena
+        if arena is not None and arena[0].shape[0] >= needed and arena[0].shape[1:] == (layers, slots, width):
+            return
+        size = max(needed, 2 * arena[0].shape[0] if arena is not None and keep else needed, 64)
+        grown = (np.empty((size, layers, slots, width), np.float32), np.empty((size, layers, slots, width), np.float32),
+                 np.empty((size, slots), np.int64), np.empty((size, slots), np.bool_), np.empty(size, np.int64))
+        if keep:
+            for dst, src in zip(grown, arena):
+                dst[:keep] = src[:keep]
+        self._arena = grown
 
     @staticmethod
     def supports(network: torch.nn.Module) -> bool:
@@ -468,34 +510,33 @@ class TransformerSearchInference:
                 "scores": np.empty(span, f32), "weights": np.empty(span, f32),
                 "work": np.empty(2 * batch * hidden, f32), "bits": np.empty(max(batch * hidden, span), np.int32),
                 "zero_bias": np.zeros(width, f32),
-                "window": (np.empty((batch, layers, slots, width), f32), np.empty((batch, layers, slots, width), f32),
-                           np.empty((batch, slots), np.int64), np.empty((batch, slots), np.bool_),
-                           np.empty(batch, np.int64)),
             }
             self._buffers[batch] = buf
         return buf
 
-    def _token(self, buf: dict, window: tuple, token: int, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    def _token(self, buf: dict, rows: np.ndarray, token: int, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
         """Run ``buf["x"]`` (this step's token ``token``) through every block and the final
-        LayerNorm against ``window``; returns the output ``[B, E]`` (``buf["head_in"]``)."""
+        LayerNorm against the windows of arena ``rows``; returns the output ``[B, E]``
+        (``buf["head_in"]``)."""
+        window = self._arena
         w = self._weights.blocks
         _, _, _, heads, context, *_ = self._dims
         scratch = (buf["scores"], buf["weights"], buf["work"], buf["bits"])
         x, pos, normed, qkv, att, proj, mlp, out = (buf[k] for k in ("x", "pos", "normed", "qkv", "att", "proj", "mlp",
                                                                     "head_in"))
         if self._fused:
-            token_pass(x, token, pos, cos, sin, *window, buf["new_keys"], buf["new_values"], context, heads, w.ln_attn,
+            token_pass(x, token, pos, cos, sin, *window, rows, buf["new_keys"], buf["new_values"], context, heads, w.ln_attn,
                        w.qkv_w, w.qkv_b, w.out_w, w.out_b, w.ln_mlp, w.fc1_w, w.fc1_b, w.fc2_w, w.fc2_b, w.ln_final,
                        w.eps, normed, qkv, att, proj, mlp, out, *scratch)
             return out
         # wide models: the same steps with the GEMMs on numpy's BLAS (scipy's is up to ~2x slower there)
-        np.add(window[4], token, out=pos)
+        np.add(window[4][rows], token, out=pos)
         layer_norm_rows(x, w.ln_attn[0, 0], w.ln_attn[0, 1], w.eps, normed, False)
         layers = w.qkv_w.shape[0]
         for layer in range(layers):
             np.dot(normed, w.qkv_w[layer], out=qkv)
-            attend_token(qkv, w.qkv_b[layer], cos, sin, pos, *window[:4], buf["new_keys"], buf["new_values"], layer,
-                         token, context, heads, att, *scratch[:2], scratch[3])
+            attend_token(qkv, w.qkv_b[layer], cos, sin, pos, *window[:4], rows, buf["new_keys"], buf["new_values"],
+                         layer, token, context, heads, att, *scratch[:2], scratch[3])
             np.dot(att, w.out_w[layer], out=proj)
             residual_norm(x, proj, w.out_b[layer], w.ln_mlp[layer, 0], w.ln_mlp[layer, 1], w.eps, normed)
             np.dot(normed, w.fc1_w[layer], out=mlp)
@@ -517,20 +558,21 @@ class TransformerSearchInference:
         np.dot(buf["narrow_mid"], narrow.fc2.weight, out=narrow_out)
         narrow_out += narrow.fc2.bias
 
-    def __call__(self, window: tuple, action: np.ndarray):
+    def __call__(self, rows: np.ndarray, action: np.ndarray):
         if self._weights is None:
             raise RuntimeError("TransformerSearchInference.bind(network) must be called before the first step")
         w = self._weights
         eps = w.blocks.eps
         batch = action.shape[0]
         buf = self._buffers_for(batch)
-        cos, sin = self._rope_tables(int(window[4].max()) + _TOKENS_PER_STEP)
+        rows = np.ascontiguousarray(rows, np.int64)
+        cos, sin = self._rope_tables(int(self._arena[4][rows].max()) + _TOKENS_PER_STEP)
         x, mid, work, bits = buf["x"], buf["mid"], buf["work"], buf["bits"]
         if self._dims[-1]:  # continuous actions: Linear(D, E, bias=False)
             _embed_actions_into(action, w.action, buf["zero_bias"], x)
         else:
             np.take(w.action, action, axis=0, out=x)
-        h = self._token(buf, window, 0, cos, sin)
+        h = self._token(buf, rows, 0, cos, sin)
         r, lat = w.reward, w.latent
         if self._fused:
             action_heads(h, r.norm, r.fc1.weight, r.fc1.bias, lat.norm, lat.fc1.weight, lat.fc1.bias, lat.fc2.weight,
@@ -542,7 +584,7 @@ class TransformerSearchInference:
         # x: the next latent, i.e. the next token
         np.dot(mid, r.fc2.weight, out=buf["reward_out"])
         reward = add_bias_decode(buf["reward_out"], r.fc2.bias, buf["reward_logits"])
-        h = self._token(buf, window, 1, cos, sin)
+        h = self._token(buf, rows, 1, cos, sin)
         v, pol = w.value, w.policy
         policy_logits = buf["policy_logits"]
         if self._fused:
@@ -553,6 +595,8 @@ class TransformerSearchInference:
             self._heads(buf, h, v, pol, policy_logits)
         np.dot(mid, v.fc2.weight, out=buf["value_out"])
         value = add_bias_decode(buf["value_out"], v.fc2.bias, buf["value_logits"])
-        child = buf["window"]
-        assemble_window(*window, buf["new_keys"], buf["new_values"], *child)
+        self._ensure_rows(self._used + batch, keep=self._used)
+        child = np.arange(self._used, self._used + batch, dtype=np.int64)
+        self._used += batch
+        assemble_window(*self._arena, rows, child, buf["new_keys"], buf["new_values"])
         return child, reward, value, policy_logits
