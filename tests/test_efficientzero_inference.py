@@ -55,8 +55,11 @@ def test_lstm_gates_match_lstm_cell():
     np.testing.assert_allclose(c_out, c_want.numpy(), atol=1e-6)
 
 
-@pytest.mark.parametrize("action_dim", [0, 2])
-def test_one_step_matches_torch_at_every_depth_around_the_resets(action_dim):
+@pytest.mark.parametrize("action_dim,fused", [(0, True), (2, True), (0, False)])
+def test_one_step_matches_torch_at_every_depth_around_the_resets(action_dim, fused, monkeypatch):
+    """Both engine paths: the fused numba call (narrow LSTMs) and GEMMs on numpy's BLAS."""
+    if not fused:
+        monkeypatch.setattr("lz_tune.models.efficientzero_inference.FUSED_MAX_HIDDEN", 0)
     auto, reference = _policies("sampled_efficientzero" if action_dim else "efficientzero", action_dim)
     rng = np.random.default_rng(2)
     batch = 2 * HORIZON + 1

@@ -9,7 +9,8 @@ prefix [B], depth [B])``, see :mod:`lz_tune.algos.efficientzero`):
 * LSTM cell: one GEMM ``[latent | h] @ [W_ih | W_hh]^T`` and one kernel for the gates (sigmoid /
   tanh with the vectorised ``exp`` of :mod:`lz_tune.models.fast_math`);
 * value-prefix head: LayerNorm + ReLU, the ``fc_hidden`` layers (GEMM + bias/ReLU kernel), the
-  head GEMM, bias + decode;
+  head GEMM, bias + decode; for LSTMs up to 128 wide with one ``fc_hidden`` layer (the MLP
+  network's default) the LSTM and the head run as one numba call (:func:`prefix_head_fused`);
 * one kernel for the search's bookkeeping: reward = prefix difference (or the prefix alone
   after a reset depth), depth + 1, LSTM state zeroed where the child is a reset point;
 * prediction of the MuZero MLP on the next latent (value, policy logits).
@@ -26,6 +27,7 @@ from typing import Optional
 
 import numba
 import numpy as np
+import scipy.linalg.cython_blas  # noqa: F401  (numba's np.dot calls this BLAS; loaded before bind limits its threads)
 import torch
 
 from lz_tune.models.efficientzero import EfficientZeroNetwork
@@ -118,6 +120,28 @@ def _finish_prefix(head, bias, logits, parent_prefix, parent_depth, horizon, h, 
     return child_prefix
 
 
+@numba.njit(cache=True, nogil=True)
+def prefix_head_fused(next_latent, h, c, prefix, depth, horizon, lstm_w, lstm_bias, norm_w, norm_b, norm_eps, fc_w,
+                      fc_b, head_w, head_b, lstm_in, gates, h_out, c_out, normed, fc_out, head_out, logits, reward,
+                      child_depth, zeros, work, bits):
+    """The whole value-prefix step in one call (LSTM widths up to ``FUSED_MAX_HIDDEN``, one
+    ``fc_hidden`` layer): ``[latent | h]`` -> GEMM -> gates -> LayerNorm + ReLU -> fc GEMM + bias +
+    ReLU -> head GEMM -> bias, decode, :func:`prefix_step`. GEMMs are numba's ``np.dot`` (scipy's
+    BLAS), which saves ~8 Python-level calls per simulation. Returns the child prefix ``[B]``."""
+    _concat_rows(next_latent, h, lstm_in)
+    np.dot(lstm_in, lstm_w, gates)
+    _lstm_step(gates, lstm_bias, c, h_out, c_out, norm_w, norm_b, norm_eps, normed, work, bits)
+    np.dot(normed, fc_w, fc_out)
+    _activate(fc_out, fc_b.reshape(1, fc_b.shape[0]), zeros, _EMPTY, _EMPTY, 0.0)
+    np.dot(fc_out, head_w, head_out)
+    return _finish_prefix(head_out, head_b, logits, prefix, depth, horizon, h_out, c_out, reward, child_depth)
+
+
+FUSED_MAX_HIDDEN = 128
+"""Widest LSTM run by :func:`prefix_head_fused` (scipy's BLAS behind numba's ``np.dot`` is slower
+than numpy's on wide GEMMs at batch 8; see ``transformer_inference.FUSED_MAX_WIDTH``)."""
+
+
 class EfficientZeroSearchInference(ComposedSearchInference):
     """``recurrent_fn`` of EfficientZero's search on numpy node states (module docstring).
 
@@ -185,9 +209,17 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         mlp_buf, zeros = self.mlp.prepare(batch)
         buf = self._buffers_for(batch)
         next_latent = self.mlp.dynamics_latent(latent, action, mlp_buf, zeros)
+        h_new, c_new = buf["h"], buf["c"]
+        reward, child_depth = buf["reward"], buf["depth"]
+        if len(fc) == 2 and h.shape[1] <= FUSED_MAX_HIDDEN:
+            child_prefix = prefix_head_fused(
+                next_latent, h, c, prefix, depth, self.horizon, lstm_w, lstm_bias, norm_w, norm_b, norm_eps, *fc[0],
+                *fc[1], buf["lstm_in"], buf["gates"], h_new, c_new, buf["normed"], buf["fc"][0], buf["prefix_head"],
+                buf["prefix_logits"], reward, child_depth, zeros, buf["work"], buf["bits"])
+            value = self.mlp.predict(next_latent, mlp_buf, zeros)
+            return (next_latent, h_new, c_new, child_prefix, child_depth), reward, value, mlp_buf["policy_logits"]
         _concat_rows(next_latent, h, buf["lstm_in"])
         np.dot(buf["lstm_in"], lstm_w, out=buf["gates"])
-        h_new, c_new = buf["h"], buf["c"]
         x = buf["normed"]
         _lstm_step(buf["gates"], lstm_bias, c, h_new, c_new, norm_w, norm_b, norm_eps, x, buf["work"], buf["bits"])
         for (weight, bias), out in zip(fc[:-1], buf["fc"]):
@@ -195,7 +227,6 @@ class EfficientZeroSearchInference(ComposedSearchInference):
             _activate(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
             x = out
         np.dot(x, fc[-1][0], out=buf["prefix_head"])
-        reward, child_depth = buf["reward"], buf["depth"]
         child_prefix = _finish_prefix(buf["prefix_head"], fc[-1][1], buf["prefix_logits"], prefix, depth, self.horizon,
                                       h_new, c_new, reward, child_depth)
         value = self.mlp.predict(next_latent, mlp_buf, zeros)
