@@ -16,6 +16,7 @@ at a time (the trial that owns it); any number may read.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import os
 import zlib
@@ -79,7 +80,7 @@ def decode_chunk(data: bytes, *, dtype: np.dtype, shape: tuple[int, ...], where:
     return np.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
 
 
-class ChunkStore:
+class ChunkStore(abc.ABC):
     """Interface of a chunk folder. ``names()`` is listed once and then kept up to date by this
     object's own writes and deletes (one writer per store; ``put`` of different names may run
     in parallel threads)."""
@@ -91,20 +92,25 @@ class ChunkStore:
         self._names: set[str] | None = None
 
     # -- what back-ends implement ---------------------------------------------------------
+    @abc.abstractmethod
     def _list(self) -> Iterable[str]:
-        raise NotImplementedError
+        """File names in the folder (chunks and temporary files)."""
 
+    @abc.abstractmethod
     def _write(self, name: str, data: bytes) -> None:
-        raise NotImplementedError
+        """Write ``data`` to the file ``name`` atomically."""
 
+    @abc.abstractmethod
     def _read(self, name: str) -> bytes:
-        raise NotImplementedError
+        """The bytes of the file ``name``."""
 
+    @abc.abstractmethod
     def _delete(self, name: str) -> None:
-        raise NotImplementedError
+        """Delete the file ``name``."""
 
+    @abc.abstractmethod
     def exists(self) -> bool:
-        raise NotImplementedError
+        """Whether the folder exists."""
 
     # -- shared logic -----------------------------------------------------------------------
     def names(self) -> set[str]:
@@ -141,8 +147,9 @@ class ChunkStore:
                 removed += 1
         return removed
 
+    @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Where the store is, as a JSON-able dict recorded in manifests."""
 
 
 class LocalChunkStore(ChunkStore):

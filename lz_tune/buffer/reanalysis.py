@@ -85,16 +85,6 @@ def segment_steps(buffer: "GameBuffer", segment_ids: np.ndarray) -> tuple[np.nda
     return np.repeat(np.asarray(segment_ids, np.int64), m), local.astype(np.int64)
 
 
-def _step_rows(buffer: "GameBuffer", segment_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Physical step rows and frame rows `[K]` of `segment_steps`."""
-    ids, local = segment_steps(buffer, segment_ids)
-    rows = buffer._segment_row(ids)
-    table = buffer._segments
-    step_rows = table.array("step_start")[rows] - buffer._steps.base + local
-    frame_rows = table.array("frame_start")[rows] - buffer._frames.base + local
-    return step_rows, frame_rows
-
-
 def reanalyze_segments(buffer: "GameBuffer", segment_ids: np.ndarray, fn: "ReanalyzeFn", *,
                        history_length: int = 0) -> None:
     """Re-searches every step of the given segments with `fn` (in chunks of mini_infer_size) and
@@ -102,20 +92,17 @@ def reanalyze_segments(buffer: "GameBuffer", segment_ids: np.ndarray, fn: "Reana
     stacked observations, the `History` of the H stored steps ending at each step
     (`GameBuffer.gather_history`), for types whose search starts from a context."""
     ids, local = segment_steps(buffer, segment_ids)
-    step_rows, frame_rows = _step_rows(buffer, segment_ids)
-    steps, size = buffer._steps, buffer.mini_infer_size
+    rows = buffer._segment_row(ids)
+    steps, table, size = buffer._steps, buffer._segments, buffer.mini_infer_size
+    step_rows = table.array("step_start")[rows] - steps.base + local
     action_mask, to_play = steps.array("action_mask")[step_rows], steps.array("to_play")[step_rows]
     if history_length > 0:
         parts = [fn(buffer.gather_history(ids[i:i + size], local[i:i + size], history_length),
                     action_mask[i:i + size], to_play[i:i + size]) for i in range(0, len(ids), size)]
         result = check_reanalysis(buffer, parts, len(ids))
     else:
+        frame_rows = table.array("frame_start")[rows] - buffer._frames.base + local
         result = run_reanalysis(buffer, fn, buffer._gather_obs(frame_rows), action_mask, to_play)
-    _write(buffer, step_rows, result)
-
-
-def _write(buffer: "GameBuffer", step_rows: np.ndarray, result: Reanalysis) -> None:
-    steps = buffer._steps
     steps.array("policy_target")[step_rows] = result.policy_target
     steps.array("root_value")[step_rows] = result.root_value
     for name, value in result.extras.items():
