@@ -35,7 +35,8 @@ import time
 import numpy as np
 import torch
 
-from lz_tune.config import Config, load_config_module
+from lz_tune.config import Config
+from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 from lz_tune.pipeline.backends import InProcessBackend
 

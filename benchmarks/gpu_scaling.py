@@ -64,7 +64,8 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from async_vs_sync import base_config, window  # noqa: E402
 from learner_speed import CONFIGS, Bench  # noqa: E402
 
-from lz_tune.config import Config, load_config_module  # noqa: E402
+from lz_tune.config import Config  # noqa: E402
+from lz_tune.config_loader import load_config_module  # noqa: E402
 from lz_tune.pipeline import Driver  # noqa: E402
 
 PONG_ZOO, PONG_OVERRIDES, PONG_FILL = CONFIGS["pong"]

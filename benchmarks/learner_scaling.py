@@ -68,7 +68,8 @@ from gpu_scaling import describe, machine  # noqa: E402
 from learner_speed import CONFIGS as SPEED_CONFIGS  # noqa: E402
 from learner_speed import Bench  # noqa: E402
 
-from lz_tune.config import Config, load_config_module  # noqa: E402
+from lz_tune.config import Config  # noqa: E402
+from lz_tune.config_loader import load_config_module  # noqa: E402
 from lz_tune.parallel import make_learner  # noqa: E402
 from lz_tune.parallel.worker import time_all_reduce  # noqa: E402
 from lz_tune.workers import env_spec_for  # noqa: E402

@@ -37,7 +37,8 @@ import torch  # noqa: E402
 
 from lz_tune.algos import get_algorithm  # noqa: E402
 from lz_tune.buffer import GameBuffer  # noqa: E402
-from lz_tune.config import Config, load_config_module  # noqa: E402
+from lz_tune.config import Config  # noqa: E402
+from lz_tune.config_loader import load_config_module  # noqa: E402
 from lz_tune.workers import SegmentCollector, env_spec_for  # noqa: E402
 
 CONFIGS = {

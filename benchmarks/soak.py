@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
-from lz_tune.config import load_config_module
+from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 
 MB = 1024 * 1024

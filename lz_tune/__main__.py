@@ -75,7 +75,8 @@ if __name__ == "__main__":  # a signal while torch & co load: one line, no trace
 try:
     from lz_tune import cli_commands
     from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
-    from lz_tune.config import Config, ConfigError, load_config_module
+    from lz_tune.config import Config, ConfigError
+    from lz_tune.config_loader import load_config_module
     from lz_tune.lightzero.flags import add_reference_flags, given_flags
     from lz_tune.ray_auth import RayJoinError
 except KeyboardInterrupt:
@@ -254,7 +255,7 @@ def build_config(config_path: str, overrides: Sequence[str], *, seed: Optional[i
                  async_pipeline: bool = False, flags: Optional[dict] = None) -> Config:
     """The config of ``train``: a zoo module or a LightZero file (its mapping report on stderr),
     the ``key=value`` overrides, then the flags (``--seed``, ``--async-pipeline``, ``--env``, ...)."""
-    from lz_tune.lightzero import build_config as build
+    from lz_tune.config_loader import build_config as build
 
     flags = dict(flags or {})
     if seed is not None:

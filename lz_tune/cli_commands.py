@@ -296,7 +296,7 @@ def _section_docs(cfg: Any) -> dict[str, str]:
 
 def cmd_config(args: argparse.Namespace) -> int:
     """``python -m lz_tune config CONFIG [key=value ...]``: every field, grouped by section."""
-    from lz_tune.lightzero import build_config
+    from lz_tune.config_loader import build_config
     from lz_tune.lightzero.flags import given_flags
 
     cfg = build_config(args.config, args.overrides, given_flags(args),

@@ -979,38 +979,3 @@ def _check_dotted_key(data: dict[str, Any], key: str) -> None:
         node = node[p]
     if isinstance(node, dict):
         raise ConfigError(f"{key}: is a section, not a value; set one of its keys ({', '.join(sorted(node))})")
-
-
-def load_config_module(path: str) -> Config:
-    """Import a zoo config module (a .py file path or a dotted module name) and call its
-    ``make_config()``; a LightZero config file is mapped by :mod:`lz_tune.lightzero` (its report
-    as a :class:`~lz_tune.lightzero.LightZeroConfigWarning`)."""
-    import importlib
-    import importlib.util
-    import os
-
-    if path.endswith(".py") or os.sep in path:
-        if not os.path.isfile(path):
-            raise ConfigError(f"{path}: config file not found")
-        from lz_tune.lightzero import is_lightzero_config, load_lightzero_config
-
-        if is_lightzero_config(path):  # a LightZero experiment config (main_config / create_config)
-            return load_lightzero_config(path)
-        name = "_lz_config_" + os.path.splitext(os.path.basename(path))[0]
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(path)
-        except ModuleNotFoundError as e:
-            if e.name is None or not (path == e.name or path.startswith(e.name + ".")):
-                raise  # the module exists but imports something missing: keep that error
-            raise ConfigError(f"{path}: config module not found (no module named {e.name!r})") from e
-    if not hasattr(module, "make_config"):
-        raise ConfigError(f"{path}: a config module must define make_config() -> Config")
-    cfg = module.make_config()
-    if not isinstance(cfg, Config):
-        raise ConfigError(f"{path}: make_config() returned {type(cfg).__name__}, not Config")
-    return cfg

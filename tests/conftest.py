@@ -70,7 +70,7 @@ def tiny_cfg() -> Callable[..., "object"]:
     """``tiny_cfg("key=value", ...)``: the tiny CartPole config with extra overrides on top."""
     import torch
 
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
 
     torch.set_num_threads(1)
     base = load_config_module(os.path.join(REPO_ROOT, CARTPOLE_ZOO)).with_overrides(list(TINY_OVERRIDES))

@@ -24,7 +24,7 @@ def fingerprint(policy_type: str = "muzero", *extra: str) -> dict:
     NUM_UPDATES learner updates of a seeded sync run (one thread)."""
     import torch
 
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
     from lz_tune.pipeline import Driver
 
     torch.set_num_threads(1)

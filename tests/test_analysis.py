@@ -214,7 +214,7 @@ def test_atari_evaluation_returns_frames(tmp_path):
     """An untrained tiny Pong checkpoint: frames of env 0's first (capped) game come back."""
     from lz_tune.algos import get_algorithm
     from lz_tune.checkpoint import save_checkpoint
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
     from lz_tune.workers import env_spec_for
 
     cfg = load_config_module(str(REPO_ROOT / "zoo/atari/pong_muzero.py")).with_overrides([

@@ -24,7 +24,8 @@ import torch
 
 from conftest import CARTPOLE_ZOO, REPO_ROOT, TINY_OVERRIDES
 from lz_tune.checkpoint import FORMAT, FORMAT_VERSION, CheckpointError, load_checkpoint, save_checkpoint
-from lz_tune.config import Config, ConfigError, load_config_module
+from lz_tune.config import Config, ConfigError
+from lz_tune.config_loader import load_config_module
 
 ZOO = os.path.join(REPO_ROOT, CARTPOLE_ZOO)
 SPACE = os.path.join(REPO_ROOT, "search_spaces", "cartpole_muzero.py")

@@ -213,7 +213,7 @@ _KILLED_SAVE = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     from lz_tune.buffer import chunk_store
     from lz_tune.checkpoint import load_checkpoint
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
     from lz_tune.pipeline import Driver
     from tests.conftest import TINY_OVERRIDES
 

@@ -39,7 +39,7 @@ def _leaves(d: dict, prefix: str = "") -> list[str]:
 
 
 def test_config_prints_every_field_with_value_type_default_and_doc(capsys):
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
 
     code, out, err = _main(capsys, "config", CARTPOLE_ZOO, "mcts.num_simulations=7")
     assert code == 0, err

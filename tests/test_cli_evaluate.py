@@ -43,7 +43,7 @@ def layouts(tmp_path_factory):
     from lz_tune.algos import get_algorithm
     from lz_tune.analysis import CHECKPOINT_FILE, STATE_FILE
     from lz_tune.checkpoint import save_checkpoint
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
     from lz_tune.workers import env_spec_for
 
     torch.set_num_threads(1)
@@ -243,7 +243,7 @@ def test_atari_video_is_the_full_rgb_screen(tmp_path):
     from lz_tune.analysis import CHECKPOINT_FILE, evaluate_checkpoint
     from lz_tune.checkpoint import save_checkpoint
     from lz_tune.cli_commands import write_gif
-    from lz_tune.config import load_config_module
+    from lz_tune.config_loader import load_config_module
     from lz_tune.workers import env_spec_for
 
     torch.set_num_threads(1)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from lz_tune.config import POLICY_TYPES, Config, ConfigError, load_config_module, parse_override
+from lz_tune.config import POLICY_TYPES, Config, ConfigError, parse_override
+from lz_tune.config_loader import load_config_module
 
 
 def test_defaults_follow_the_spec_table():

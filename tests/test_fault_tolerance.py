@@ -5,7 +5,7 @@ every collect that completed is in the buffer exactly once (failed collects leav
 
 import pytest
 
-from lz_tune.config import load_config_module
+from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 
 ray = pytest.importorskip("ray")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from lz_tune.config import ConfigError, load_config_module
-from lz_tune.lightzero import LightZeroConfigWarning, build_config, is_lightzero_config
+from lz_tune.config import ConfigError
+from lz_tune.config_loader import load_config_module
+from lz_tune.lightzero import LightZeroConfigWarning, is_lightzero_config
+from lz_tune.config_loader import build_config
 from lz_tune.lightzero.loader import read_lightzero_file
 from lz_tune.lightzero.rules import LIGHTZERO_DEFAULTS, RULES
 from lz_tune.pipeline import Driver

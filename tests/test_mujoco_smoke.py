@@ -10,7 +10,7 @@ import pytest
 
 from lz_tune.analysis import evaluate_checkpoint
 from lz_tune.checkpoint import load_checkpoint
-from lz_tune.config import load_config_module
+from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 
 pytest.importorskip("mujoco")

@@ -15,7 +15,8 @@ import pytest
 
 from lz_tune.algos import IMPLEMENTED
 from lz_tune.checkpoint import load_checkpoint
-from lz_tune.config import load_config_module, parse_override
+from lz_tune.config import parse_override
+from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 from tests.conftest import REPO_ROOT, TINY_OVERRIDES
 from tests.test_cli import _final_counters, _main

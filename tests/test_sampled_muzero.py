@@ -25,7 +25,8 @@ from lz_tune.algos import get_algorithm
 from lz_tune.algos.base import Reanalysis
 from lz_tune.buffer import GameBuffer, StepColumn
 from lz_tune.checkpoint import load_buffer_state, save_buffer_state
-from lz_tune.config import Config, ConfigError, load_config_module
+from lz_tune.config import Config, ConfigError
+from lz_tune.config_loader import load_config_module
 from lz_tune.envs.types import EnvBatch
 from lz_tune.mcts import PUCT, RootInput, dirichlet_noise, run_search
 from lz_tune.workers import SegmentCollector, env_spec_for

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from lz_tune.checkpoint import load_checkpoint
-from lz_tune.config import load_config_module
+from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 from lz_tune.pipeline.backends import PollResult, WorkerBackend
 from lz_tune.workers import EvalResult, WeightSnapshot

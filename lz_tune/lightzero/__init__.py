@@ -4,7 +4,7 @@
     python -m lz_tune train zoo/atari/config/atari_muzero_segment_async_config.py --env ALE/Pong-v5 --seed 0 --async-pipeline
     python -m lz_tune config path/to/cartpole_muzero_config.py          # the mapped config, field by field
 
-From Python, :func:`lz_tune.config.load_config_module` (and so a Tune search space's ``"config"``
+From Python, :func:`lz_tune.config_loader.load_config_module` (and so a Tune search space's ``"config"``
 entry) takes a LightZero file like a zoo module; :func:`load_lightzero_config` also takes the
 reference's flags.
 
@@ -19,13 +19,12 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from lz_tune.config import Config, load_config_module
+from lz_tune.config import Config
 from lz_tune.lightzero.flags import flag_updates
 from lz_tune.lightzero.loader import is_lightzero_config, read_lightzero_file
 from lz_tune.lightzero.mapping import MappingReport, map_lightzero
 
-__all__ = ["is_lightzero_config", "load_lightzero_config", "build_config", "LightZeroConfigWarning",
-           "MappingReport"]
+__all__ = ["is_lightzero_config", "load_lightzero_config", "LightZeroConfigWarning", "MappingReport"]
 
 
 class LightZeroConfigWarning(UserWarning):
@@ -39,7 +38,7 @@ def load_lightzero_config(path: str, flags: Optional[Mapping[str, Any]] = None, 
 
     ``flags``: the reference's flags by argparse dest name (``{"env": "ALE/Pong-v5", "seed": 0,
     "async_pipeline": True}``), handed to a function config's ``main()``; apply them to the result
-    with :func:`build_config` (or :func:`lz_tune.lightzero.flags.flag_updates`). ``report``: called
+    with :func:`lz_tune.config_loader.build_config` (or :func:`lz_tune.lightzero.flags.flag_updates`). ``report``: called
     with each line of the mapping report (default: one :class:`LightZeroConfigWarning`)."""
     cfg, mapping_report = map_lightzero(read_lightzero_file(path, flags))
     lines = mapping_report.lines()
@@ -48,15 +47,3 @@ def load_lightzero_config(path: str, flags: Optional[Mapping[str, Any]] = None, 
     for line in lines if report is not None else ():
         report(line)
     return cfg
-
-
-def build_config(path: str, overrides: Sequence[str] = (), flags: Optional[Mapping[str, Any]] = None, *,
-                 report: Optional[Callable[[str], None]] = None) -> Config:
-    """What ``python -m lz_tune train PATH key=value ... --flag ...`` runs: a zoo module or a
-    LightZero file, then the ``key=value`` overrides, then the flags (``--seed 3`` is ``seed=3``)."""
-    flags = dict(flags or {})
-    cfg = load_lightzero_config(path, flags, report=report) if is_lightzero_config(path) else load_config_module(path)
-    if overrides:
-        cfg = cfg.with_overrides(list(overrides))
-    updates = flag_updates(flags)
-    return cfg.with_updates(updates) if updates else cfg

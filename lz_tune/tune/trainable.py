@@ -50,7 +50,8 @@ from typing import Any, Optional
 from ray import tune
 
 from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from lz_tune.config import Config, ConfigError, load_config_module
+from lz_tune.config import Config, ConfigError
+from lz_tune.config_loader import load_config_module
 from lz_tune.metrics import EVAL_FIELDS, public_metrics
 from lz_tune.tune.resources import check_cluster_resources, trial_bundles
 from lz_tune.tune.trial_storage import MANIFEST_FILE, TrialStorage
