@@ -16,10 +16,7 @@ def make_config() -> Config:
         "exp_name": "tictactoe_gumbel_muzero",
         "gumbel.max_num_considered_actions": 9,
         # Gumbel acts by its own sampling (collector.temperature is unused) and its improved policy
-        # sharpens fast: without more exploration every seed-0 run fell into one line the MCTS bot
-        # punishes. A random legal move with probability 0.25, falling to 0 over 80k env steps
-        # (the step keeps the search's policy target), got seed 0 to a loss-free evaluation.
-        "collector.eps_greedy_start": 0.25,
-        "collector.eps_greedy_end": 0.0,
-        "collector.eps_greedy_decay_env_steps": 80_000,
+        # sharpens fast: the epsilon-greedy self-play of MuZero's config (a random legal move with
+        # probability 0.25, falling to 0 over 80k env steps) is what keeps it exploring; without
+        # it every seed-0 run fell into one line the MCTS bot punishes.
     })

@@ -7,7 +7,8 @@ is lost (a perfect player draws every game).
 
 Board games are scored at the end (+1 / 0 / -1), so values live in [-1, 1] (a small support),
 the search and the targets use no discount, and td_steps = 9 (the longest game) makes every value
-target the game's outcome from the view of the player to move (no bootstrap).
+target the game's outcome from the view of the player to move (no bootstrap). Self-play explores
+at temperature 1 and, early on, with epsilon-greedy moves (see the collector section).
 """
 
 from lz_tune.config import Config
@@ -36,8 +37,11 @@ def make_config() -> Config:
         # fast decay (0.25 after 4.5k updates) every seed got stuck on the same trap (answering a
         # corner-centre-corner opening with an edge, which loses to a fork), because self-play
         # stopped trying the fork that punishes it
+        # plus a random legal move with probability 0.25, falling to 0 over 80k env steps (the step
+        # keeps the search's policy target): without it seed 2 never stopped losing 3 games in 100
         "collector": {"temperature": 1.0, "manual_temperature_decay": True,
-                      "threshold_training_steps_for_final_temperature": 60_000},
+                      "threshold_training_steps_for_final_temperature": 60_000,
+                      "eps_greedy_start": 0.25, "eps_greedy_end": 0.0, "eps_greedy_decay_env_steps": 80_000},
         "evaluator": {"eval_freq": 300, "n_evaluator_episode": 100, "opponent": "mcts",
                       "opponent_mcts_simulations": 1000, "stop_loss_rate": 0.0},
     })
