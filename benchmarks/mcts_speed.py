@@ -36,12 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 from typing import Callable
 
 import numpy as np
 import torch
 
 from lz_tune.algos import get_algorithm
+from lz_tune.algos.sampled_muzero import SampledActing
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 
@@ -70,7 +72,7 @@ def make_case(num_actions: int, batch: int, inference: str, obs_dim: int = 4, po
                        action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
     torch.manual_seed(0)
     policy = get_algorithm(policy_type).make_policy(cfg, spec)
-    search = policy.sampled_search if hasattr(policy, "sampled_search") else policy.search
+    search = partial(policy.acting.search, policy) if isinstance(policy.acting, SampledActing) else policy.search
     num_actions = spec.action_space_size
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(batch, obs_dim)).astype(np.float32)

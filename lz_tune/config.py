@@ -27,18 +27,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Optional, Sequence
 
-POLICY_TYPES: tuple[str, ...] = (
-    "muzero",
-    "efficientzero",
-    "sampled_efficientzero",
-    "sampled_muzero",
-    "gumbel_muzero",
-    "stochastic_muzero",
-    "muzero_context",
-    "muzero_rnn_full_obs",
-    "unizero",
-    "sampled_unizero",
-)
+from lz_tune.policy_registry import POLICY_TYPES, UnknownPolicyTypeError, lookup_policy_type  # noqa: F401  (re-exported)
 
 
 class ConfigError(ValueError):
@@ -837,7 +826,8 @@ class Config(_Section):
     """A whole experiment."""
 
     policy_type: str = "muzero"
-    """One of POLICY_TYPES."""
+    """A registered policy type (:mod:`lz_tune.policy_registry`: the built-in POLICY_TYPES and
+    those registered since), or ``"<module>:<name>"`` for a type that ``<module>`` registers."""
     seed: int = 0
     """Seeds torch, numpy and the envs (env i of actor k gets seed + 1000 k + i)."""
     exp_name: str = "muzero"
@@ -862,11 +852,15 @@ class Config(_Section):
     unizero: UniZeroConfig = field(default_factory=UniZeroConfig)
 
     def _check(self) -> None:
-        if self.policy_type not in POLICY_TYPES:
-            close = difflib.get_close_matches(self.policy_type, POLICY_TYPES, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"policy_type: unknown policy type {self.policy_type!r}{hint} "
-                              f"(known: {', '.join(POLICY_TYPES)})")
+        try:
+            entry = lookup_policy_type(self.policy_type)
+        except UnknownPolicyTypeError as e:
+            raise ConfigError(f"policy_type: {e}") from None
+        sections = {f.name for f in dataclasses.fields(self)}
+        missing = [name for name in entry.config_sections if name not in sections]
+        if missing:
+            raise ConfigError(f"policy_type: {self.policy_type!r} reads config section(s) {', '.join(missing)}, "
+                              f"which Config does not have")
         self._positive("max_env_step", "max_train_iter")
         self._non_negative("seed")
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from lz_tune.algos.sampled_muzero import SampledActing
+
 
 def search(policy, obs: np.ndarray, num_actions: int, *, simulations: int, seed: int, noise: bool = True):
     """``(SearchOutput, pred_value)`` of one search from ``obs [B, O]`` (the sampled search for the
     sampled types), all actions legal, single-player, the random stream of ``seed``."""
     batch = obs.shape[0]
     mask, to_play, rng = np.ones((batch, num_actions), bool), -np.ones(batch, np.int64), np.random.default_rng(seed)
-    if hasattr(policy, "sampled_search"):
-        out, value, _ = policy.sampled_search(obs, mask, to_play, num_simulations=simulations, noise=noise, rng=rng)
+    if isinstance(policy.acting, SampledActing):
+        out, value, _ = policy.acting.search(policy, obs, mask, to_play, num_simulations=simulations, noise=noise, rng=rng)
         return out, value
     return policy.search(obs, mask, to_play, num_simulations=simulations, noise=noise, rng=rng)
 

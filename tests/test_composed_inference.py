@@ -49,7 +49,7 @@ def test_stochastic_step_expands_decision_and_chance_nodes_like_torch(layer_norm
     engine.bind(auto.network)
     for rows in (np.arange(7), np.flatnonzero(slot < 3), np.flatnonzero(slot >= 3)):
         with torch.inference_mode():
-            want = reference._recurrent(torch.from_numpy(latent[rows]), slot[rows])
+            want = reference.recurrent_inference(torch.from_numpy(latent[rows]), slot[rows])
         got = engine(latent[rows], slot[rows])
         _assert_same(got, want, ("child", "reward", "value", "logits"))
     assert np.abs(want[1]).max() > 0.1 and np.abs(got[2]).max() > 0.1  # the comparison has teeth
@@ -74,7 +74,7 @@ def test_rnn_step_matches_torch():
     engine.bind(auto.network)
     (got_latent, got_history), *got = engine((latent, history), action)
     with torch.inference_mode():
-        (want_latent, want_history), *want = reference._recurrent((torch.from_numpy(latent),
+        (want_latent, want_history), *want = reference.recurrent_inference((torch.from_numpy(latent),
                                                                    torch.from_numpy(history)), action)
     _assert_same([got_latent, got_history, *got], [want_latent, want_history, *want],
                  ("latent", "history", "reward", "value", "policy_logits"))

@@ -75,7 +75,7 @@ def test_one_step_matches_torch_at_every_depth_around_the_resets(action_dim, fus
         got_state, got_reward, got_value, got_logits = engine((latent, h, c, prefix, depth), action)
         state = (torch.from_numpy(latent), torch.from_numpy(h), torch.from_numpy(c),
                  torch.from_numpy(prefix)[:, None], torch.from_numpy(depth.astype(np.float32))[:, None])
-        want_state, want_reward, want_value, want_logits = reference._recurrent_prefix(state, action)
+        want_state, want_reward, want_value, want_logits = reference.recurrent_inference(state, action)
     for name, got, want in [("latent", got_state[0], want_state[0]), ("h", got_state[1], want_state[1]),
                             ("c", got_state[2], want_state[2]), ("prefix", got_state[3], want_state[3][:, 0]),
                             ("reward", got_reward, want_reward), ("value", got_value, want_value),

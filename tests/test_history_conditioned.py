@@ -228,7 +228,7 @@ def test_training_feeds_the_true_observation_of_every_unroll_step(tiny_cfg, poli
     net = learner.policy.network
     value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
     reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    out = learner._losses_eager(net, obs, torch.from_numpy(batch.actions), value_t, reward_t,
+    out = learner.unroll_losses(net, obs, torch.from_numpy(batch.actions), value_t, reward_t,
                                 torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
     out[0].sum().backward()  # the policy loss over the unroll
     assert (float(obs.grad[:, 2].abs().sum()) > 0) == depends
@@ -252,7 +252,7 @@ def test_rnn_trains_prediction_on_the_states_the_search_evaluates(tiny_cfg, chai
     net = learner.policy.network
     value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
     reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    out = learner._losses_eager(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
+    out = learner.unroll_losses(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
                                 reward_t, torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
     out[0].sum().backward()  # the policy loss only
     dynamics_grad = sum(float(p.grad.abs().sum()) for n, p in net.named_parameters()
@@ -280,7 +280,7 @@ def test_rnn_history_trains_the_gru_but_not_the_latents_it_reads(tiny_cfg, monke
     batch = _batch(cfg, spec, np.random.default_rng(0))
     value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
     reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    out = learner._losses_eager(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
+    out = learner.unroll_losses(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
                                 reward_t, torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
     (out[0].sum() + out[1].sum()).backward()  # policy and value
     assert len(inputs) == 2 * batch.actions.shape[1] and not any(t.requires_grad for t in inputs)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from lz_tune.algos import IMPLEMENTED, get_algorithm
+from lz_tune.algos import get_algorithm
+from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.buffer import GameBuffer
 from lz_tune.workers import SegmentCollector, env_spec_for
 
@@ -58,10 +59,10 @@ def _grads_of_one_update(learner, batch):
 
 # types with one unroll path (update_path has no effect) or MuZero's learner unchanged are not rows here
 ONE_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "muzero_context", "unizero", "sampled_unizero"}
-CASES = [(t, kind, extra) for t in sorted(IMPLEMENTED) if t not in ONE_PATH for kind in ("mlp", "conv")
+CASES = [(t, kind, extra) for t in sorted(POLICY_TYPES) if t not in ONE_PATH for kind in ("mlp", "conv")
          for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
 # continuous actions (tanh-Gaussian policy, float actions) for the sampled types
-CASES += [(t, "pendulum", extra) for t in sorted(IMPLEMENTED) if t.startswith("sampled_") and t not in ONE_PATH
+CASES += [(t, "pendulum", extra) for t in sorted(POLICY_TYPES) if t.startswith("sampled_") and t not in ONE_PATH
           for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
 
 
@@ -149,7 +150,7 @@ def test_fused_optimizer_makes_the_same_step(tiny_cfg, optim_type):
 ONE_UNROLL_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "unizero", "sampled_unizero"}
 
 
-@pytest.mark.parametrize("policy_type", sorted(IMPLEMENTED))
+@pytest.mark.parametrize("policy_type", sorted(POLICY_TYPES))
 def test_a_type_without_the_batched_unroll_says_so(tiny_cfg, policy_type):
     """No type loses the fast path silently: the types whose unroll has one path return a
     notice naming the type when the fused path is asked for; the others (and any type asked

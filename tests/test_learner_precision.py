@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from lz_tune.algos import IMPLEMENTED, get_algorithm
+from lz_tune.algos import get_algorithm
+from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.algos.common import require_device
 from lz_tune.buffer import GameBuffer
 from lz_tune.config import ConfigError
@@ -56,7 +57,7 @@ def _linear_output_dtypes(learner, batch) -> set:
     return seen, logs, priorities
 
 
-@pytest.mark.parametrize("policy_type", sorted(IMPLEMENTED))
+@pytest.mark.parametrize("policy_type", sorted(POLICY_TYPES))
 def test_bfloat16_update_runs_in_bfloat16_and_matches_float32(tiny_cfg, policy_type):
     torch.manual_seed(0)
     env = ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if policy_type.startswith("sampled_") else ()

@@ -24,7 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 
-from lz_tune.algos import IMPLEMENTED  # noqa: E402
+from lz_tune.policy_registry import POLICY_TYPES  # noqa: E402
 from lz_tune.metrics import EVAL_RETURN  # noqa: E402
 from lz_tune.tune import MuZeroTrainable, placement_group_factory  # noqa: E402
 from lz_tune.tune.trainable import PLACEMENT_FILE, STATE_FILE  # noqa: E402
@@ -101,7 +101,7 @@ TYPE_OVERRIDES = ("efficientzero.lstm_hidden_size=8", "efficientzero.lstm_horizo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy_type", sorted(IMPLEMENTED))
+@pytest.mark.parametrize("policy_type", sorted(POLICY_TYPES))
 def test_every_type_trains_with_two_learner_workers(ray_cluster, tiny_cfg, policy_type):
     from lz_tune.pipeline.driver import Driver
 

@@ -1,7 +1,8 @@
 """Every registered policy type through every entry point on a tiny budget: the sync CLI with a
 resume from its folder, the async pipeline on real Ray actors, ``ray_local_mode``, and Tune
-trials with checkpoints that load back. Adding a type to ``lz_tune.algos.IMPLEMENTED`` adds it
-here (and needs a smoke config in ``SMOKE_CONFIG``).
+trials with checkpoints that load back. Adding a built-in type to
+``lz_tune.policy_registry.BUILTIN_POLICY_TYPES`` adds it here (and needs a smoke config in
+``SMOKE_CONFIG``).
 
 MuZero's own entry-point tests (test_cli, test_train_muzero_segment_async, test_tune) are more thorough, so
 its rows here run only with ``-m slow``.
@@ -13,7 +14,7 @@ import os
 
 import pytest
 
-from lz_tune.algos import IMPLEMENTED
+from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.checkpoint import load_checkpoint
 from lz_tune.config import parse_override
 from lz_tune.config_loader import load_config_module
@@ -35,14 +36,14 @@ SMOKE_CONFIG = {
     "sampled_unizero": "zoo/classic_control/pendulum_sampled_unizero.py",
 }
 
-TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(IMPLEMENTED)]
+TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(POLICY_TYPES)]
 #: async rows: muzero_context's carried state and sampled_muzero's step column add nothing to the
 #: pipeline beyond unizero's and sampled_efficientzero's rows, nor efficientzero's and
 #: gumbel_muzero's (MuZero's data, another network or search) beyond the MuZero pipeline tests
 #: (tests/test_train_muzero_segment_async.py), so theirs run with ``-m slow``
 ASYNC_TYPES = [pytest.param(t, marks=pytest.mark.slow)
                if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero")
-               else t for t in sorted(IMPLEMENTED)]
+               else t for t in sorted(POLICY_TYPES)]
 EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
          "unizero.embed_dim=16")
 ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
@@ -50,7 +51,7 @@ ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
 
 
 def test_every_registered_type_has_a_smoke_config():
-    assert set(SMOKE_CONFIG) == set(IMPLEMENTED)
+    assert set(SMOKE_CONFIG) == set(POLICY_TYPES)
     for path in SMOKE_CONFIG.values():
         assert os.path.isfile(os.path.join(REPO_ROOT, path)), path
 
@@ -94,7 +95,7 @@ def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
 #: local mode runs the same actor code in-process; the history types add no pipeline behaviour
 #: beyond their policy (covered by the sync and Ray rows), so their rows run with ``-m slow``
 LOCAL_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "muzero_rnn_full_obs", "unizero")
-               else t for t in sorted(IMPLEMENTED)]
+               else t for t in sorted(POLICY_TYPES)]
 
 
 @pytest.mark.parametrize("policy_type", LOCAL_TYPES)
@@ -113,12 +114,12 @@ def test_ray_local_mode(policy_type):
 #: actions); the rest run with ``-m slow`` (muzero: tests/test_tune.py)
 TUNE_DEFAULT = ("efficientzero", "stochastic_muzero", "muzero_rnn_full_obs", "sampled_unizero")
 TUNE_GROUPS = [pytest.param(TUNE_DEFAULT, id="one-of-each-state-kind"),
-               pytest.param(tuple(t for t in sorted(IMPLEMENTED) if t not in TUNE_DEFAULT and t != "muzero"),
+               pytest.param(tuple(t for t in sorted(POLICY_TYPES) if t not in TUNE_DEFAULT and t != "muzero"),
                             id="the-others", marks=pytest.mark.slow)]
 
 
 def test_tune_groups_cover_every_type():
-    assert set(TUNE_GROUPS[0].values[0]) | set(TUNE_GROUPS[1].values[0]) | {"muzero"} == set(IMPLEMENTED)
+    assert set(TUNE_GROUPS[0].values[0]) | set(TUNE_GROUPS[1].values[0]) | {"muzero"} == set(POLICY_TYPES)
 
 
 @pytest.mark.parametrize("types", TUNE_GROUPS)

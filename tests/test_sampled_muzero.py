@@ -179,7 +179,7 @@ def test_sampled_search_mixes_noise_into_the_k_slot_priors_only_when_collecting(
     policy = get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg))
     obs = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
     mask, to_play = np.ones((6, 1), bool), np.full(6, -1, np.int64)
-    runs = {noise: policy.sampled_search(obs, mask, to_play, num_simulations=8, noise=noise,
+    runs = {noise: policy.acting.search(policy, obs, mask, to_play, num_simulations=8, noise=noise,
                                          rng=np.random.default_rng(5)) for noise in (False, True)}
     (clean, _, actions_clean), (noisy, _, actions_noisy) = runs[False], runs[True]
     assert actions_clean.shape == actions_noisy.shape == (6, 3, 1)
@@ -288,8 +288,8 @@ def test_batch_reanalysis_equals_a_fresh_sampled_search_of_the_same_positions(wh
     np.testing.assert_array_equal(actions[valid], fresh.extras["sampled_actions"])
     np.testing.assert_array_equal(batch.target_policy[valid], fresh.policy_target)
     # reanalyze = one noise-free sampled search: its visits go with ITS root samples, slot by slot
-    search, _, root_actions = learner.target_policy.sampled_search(
-        batch.obs[valid], batch.action_mask[valid], batch.to_play[valid],
+    search, _, root_actions = learner.target_policy.acting.search(
+        learner.target_policy, batch.obs[valid], batch.action_mask[valid], batch.to_play[valid],
         num_simulations=cfg.mcts.num_simulations, noise=False, rng=np.random.default_rng(7))
     np.testing.assert_array_equal(fresh.extras["sampled_actions"], root_actions)
     np.testing.assert_array_equal(fresh.policy_target, search.visit_distribution)
@@ -539,7 +539,7 @@ def test_kl_and_cross_entropy_differ_exactly_by_the_target_entropy(path):
     assert loss_ce.shape == (n,) and torch.isfinite(loss_ce).all() and torch.isfinite(loss_kl).all()
     plogp = torch.xlogy(probs, probs).sum(-1)
     torch.testing.assert_close(loss_kl - loss_ce, plogp, rtol=0, atol=1e-5)
-    log_prob = ce.policy.sampler.log_prob(policy_out, actions)
+    log_prob = ce.policy.acting.sampler.log_prob(policy_out, actions)
     torch.testing.assert_close(loss_ce, -(probs * log_prob).sum(-1))
     # zero-weighted where the target is all zero, for both types of loss
     assert loss_ce[1].item() == 0.0 and loss_kl[1].item() == 0.0
@@ -571,7 +571,7 @@ def test_policy_gradient_pulls_the_gaussian_mean_towards_the_visited_sample():
     net = learner.policy.network
     net.train()
     obs = torch.from_numpy(np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32))
-    sampler = learner.policy.sampler
+    sampler = learner.policy.acting.sampler
 
     def mean_of():
         mean, _ = sampler.params(net.initial_inference(obs).policy_logits)

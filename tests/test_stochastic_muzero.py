@@ -99,10 +99,10 @@ def test_mixed_recurrent_batch_equals_each_kind_alone(tiny_cfg):
     state = torch.rand(6, cfg.model.latent_dim)
     slot = np.array([0, A + 1, 1, A + 3, A + 0, 1])
     with torch.inference_mode():
-        mixed = policy._recurrent(state, slot)
+        mixed = policy.recurrent_inference(state, slot)
         for kind in (slot < A, slot >= A):
             rows = np.flatnonzero(kind)
-            alone = policy._recurrent(state[torch.from_numpy(rows)], slot[rows])
+            alone = policy.recurrent_inference(state[torch.from_numpy(rows)], slot[rows])
             torch.testing.assert_close(mixed[0][torch.from_numpy(rows)], alone[0])
             for m, a in zip(mixed[1:], alone[1:]):
                 np.testing.assert_allclose(m[rows], a, rtol=1e-5, atol=1e-6)

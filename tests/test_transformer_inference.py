@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lz_tune.algos.sampled_unizero import SampledUniZeroPolicy
+from lz_tune.algos.sampled_unizero import make_policy as make_sampled_unizero_policy
 from lz_tune.algos.unizero import UniZeroPolicy
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
@@ -28,7 +28,7 @@ def _policies(*, context: int = 3, action_dim: int = 0, seed: int = 0):
     spec = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1,
                        action_space_size=1 if action_dim else 3, is_atari=False, action_dim=action_dim,
                        action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
-    cls = SampledUniZeroPolicy if action_dim else UniZeroPolicy
+    cls = make_sampled_unizero_policy if action_dim else UniZeroPolicy
     torch.manual_seed(seed)
     auto = cls(cfg, spec)
     with torch.no_grad():  # the value / reward / policy heads start at zero
@@ -64,7 +64,7 @@ def test_steps_match_torch_from_empty_to_full_windows(context, action_dim, fused
         for depth in range(2 * context + 2):
             action = _actions(rng, 5, action_dim)
             rows, *got = engine(rows, action)
-            want = reference._recurrent(state_t, action)
+            want = reference.recurrent_inference(state_t, action)
             for name, g, w in [("reward", got[0], want[1]), ("value", got[1], want[2]), ("policy", got[2], want[3])]:
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-4, err_msg=f"{name} at depth {depth}")
             for name, g, w in zip(("keys", "values", "key_pos", "valid", "next_pos"), engine.windows(rows), want[0]):

@@ -290,13 +290,13 @@ def test_monitoring_runs_every_monitor_norm_freq_updates_and_repeats_in_between(
 def _seen_targets(learner, spec):
     """The value and reward targets [B, U+1, K] / [B, U, K] one update hands to the loss."""
     seen = {}
-    original = learner._losses_eager
+    original = learner.unroll_losses
 
     def spy(net, obs, actions, value_t, reward_t, *rest):
         seen["value"], seen["reward"] = value_t.detach().clone(), reward_t.detach().clone()
         return original(net, obs, actions, value_t, reward_t, *rest)
 
-    learner._losses_eager = learner._losses_fused = spy
+    learner.unroll_losses = spy
     batch = _batch(learner, spec)
     learner.learn(batch, train_iter=0)
     return seen, batch

@@ -1,7 +1,8 @@
 """Policy types. Each is a module with ``make_policy(cfg, spec, device=...)``,
 ``make_learner(cfg, spec)``, ``step_columns(cfg, spec)`` (its extra per-step data) and
 ``policy_target_size(cfg, spec)`` (the width P of its stored policy target); see
-:mod:`lz_tune.algos.base` for the interface.
+:mod:`lz_tune.algos.base` for the interface and the hooks a type supplies, and
+:mod:`lz_tune.policy_registry` for the registry of names.
 
 Shared code (collectors, evaluators, the driver) never branches on the policy type: it asks
 :func:`get_algorithm` for the module and uses the interface.
@@ -12,31 +13,21 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from lz_tune.config import POLICY_TYPES, ConfigError
-
-#: policy type -> module implementing it
-IMPLEMENTED: dict[str, str] = {
-    "muzero": "lz_tune.algos.muzero",
-    "efficientzero": "lz_tune.algos.efficientzero",
-    "gumbel_muzero": "lz_tune.algos.gumbel_muzero",
-    "sampled_muzero": "lz_tune.algos.sampled_muzero",
-    "sampled_efficientzero": "lz_tune.algos.sampled_efficientzero",
-    "stochastic_muzero": "lz_tune.algos.stochastic_muzero",
-    "muzero_context": "lz_tune.algos.muzero_context",
-    "muzero_rnn_full_obs": "lz_tune.algos.muzero_rnn_full_obs",
-    "unizero": "lz_tune.algos.unizero",
-    "sampled_unizero": "lz_tune.algos.sampled_unizero",
-}
+from lz_tune.config import ConfigError
+from lz_tune.policy_registry import UnknownPolicyTypeError, lookup_policy_type
 
 
 def get_algorithm(policy_type: str) -> ModuleType:
-    """The module implementing ``policy_type``.
+    """The module implementing ``policy_type`` (a registered name, or ``"<module>:<name>"``:
+    see :mod:`lz_tune.policy_registry`).
 
     Raises ConfigError naming ``policy_type`` for an unknown type.
     """
-    if policy_type not in POLICY_TYPES or policy_type not in IMPLEMENTED:
-        raise ConfigError(f"policy_type: unknown policy type {policy_type!r} (known: {', '.join(IMPLEMENTED)})")
-    return importlib.import_module(IMPLEMENTED[policy_type])
+    try:
+        entry = lookup_policy_type(policy_type)
+    except UnknownPolicyTypeError as e:
+        raise ConfigError(f"policy_type: {e}") from None
+    return importlib.import_module(entry.module)
 
 
-__all__ = ["IMPLEMENTED", "get_algorithm"]
+__all__ = ["get_algorithm"]

@@ -7,8 +7,18 @@
   LR schedule and ``train_iter``; ``make_batch`` builds the type's training batch from the
   buffer's primitives, ``learn(batch)`` does one update and returns priorities.
 
-A policy type is a module of :mod:`lz_tune.algos` that provides ``make_policy``,
-``make_learner`` and ``step_columns`` (see :func:`lz_tune.algos.get_algorithm`).
+A policy type is a module that provides ``make_policy``, ``make_learner``, ``step_columns`` and
+``policy_target_size``, registered by name in :mod:`lz_tune.policy_registry` (see
+:func:`lz_tune.algos.get_algorithm`).
+
+The hooks a MuZero-family type supplies are declared below, once: the search model
+(:class:`SearchModel`: ``search_backend`` -> :class:`SearchRoots`, ``recurrent_inference``, a
+:class:`RecurrentFn`), the search rule (:class:`SearchRule`), how a search becomes actions and
+stored targets (:class:`Acting`), the training targets (:class:`TargetBuilder`), the policy term
+of the loss (:class:`PolicyLoss`) and the unrolled model (:class:`UnrollModel`, returning
+:class:`UnrollTerms`). :mod:`lz_tune.algos.muzero` is one implementation; its classes take the
+parts as keyword arguments, so a variant is a composition of parts
+(:mod:`lz_tune.algos.parts`), not a subclass that patches MuZero.
 
 Stateful inference (history-conditioned types, UniZero KV caches) keeps its state inside the
 Policy: :meth:`Policy.reset` is called for the envs whose episode ended (collector) and for
@@ -22,7 +32,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import numpy as np
 import torch
@@ -30,7 +40,8 @@ import torch
 from lz_tune.buffer import GameBuffer, Reanalysis, SampledIndex, StepColumn, TrainBatch
 from lz_tune.envs.types import EnvBatch
 
-__all__ = ["ActResult", "Learner", "Policy", "Reanalysis", "StepColumn"]
+__all__ = ["ActResult", "Learner", "Policy", "Reanalysis", "StepColumn", "RecurrentFn", "SearchRoots", "SearchModel",
+           "SearchRule", "Acting", "TargetBuilder", "PolicyLoss", "UnrollTerms", "UnrollModel"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +157,144 @@ class Learner(abc.ABC):
         """What ``learner.update_path`` does NOT give this type, in one sentence for the start
         of a run (the driver prints it); None when the type runs the path that was asked for."""
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the hooks of a MuZero-family type (what :mod:`lz_tune.algos.muzero` is built from)
+
+
+class RecurrentFn(Protocol):
+    """One simulation's model step for B trees at once (what ``run_search`` calls)."""
+
+    def __call__(self, state: Any, action: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """``state``: the parents' model state (a tensor, a numpy array or a tuple of them, rows =
+        the B trees); ``action``: [B] int64 child slots (or [B, D] float32 continuous actions).
+
+        Returns ``(child state, reward [B] float32, value [B] float32, policy logits [B, A])``:
+        reward and value as scalars (decoded from the support), in env reward units."""
+
+
+class SearchRoots(NamedTuple):
+    """What a search starts from, for K roots (``search_backend``'s result)."""
+
+    state: Any
+    """The roots' model state (rows = K roots), as :class:`RecurrentFn` takes it."""
+    value: np.ndarray
+    """[K] float32 the network's value of each root."""
+    policy_logits: np.ndarray
+    """[K, A] float32 prior logits (a sampled type: the raw policy output the sampler reads)."""
+    recurrent_fn: RecurrentFn
+    """The model step of every simulation."""
+
+
+class SearchModel(Protocol):
+    """The inference side of a MuZero-family Policy, as its search and acting use it."""
+
+    cfg: Any
+    network: torch.nn.Module
+    device: torch.device
+
+    def search_backend(self, obs: np.ndarray, root_latent: Any = None) -> SearchRoots:
+        """Roots from observations ``[K, *obs_shape]``, or from prepared roots ``root_latent``
+        (what ``act_root`` returned: carried per-env state); call under inference mode."""
+
+    def recurrent_inference(self, state: Any, action: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """The torch :class:`RecurrentFn` of the type (CPU engines provide their own)."""
+
+    def strategy(self, *, noise: bool) -> Any:
+        """The search rule of :mod:`lz_tune.mcts.strategies` (``noise``: collection)."""
+
+    def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]) -> Any:
+        """Roots for acting from per-env state carried across steps, or None (search from ``obs``)."""
+
+    def num_simulations(self, *, collect: bool) -> int:
+        """Simulations per search."""
+
+    def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """``obs`` [K, *obs_shape] as a tensor on the policy's device."""
+
+    def to_numpy(self, t: torch.Tensor) -> np.ndarray:
+        """float32 numpy array of ``t`` (a view on the CPU)."""
+
+
+class SearchRule(Protocol):
+    """Builds the search strategy (:mod:`lz_tune.mcts.strategies`) from the config."""
+
+    def __call__(self, cfg: Any, *, noise: bool) -> Any:
+        """``noise``: collection (root noise / Gumbel noise); False: evaluation and reanalysis."""
+
+
+class Acting(Protocol):
+    """How a search over a batch becomes actions and stored targets (discrete actions: the
+    visit counts over A actions; sampled types: over K sampled actions)."""
+
+    continuous_actions: bool
+    """Whether it can act in continuous (Box) action spaces."""
+
+    def act(self, policy: SearchModel, batch: EnvBatch, *, mode: str, temperature: float,
+            rng: np.random.Generator, root: Any = None) -> ActResult:
+        """Search from ``root`` (``policy.act_root``'s result) or the observations of ``batch``
+        and pick actions (``mode``: ``collect`` or ``eval``)."""
+
+    def reanalyze(self, policy: SearchModel, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
+                  rng: np.random.Generator, root: Any = None) -> Reanalysis:
+        """Fresh search without noise over K stored positions: new policy targets and the
+        type's extras (sampled types: the new K root actions)."""
+
+
+class TargetBuilder(Protocol):
+    """The training batch of a learner (MuZero: n-step values bootstrapped by the target network)."""
+
+    def __call__(self, learner: "Learner", buffer: GameBuffer, index: SampledIndex, *,
+                 rng: np.random.Generator) -> TrainBatch:
+        """Targets of the sampled positions, built from the buffer's primitives and
+        ``learner.target_policy``."""
+
+
+class PolicyLoss(Protocol):
+    """The policy term of the loss."""
+
+    def targets(self, batch: TrainBatch, device: torch.device) -> Any:
+        """What :meth:`loss` compares with, ``[B, U+1, ...]``: a tensor or a tuple of tensors."""
+
+    def loss(self, policy_out: torch.Tensor, target: Any) -> torch.Tensor:
+        """[N] loss of the policy output [N, ...] against one step (or the flattened steps) of
+        :meth:`targets`."""
+
+    def entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
+        """[N] entropy of the policy (its bonus has weight learner.policy_entropy_weight)."""
+
+
+class UnrollTerms(NamedTuple):
+    """The loss terms of one batch, each [B] summed over the unroll (before the weights)."""
+
+    policy: torch.Tensor
+    value: torch.Tensor
+    reward: torch.Tensor
+    """Reward-like term (EfficientZero: the value prefix)."""
+    ssl: torch.Tensor
+    """Self-supervised consistency term (UniZero: the latent MSE)."""
+    entropy: torch.Tensor
+    """Policy entropy (a bonus: it is subtracted)."""
+    pred_value0: torch.Tensor
+    """[B] the predicted root value (no gradient; new priorities are |this - target|)."""
+
+
+class UnrollModel(Protocol):
+    """The training side of a MuZero-family Learner: the model carried through the unroll."""
+
+    def initial_state(self, latent: torch.Tensor) -> Any:
+        """Model state carried through the unroll, from the root latent [B, *latent]."""
+
+    def unroll_step(self, net: torch.nn.Module, state: Any, action: torch.Tensor, k: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """Dynamics step k (1..U): ``(next state, next latent, reward-like logits [B, R])``."""
+
+    def unroll_losses(self, net: torch.nn.Module, obs: torch.Tensor, actions: torch.Tensor, value_t: torch.Tensor,
+                      reward_t: torch.Tensor, target_policy: Any, mask: torch.Tensor) -> UnrollTerms:
+        """Every loss term of the batch: ``obs`` [B, U+1, *obs], ``actions`` [B, U], ``value_t``
+        [B, U+1, V] and ``reward_t`` [B, U, R] support targets, ``target_policy`` from
+        :meth:`PolicyLoss.targets`, ``mask`` [B, U+1] (1: a real step)."""
+
+
+PolicyFactory = Callable[..., Policy]
+"""``factory(cfg, spec, device=..., network=None) -> Policy``: how a learner builds its policies."""

@@ -30,6 +30,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from lz_tune.algos.base import SearchRoots
 from lz_tune.algos.common import build_network, resolve_model_kind, scale_gradient
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, policy_target_size
 from lz_tune.algos.targets import with_extras
@@ -73,8 +74,9 @@ class EfficientZeroPolicy(MuZeroPolicy):
     """EfficientZero network + pUCT search over per-node (latent, LSTM state, prefix, depth)."""
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None) -> None:
-        super().__init__(cfg, spec, device=device, network=network)
+                 network: Optional[torch.nn.Module] = None, **parts) -> None:
+        """``parts``: the search rule and acting of :class:`MuZeroPolicy` (the sampled type's)."""
+        super().__init__(cfg, spec, device=device, network=network, **parts)
         self._prefix_engine = EfficientZeroSearchInference(cfg.efficientzero.lstm_horizon_len)
 
     @staticmethod
@@ -84,7 +86,7 @@ class EfficientZeroPolicy(MuZeroPolicy):
         extra = {"fc_hidden": muzero.fc_hidden} if resolve_model_kind(cfg, spec) == "conv" else {}
         return EfficientZeroNetwork(muzero, lstm_hidden_size=cfg.efficientzero.lstm_hidden_size, **extra)
 
-    def search_backend(self, obs: np.ndarray):
+    def search_backend(self, obs: np.ndarray) -> SearchRoots:
         """Root states, value [K], policy logits [K, A] and the recurrent function: the numpy
         engine (:class:`EfficientZeroSearchInference`) for an MLP network on the CPU under
         ``mcts.inference=auto``, else torch. Call under inference mode."""
@@ -92,29 +94,31 @@ class EfficientZeroPolicy(MuZeroPolicy):
         if self.cfg.mcts.inference == "auto" and EfficientZeroSearchInference.supports(net):
             engine = self._prefix_engine
             engine.bind(net)  # fresh views: the learner may have stepped since the last search
-            state, value, policy_logits = engine.root(net.representation(self._obs_tensor(obs)).numpy())
-            return state, value, policy_logits, engine
-        init = net.initial_inference(self._obs_tensor(obs))
+            state, value, policy_logits = engine.root(net.representation(self.obs_tensor(obs)).numpy())
+            return SearchRoots(state, value, policy_logits, engine)
+        init = net.initial_inference(self.obs_tensor(obs))
         batch = obs.shape[0]
         h, c = net.initial_hidden(batch)
         zeros = torch.zeros(batch, 1, device=self.device)
         state = (init.latent, h, c, zeros, zeros.clone())  # prefix 0 and depth 0 at the root
         value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
-        return state, value, init.policy_logits.float().cpu().numpy(), self._recurrent_prefix
+        return SearchRoots(state, value, init.policy_logits.float().cpu().numpy(), self.recurrent_inference)
 
-    def _recurrent_prefix(self, state, action: np.ndarray):
+    def recurrent_inference(self, state, action: np.ndarray):
+        """The torch model step over ``(latent, h, c, prefix [B, 1], depth [B, 1])`` node states:
+        the search reward is the difference of value prefixes (:func:`prefix_rewards`)."""
         latent, h, c, prefix, depth = state
         horizon = self.cfg.efficientzero.lstm_horizon_len
         out = self.network.recurrent_inference(latent, (h, c), torch.from_numpy(action).to(self.device))
-        child_prefix = support_to_scalar_np(self._numpy(out.value_prefix_logits))
-        parent_depth = self._numpy(depth)[:, 0]
-        reward = prefix_rewards(self._numpy(prefix)[:, 0], parent_depth, child_prefix, horizon)
+        child_prefix = support_to_scalar_np(self.to_numpy(out.value_prefix_logits))
+        parent_depth = self.to_numpy(depth)[:, 0]
+        reward = prefix_rewards(self.to_numpy(prefix)[:, 0], parent_depth, child_prefix, horizon)
         child_depth = depth + 1
         keep = (child_depth % horizon != 0).to(out.hidden[0].dtype)  # reset point: children start from zero
         next_state = (out.latent, out.hidden[0] * keep, out.hidden[1] * keep,
                       torch.from_numpy(child_prefix).to(self.device)[:, None], child_depth)
-        value = support_to_scalar_np(self._numpy(out.value_logits))
-        return next_state, reward, value, self._numpy(out.policy_logits)
+        value = support_to_scalar_np(self.to_numpy(out.value_logits))
+        return next_state, reward, value, self.to_numpy(out.policy_logits)
 
 
 class EfficientZeroLearner(MuZeroLearner):

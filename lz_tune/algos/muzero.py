@@ -14,11 +14,13 @@ step (MuZero paper, appendix G), so the gradient through the dynamics does not g
 Samples are weighted by their PER importance weights; new priorities are |predicted value -
 target value| at k = 0.
 
-The variants of the family subclass these two classes and override only what differs (see
-``efficientzero.py``, ``gumbel_muzero.py``): the search strategy (:meth:`MuZeroPolicy.strategy`),
-the per-node model state and recurrent function (:meth:`MuZeroPolicy.search_backend`), the
-model state carried through the unroll (:meth:`MuZeroLearner.initial_state`,
-:meth:`MuZeroLearner.unroll_step`), the reward-like targets, the policy loss, and the batch.
+These two classes implement the hooks of :mod:`lz_tune.algos.base` and take the parts a
+variant swaps as keyword arguments (:mod:`lz_tune.algos.parts`): the search rule and the
+acting (:class:`MuZeroPolicy`), the policy factory, the policy loss and the target builder
+(:class:`MuZeroLearner`). Gumbel MuZero is MuZero with ``search_rule=gumbel_rule`` and
+``policy_loss=ImprovedPolicyKL()``. A type with another model supplies the model hooks
+(``build_network``, ``search_backend``, ``recurrent_inference``; ``initial_state`` /
+``unroll_step`` or the whole ``unroll_losses``), see ``efficientzero.py``.
 """
 
 from __future__ import annotations
@@ -30,27 +32,33 @@ import numpy as np
 import torch
 from torch.profiler import record_function
 
-from lz_tune.algos.base import ActResult, Learner, Policy, Reanalysis
-from lz_tune.algos.common import (build_network, cosine, entropy, learner_autocast, learning_rate_at, make_optimizer,
+from lz_tune.algos.base import (Acting, ActResult, Learner, Policy, PolicyFactory, PolicyLoss, Reanalysis, SearchRoots,
+                                SearchRule, TargetBuilder, UnrollTerms)
+from lz_tune.algos.common import (build_network, cosine, learner_autocast, learning_rate_at, make_optimizer,
                                   require_device, scale_gradient, soft_ce, use_channels_last)
-from lz_tune.algos.targets import make_train_batch
+from lz_tune.algos.parts import DiscreteActing, VisitPolicyLoss, map_policy_target, n_step_targets, puct_rule, search_tree
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
-from lz_tune.mcts import PUCT, RootInput, SearchOutput, run_search, select_action
+from lz_tune.mcts import SearchOutput
 from lz_tune.models.mlp_inference import MLPSearchInference
 from lz_tune.models.support import scalar_to_support, support_to_scalar, support_to_scalar_np
 
 
 class MuZeroPolicy(Policy):
-    """MuZero network + batched search. All inference runs under ``torch.inference_mode``."""
+    """MuZero network + batched search. All inference runs under ``torch.inference_mode``.
 
-    continuous_actions = False
-    """Whether the type plans over continuous (Box) action spaces (the sampled types do)."""
+    search_rule: the search strategy's builder (:func:`lz_tune.algos.parts.puct_rule`).
+    acting: how a search becomes actions and stored targets (:class:`DiscreteActing`; the
+    sampled types' :class:`lz_tune.algos.sampled_muzero.SampledActing`).
+    """
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None) -> None:
-        if spec.is_continuous and not self.continuous_actions:
+                 network: Optional[torch.nn.Module] = None, search_rule: SearchRule = puct_rule,
+                 acting: Acting = DiscreteActing()) -> None:
+        self.search_rule = search_rule
+        self.acting = acting
+        if spec.is_continuous and not acting.continuous_actions:
             raise ConfigError(f"policy_type: {cfg.policy_type!r} plans over discrete actions, but env "
                               f"{cfg.env.env_id!r} has a continuous (Box) action space; use sampled_muzero, "
                               f"sampled_efficientzero or sampled_unizero")
@@ -68,62 +76,56 @@ class MuZeroPolicy(Policy):
 
     # ------------------------------------------------------------------ search plumbing
 
-    def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+    def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """``obs`` [K, *obs_shape] as a tensor on the policy's device."""
         return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
 
-    def _numpy(self, t: torch.Tensor) -> np.ndarray:
+    def to_numpy(self, t: torch.Tensor) -> np.ndarray:
         """float32 numpy view (no copy on CPU: this runs once per simulation)."""
         return t.numpy() if self._cpu_float32 else t.float().cpu().numpy()
 
-    def _recurrent(self, latent: torch.Tensor, action: np.ndarray):
+    def recurrent_inference(self, latent: torch.Tensor, action: np.ndarray):
+        """The torch :class:`~lz_tune.algos.base.RecurrentFn`: latents [B, *latent], actions [B]."""
         out = self.network.recurrent_inference(latent, torch.from_numpy(action).to(self.device))
-        reward = support_to_scalar_np(self._numpy(out.reward_logits))
-        value = support_to_scalar_np(self._numpy(out.value_logits))
-        return out.latent, reward, value, self._numpy(out.policy_logits)
+        reward = support_to_scalar_np(self.to_numpy(out.reward_logits))
+        value = support_to_scalar_np(self.to_numpy(out.value_logits))
+        return out.latent, reward, value, self.to_numpy(out.policy_logits)
 
-    def search_backend(self, obs: np.ndarray, root_latent: Optional[torch.Tensor] = None):
+    def search_backend(self, obs: np.ndarray, root_latent: Optional[torch.Tensor] = None) -> SearchRoots:
         """Root state and recurrent function for the search from observations ``[K, *obs_shape]``
         (or from given root latents ``[K, *latent]``, e.g. muzero_context's).
 
         ``mcts.inference=auto`` and a MuZero MLP network on the CPU: representation in torch,
         then the numpy engine (root prediction included) on numpy latents. Otherwise torch
-        throughout. Returns ``(root_state, value [K], policy_logits [K, A], recurrent_fn)``;
-        call under inference mode.
+        throughout. Call under inference mode.
         """
         if self.cfg.mcts.inference == "auto" and MLPSearchInference.supports(self.network):
             self._engine.bind(self.network)  # fresh views: the learner may have stepped since the last search
-            latent = (self.network.representation(self._obs_tensor(obs)) if root_latent is None
+            latent = (self.network.representation(self.obs_tensor(obs)) if root_latent is None
                       else root_latent).numpy()
             value, policy_logits = self._engine.prediction(latent)
-            return latent, value, policy_logits, self._engine
+            return SearchRoots(latent, value, policy_logits, self._engine)
         if root_latent is None:
-            init = self.network.initial_inference(self._obs_tensor(obs))
+            init = self.network.initial_inference(self.obs_tensor(obs))
             latent, value_logits, policy_logits = init.latent, init.value_logits, init.policy_logits
         else:
             latent = root_latent
             policy_logits, value_logits = self.network.prediction(latent)
         value = support_to_scalar_np(value_logits.float().cpu().numpy())
-        return latent, value, policy_logits.float().cpu().numpy(), self._recurrent
+        return SearchRoots(latent, value, policy_logits.float().cpu().numpy(), self.recurrent_inference)
 
     def strategy(self, *, noise: bool):
-        """The search strategy: pUCT, with root Dirichlet noise when ``noise`` (collection)."""
-        m = self.cfg.mcts
-        return PUCT(pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init, root_dirichlet_alpha=m.root_dirichlet_alpha,
-                    root_noise_weight=m.root_noise_weight if noise else 0.0, value_delta_max=m.value_delta_max)
+        """The search strategy of ``search_rule`` (MuZero: pUCT, with root Dirichlet noise when
+        ``noise``: collection)."""
+        return self.search_rule(self.cfg, noise=noise)
 
     def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
                noise: bool, rng: np.random.Generator,
                root_latent: Optional[torch.Tensor] = None) -> tuple[SearchOutput, np.ndarray]:
         """Batched search from stacked observations [K, *obs_shape] (or from ``root_latent``
         [K, *latent] when given); returns (SearchOutput, pred_value [K])."""
-        with torch.inference_mode():
-            state, pred_value, policy_logits, recurrent_fn = (
-                self.search_backend(obs) if root_latent is None else self.search_backend(obs, root_latent=root_latent))
-            root = RootInput(latent=state, value=pred_value, policy_logits=policy_logits,
-                             action_mask=action_mask, to_play=to_play)
-            out = run_search(strategy=self.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
-                             num_simulations=num_simulations, discount=self.cfg.mcts.discount_factor, rng=rng)
-        return out, pred_value
+        return search_tree(self, obs, action_mask, to_play, num_simulations=num_simulations, noise=noise, rng=rng,
+                           root_latent=root_latent)
 
     def num_simulations(self, *, collect: bool) -> int:
         """Simulations per search: mcts.num_simulations, or mcts.eval_num_simulations when set
@@ -135,52 +137,53 @@ class MuZeroPolicy(Policy):
 
     def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
             previous_action: Optional[np.ndarray] = None) -> ActResult:
-        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng,
-                              root_latent=self.act_root(batch.observation, previous_action))
+        """The roots of :meth:`act_root` (or the observations), searched and acted on by ``acting``."""
+        root = self.act_root(batch.observation, previous_action)
+        return self.acting.act(self, batch, mode=mode, temperature=temperature, rng=rng, root=root)
 
     def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
         """The roots' model state for acting, from per-env state carried across steps (the
-        stateful types: UniZero's KV caches); None: search from the observations (MuZero)."""
+        stateful types: UniZero's KV caches, muzero_context's carried latents); None: search
+        from the observations (MuZero)."""
         return None
-
-    def _act_from(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-                  root_latent: Optional[torch.Tensor] = None) -> ActResult:
-        """Search (from ``root_latent`` when given, else from the observations) and pick actions."""
-        collect = mode == "collect"
-        sims = self.num_simulations(collect=collect)
-        out, pred_value = self.search(batch.observation, batch.action_mask, batch.to_play, num_simulations=sims,
-                                      noise=collect, rng=rng, root_latent=root_latent)
-        action = out.action if out.action is not None else select_action(
-            out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
-        return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,
-                         policy_target=out.policy_target)
 
     def value_targets(self, obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            logits = self.network.initial_inference(self._obs_tensor(obs)).value_logits
+            logits = self.network.initial_inference(self.obs_tensor(obs)).value_logits
             return support_to_scalar_np(logits.float().cpu().numpy())
 
     def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
                   rng: np.random.Generator) -> Reanalysis:
-        out, _ = self.search(obs, action_mask, to_play, num_simulations=self.cfg.mcts.num_simulations, noise=False,
-                             rng=rng)
-        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value)
+        """A search without noise from the stored observations, read out by ``acting``."""
+        return self.acting.reanalyze(self, obs, action_mask, to_play, rng)
 
 
 class MuZeroLearner(Learner):
-    """Learner network, hard-copied target network, optimizer and the unrolled MuZero loss."""
+    """Learner network, hard-copied target network, optimizer and the unrolled MuZero loss.
 
-    policy_class = MuZeroPolicy
+    policy_factory: builds the learner's policy and target policy,
+    ``factory(cfg, spec, device=..., network=None)`` (default: the class's ``policy_class``).
+    policy_loss: the policy term (:class:`~lz_tune.algos.parts.VisitPolicyLoss`).
+    target_builder: the training batch (:func:`~lz_tune.algos.parts.n_step_targets`).
+    """
+
+    policy_class: PolicyFactory = MuZeroPolicy
     reward_loss_name = "loss/reward"
     ssl_loss_name = "loss/ssl"
+    batched_unroll = True
+    """Whether :meth:`unroll_losses` has the batched path of ``learner.update_path=fused``."""
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, policy_factory: Optional[PolicyFactory] = None,
+                 policy_loss: Optional[PolicyLoss] = None, target_builder: Optional[TargetBuilder] = None) -> None:
         self.cfg = cfg
+        self.policy_term: PolicyLoss = policy_loss or VisitPolicyLoss()
+        self.target_builder: TargetBuilder = target_builder or n_step_targets
+        make_policy = policy_factory or self.policy_class
         device = str(require_device(cfg.learner.device, "learner.device"))
-        self.policy = self.policy_class(cfg, spec, device=device)
+        self.policy = make_policy(cfg, spec, device=device)
         if cfg.learner.update_path == "fused":
             use_channels_last(self.policy.network)  # conv networks: NHWC layout (a layout; same values)
-        self.target_policy = self.policy_class(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
+        self.target_policy = make_policy(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
         self.optimizer = make_optimizer(cfg, self.policy.network.parameters(), fused=cfg.learner.update_path == "fused")
         self.train_iter = 0
         self.device = self.policy.device
@@ -190,9 +193,9 @@ class MuZeroLearner(Learner):
         return learning_rate_at(self.cfg, self.train_iter)
 
     def update_path_notice(self) -> Optional[str]:
-        """Types whose unroll has one path (``_losses_fused = _losses_eager``) say so when the
-        fused path is asked for: they get its optimizer kernel and conv layout only."""
-        if self.cfg.learner.update_path == "fused" and type(self)._losses_fused is type(self)._losses_eager:
+        """Types whose unroll has one path (``batched_unroll = False``) say so when the fused
+        path is asked for: they get its optimizer kernel and conv layout only."""
+        if self.cfg.learner.update_path == "fused" and not self.batched_unroll:
             return (f"policy_type={self.cfg.policy_type} has one unroll path: learner.update_path=fused gives it the "
                     "fused optimizer kernel (and channels-last conv weights) but not the batched unroll")
         return None
@@ -200,15 +203,9 @@ class MuZeroLearner(Learner):
     # ------------------------------------------------------------------ what variants override
 
     def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
-        """Window + n-step values bootstrapped by the target network (+ reanalysed policy rows)."""
-        b, target = self.cfg.buffer, self.target_policy
-
-        def reanalyze_fn(obs, mask, to_play):
-            return target.reanalyze(obs, mask, to_play, rng)
-
-        return make_train_batch(buffer, index, value_fn=target.value_targets,
-                                reanalyze_fn=reanalyze_fn if b.reanalyze_ratio > 0 else None,
-                                reanalyze_ratio=b.reanalyze_ratio, use_root_value=b.use_root_value)
+        """The batch of ``target_builder`` (MuZero: window + n-step values bootstrapped by the
+        target network, + reanalysed policy rows)."""
+        return self.target_builder(self, buffer, index, rng=rng)
 
     def reward_targets(self, batch: TrainBatch) -> torch.Tensor:
         """[B, U] scalar targets of the dynamics' reward head: the rewards."""
@@ -229,17 +226,20 @@ class MuZeroLearner(Learner):
 
     def policy_targets(self, batch: TrainBatch):
         """What :meth:`policy_loss` compares the policy output with, ``[B, U+1, ...]``: a tensor
-        or a tuple of tensors (MuZero: the target probabilities ``[B, U+1, A]``)."""
-        return torch.from_numpy(batch.target_policy).to(self.device)
+        or a tuple of tensors (``policy_term.targets``; MuZero: the target probabilities
+        ``[B, U+1, A]``)."""
+        return self.policy_term.targets(batch, self.device)
 
-    def policy_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """[N] policy loss of ``logits [N, A]`` against target probabilities [N, A]: cross-entropy.
-        ``target`` is one step (or the steps flattened) of :meth:`policy_targets`."""
-        return soft_ce(logits, target)
+    def policy_loss(self, logits: torch.Tensor, target) -> torch.Tensor:
+        """[N] policy loss of the policy output ``[N, ...]`` (``policy_term.loss``; MuZero: the
+        cross-entropy with target probabilities [N, A]). ``target`` is one step (or the steps
+        flattened) of :meth:`policy_targets`."""
+        return self.policy_term.loss(logits, target)
 
     def policy_entropy(self, logits: torch.Tensor) -> torch.Tensor:
-        """[N] entropy of the policy ``logits [N, A]`` (its bonus has weight policy_entropy_weight)."""
-        return entropy(logits)
+        """[N] entropy of the policy output (``policy_term.entropy``; its bonus has weight
+        policy_entropy_weight)."""
+        return self.policy_term.entropy(logits)
 
     def update_target(self) -> None:
         """After every update: the target network becomes a hard copy of the learner's every
@@ -265,22 +265,28 @@ class MuZeroLearner(Learner):
 
     # ------------------------------------------------------------------ the unrolled losses
 
-    def _ssl_targets(self, net, obs: torch.Tensor, num_unroll: int) -> torch.Tensor:
+    def ssl_targets(self, net, obs: torch.Tensor, num_unroll: int) -> torch.Tensor:
         """[B, U, P] target projections of the encoded next observations (no gradient)."""
         with torch.no_grad():
             flat_next = obs[:, 1:].reshape(-1, *obs.shape[2:])
             return net.project(net.representation(flat_next), with_grad=False).reshape(obs.shape[0], num_unroll, -1)
 
-    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+    def unroll_losses(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
+        """Every loss term of the batch (see :class:`~lz_tune.algos.base.UnrollModel`): the
+        batched path under ``learner.update_path=fused``, else the step-by-step one."""
+        if self.cfg.learner.update_path == "fused":
+            return self.unroll_losses_fused(net, obs, actions, value_t, reward_t, target_policy, mask)
+        return self.unroll_losses_eager(net, obs, actions, value_t, reward_t, target_policy, mask)
+
+    def unroll_losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
         """The reference path (``learner.update_path=eager``): prediction and every loss term step
-        by step. Returns [B] sums over the unroll of (policy, value, reward, ssl, entropy) and
-        the predicted root value [B]."""
+        by step, through :meth:`initial_state` and :meth:`unroll_step`."""
         lc = self.cfg.learner
         num_unroll = actions.shape[1]
         init = net.initial_inference(obs[:, 0])
         state = self.initial_state(init.latent)
         value_loss = soft_ce(init.value_logits, value_t[:, 0])
-        policy_loss = self.policy_loss(init.policy_logits, _map(lambda t: t[:, 0], target_policy))
+        policy_loss = self.policy_loss(init.policy_logits, map_policy_target(lambda t: t[:, 0], target_policy))
         policy_entropy = self.policy_entropy(init.policy_logits)
         reward_loss = torch.zeros_like(value_loss)
         ssl_loss = torch.zeros_like(value_loss)
@@ -289,22 +295,22 @@ class MuZeroLearner(Learner):
 
         if num_unroll > 0:
             if lc.ssl_loss_weight > 0:
-                target_proj = self._ssl_targets(net, obs, num_unroll)
+                target_proj = self.ssl_targets(net, obs, num_unroll)
             for k in range(1, num_unroll + 1):
                 state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
                 policy_logits, value_logits = net.prediction(latent)
                 value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
+                policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
                 reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
                 policy_entropy = policy_entropy + self.policy_entropy(policy_logits)
                 if lc.ssl_loss_weight > 0:
                     pred_proj = net.project(latent, with_grad=True)
                     cos = cosine(pred_proj, target_proj[:, k - 1])
                     ssl_loss = ssl_loss + (-cos) * mask[:, k]
-        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
+        return UnrollTerms(policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0)
 
-    def _losses_fused(self, net, obs, actions, value_t, reward_t, target_policy, mask):
-        """The default path: the same terms as :meth:`_losses_eager`, with only the dynamics
+    def unroll_losses_fused(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
+        """The default path: the same terms as :meth:`unroll_losses_eager`, with only the dynamics
         step by step. The latents of all U+1 steps are stacked step-major ([(U+1) B, ...]) and
         run through prediction, the SSL projector and every loss once (BatchNorm layers still
         see each step as its own batch: per-step calls for prediction when the network has
@@ -334,7 +340,7 @@ class MuZeroLearner(Learner):
             return x.view(count, batch).sum(0)
 
         value_loss = per_sample(soft_ce(value_logits, step_major(value_t)), steps)
-        policy_loss = per_sample(self.policy_loss(policy_logits, _map(step_major, target_policy)), steps)
+        policy_loss = per_sample(self.policy_loss(policy_logits, map_policy_target(step_major, target_policy)), steps)
         if lc.policy_entropy_weight > 0:
             policy_entropy = per_sample(self.policy_entropy(policy_logits), steps)
         else:
@@ -344,16 +350,16 @@ class MuZeroLearner(Learner):
             pred_value0 = support_to_scalar(value_logits[:batch])
         if num_unroll == 0:
             zeros = torch.zeros_like(value_loss)
-            return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
+            return UnrollTerms(policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0)
         reward_loss = per_sample(soft_ce(torch.cat(reward_logits), step_major(reward_t)), num_unroll)
         if lc.ssl_loss_weight > 0:
-            target_proj = self._ssl_targets(net, obs, num_unroll)
+            target_proj = self.ssl_targets(net, obs, num_unroll)
             pred_proj = net.project(flat[batch:], with_grad=True, groups=num_unroll)
             cos = cosine(pred_proj, step_major(target_proj))
             ssl_loss = per_sample(-cos * step_major(mask[:, 1:]), num_unroll)
         else:
             ssl_loss = torch.zeros_like(value_loss)
-        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
+        return UnrollTerms(policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0)
 
     # ------------------------------------------------------------------ one update
 
@@ -384,11 +390,11 @@ class MuZeroLearner(Learner):
         if eps > 0:  # (1 - eps) two_hot + eps / K over the K bins
             value_t = (1.0 - eps) * value_t + eps / value_t.shape[-1]
             reward_t = (1.0 - eps) * reward_t + eps / reward_t.shape[-1]
-        losses = self._losses_fused if lc.update_path == "fused" else self._losses_eager
 
         def forward():
             with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
-                terms = tuple(t.float() for t in losses(net, obs, actions, value_t, reward_t, target_policy, mask))
+                terms = tuple(t.float() for t in self.unroll_losses(net, obs, actions, value_t, reward_t,
+                                                                    target_policy, mask))
                 policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, _ = terms
                 per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
                               + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
@@ -458,11 +464,6 @@ class MuZeroLearner(Learner):
                 if torch.is_tensor(value) and value.shape == param.shape and value.stride() != param.stride():
                     slots[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)
         self.train_iter = int(state["train_iter"])
-
-
-def _map(fn, target):
-    """``fn`` applied to a policy target: a tensor or each tensor of a tuple."""
-    return tuple(fn(t) for t in target) if isinstance(target, tuple) else fn(target)
 
 
 def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:

@@ -1,6 +1,6 @@
 """muzero_context: MuZero whose search root is carried across real env steps.
 
-Training is plain MuZero (:class:`MuZeroLearner`). At collection and evaluation the root latent
+Training is plain MuZero (:class:`MuZeroLearner` composed with this type's policy). At collection and evaluation the root latent
 of env i is ``dynamics(its previous ROOT latent, the action it really took)``, and it is
 re-encoded from the real observation every ``context.context_length_init`` steps of that env,
 counted from its episode start. So the search plans from the model's own rollout of the
@@ -31,14 +31,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from lz_tune.algos.base import ActResult
 from lz_tune.algos.history import EnvHistory
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.config import Config
-from lz_tune.envs.types import EnvBatch, EnvSpecInfo
+from lz_tune.envs.types import EnvSpecInfo
 
-__all__ = ["MuZeroContextPolicy", "MuZeroContextLearner", "make_policy", "make_learner", "step_columns",
+__all__ = ["MuZeroContextPolicy", "make_policy", "make_learner", "step_columns",
            "policy_target_size"]
 
 
@@ -70,7 +69,7 @@ class MuZeroContextPolicy(MuZeroPolicy):
         carried = self.carried_envs(num_envs, previous_action)
         with torch.inference_mode():
             if not carried.any():
-                latent = self.network.representation(self._obs_tensor(obs))
+                latent = self.network.representation(self.obs_tensor(obs))
             else:
                 latent = torch.empty((num_envs, *self._latent.shape[1:]), dtype=self._latent.dtype,
                                      device=self._latent.device)
@@ -80,29 +79,22 @@ class MuZeroContextPolicy(MuZeroPolicy):
                 latent.index_copy_(0, rows, rolled)
                 fresh = np.flatnonzero(~carried)
                 if fresh.size:
-                    encoded = self.network.representation(self._obs_tensor(obs[fresh]))
+                    encoded = self.network.representation(self.obs_tensor(obs[fresh]))
                     latent.index_copy_(0, torch.from_numpy(fresh).to(self.device), encoded)
         self.history.advance(carried)
         self._latent = latent.clone()  # the ROOT latents (the search never writes into them)
         return latent
 
-    # ------------------------------------------------------------------ Policy interface
-
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
-        latent = self.root_latents(batch.observation, previous_action)
-        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng, root_latent=latent)
+    def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]) -> torch.Tensor:
+        """The carried root latents of :meth:`root_latents`."""
+        return self.root_latents(obs, previous_action)
 
 
-class MuZeroContextLearner(MuZeroLearner):
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                network: Optional[torch.nn.Module] = None) -> MuZeroContextPolicy:
+    return MuZeroContextPolicy(cfg, spec, device=device, network=network)
+
+
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> MuZeroLearner:
     """Plain MuZero training; its policies are context policies (their state is unused there)."""
-
-    policy_class = MuZeroContextPolicy
-
-
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> MuZeroContextPolicy:
-    return MuZeroContextPolicy(cfg, spec, device=device)
-
-
-def make_learner(cfg: Config, spec: EnvSpecInfo) -> MuZeroContextLearner:
-    return MuZeroContextLearner(cfg, spec)
+    return MuZeroLearner(cfg, spec, policy_factory=MuZeroContextPolicy)

@@ -52,13 +52,14 @@ from typing import Optional
 import numpy as np
 import torch
 
-from lz_tune.algos.base import ActResult
+from lz_tune.algos.base import SearchRoots, UnrollTerms
 from lz_tune.algos.common import build_network, cosine, entropy, scale_gradient, soft_ce
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.parts import map_policy_target
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.config import Config
-from lz_tune.envs.types import EnvBatch, EnvSpecInfo
+from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.rnn_full_obs import RNNFullObsNetwork
 from lz_tune.models.rnn_inference import RNNFullObsSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
@@ -95,7 +96,7 @@ class RNNFullObsPolicy(MuZeroPolicy):
         num_envs = obs.shape[0]
         carried = self.history.carried(num_envs, previous_action)
         with torch.inference_mode():
-            latent = self.network.representation(self._obs_tensor(obs))
+            latent = self.network.representation(self.obs_tensor(obs))
             history = self.network.empty_history(num_envs, like=latent)
             if carried.any():
                 rows = torch.from_numpy(np.flatnonzero(carried)).to(self.device)
@@ -109,37 +110,38 @@ class RNNFullObsPolicy(MuZeroPolicy):
 
     # ------------------------------------------------------------------ search
 
-    def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None):
+    def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None) -> SearchRoots:
         """Root state ``(latent, history)`` (an empty history unless ``root_latent`` gives one),
         value [K], policy logits [K, A] and the recurrent function: the numpy engine
         (:class:`RNNFullObsSearchInference`) for an MLP network on the CPU under
         ``mcts.inference=auto``, else torch."""
         if root_latent is None:
-            latent = self.network.representation(self._obs_tensor(obs))
+            latent = self.network.representation(self.obs_tensor(obs))
             history = self.network.empty_history(latent.shape[0], like=latent)
         else:
             latent, history = root_latent
         policy_logits, value_logits = self.network.prediction(latent, history)
-        value = support_to_scalar_np(self._numpy(value_logits))
+        value = support_to_scalar_np(self.to_numpy(value_logits))
         if self.cfg.mcts.inference == "auto" and RNNFullObsSearchInference.supports(self.network):
             engine = self._history_engine  # numpy node states, one engine call per simulation
             engine.bind(self.network)
-            return (latent.numpy(), history.numpy()), value, self._numpy(policy_logits), engine
-        return (latent, history), value, self._numpy(policy_logits), self._recurrent
+            return SearchRoots((latent.numpy(), history.numpy()), value, self.to_numpy(policy_logits), engine)
+        return SearchRoots((latent, history), value, self.to_numpy(policy_logits), self.recurrent_inference)
 
-    def _recurrent(self, state: tuple, action: np.ndarray):
+    def recurrent_inference(self, state: tuple, action: np.ndarray):
+        """The torch model step over ``(latent [B, *L], history [B, H])`` node states: MuZero's
+        dynamics on the latent, the GRU step on the history."""
         latent, history = state
         a = torch.from_numpy(action).to(self.device)
         next_history = self.network.history_step(latent, a, history)
         next_latent, reward_logits = self.network.dynamics(latent, a)
         policy_logits, value_logits = self.network.prediction(next_latent, next_history)
-        return ((next_latent, next_history), support_to_scalar_np(self._numpy(reward_logits)),
-                support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
+        return ((next_latent, next_history), support_to_scalar_np(self.to_numpy(reward_logits)),
+                support_to_scalar_np(self.to_numpy(value_logits)), self.to_numpy(policy_logits))
 
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
-        root = self.root_state(batch.observation, previous_action)
-        return self._act_from(batch, mode=mode, temperature=temperature, rng=rng, root_latent=root)
+    def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The roots of :meth:`root_state`: the encoded observations and each env's history."""
+        return self.root_state(obs, previous_action)
 
 
 class RNNFullObsLearner(MuZeroLearner):
@@ -147,7 +149,10 @@ class RNNFullObsLearner(MuZeroLearner):
 
     policy_class = RNNFullObsPolicy
 
-    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+    batched_unroll = False  # one path (see the module docstring)
+
+    def unroll_losses(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
+        """The true-observation unroll and the search chain of the module docstring, step by step."""
         lc = self.cfg.learner
         batch, num_unroll = actions.shape[:2]
         steps = num_unroll + 1
@@ -157,14 +162,14 @@ class RNNFullObsLearner(MuZeroLearner):
         zeros = latents.new_zeros(batch)
         policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy = (zeros.clone() for _ in range(5))
         if num_unroll and lc.ssl_loss_weight > 0:
-            target_proj = self._ssl_targets(net, obs, num_unroll)
+            target_proj = self.ssl_targets(net, obs, num_unroll)
         pred_value0 = None
         for k in range(steps):
             if k > 0:
                 history = net.history_step(latents[:, k - 1].detach(), actions[:, k - 1], history)
             policy_logits, value_logits = net.prediction(latents[:, k], history)
             value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-            policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
+            policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
             policy_entropy = policy_entropy + entropy(policy_logits)
             if k == 0:
                 with torch.no_grad():
@@ -183,7 +188,7 @@ class RNNFullObsLearner(MuZeroLearner):
                 chain_latent = chain_next
                 policy_logits, value_logits = net.prediction(chain_latent, chain_history)
                 value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
+                policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
                 policy_entropy = policy_entropy + entropy(policy_logits)
                 if k < num_unroll:
                     chain_next, reward_logits = net.dynamics(scale_gradient(chain_latent, 0.5), actions[:, k])
@@ -191,9 +196,7 @@ class RNNFullObsLearner(MuZeroLearner):
                     if lc.ssl_loss_weight > 0:
                         cos = cosine(net.project(chain_next, with_grad=True), target_proj[:, k])
                         ssl_loss = ssl_loss + (-cos) * mask[:, k + 1]
-        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
-
-    _losses_fused = _losses_eager  # one path (see the module docstring)
+        return UnrollTerms(policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0)
 
 
 def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> RNNFullObsPolicy:

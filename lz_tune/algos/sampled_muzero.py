@@ -32,7 +32,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from lz_tune.algos.base import ActResult, Reanalysis
+from lz_tune.algos.base import ActResult, Reanalysis, SearchModel
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
 from lz_tune.algos.sampling import make_sampler
 from lz_tune.buffer import StepColumn, TrainBatch
@@ -40,8 +40,8 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import RootInput, SearchOutput, run_search, select_action
 
-__all__ = ["SampledSearch", "SampledLoss", "SampledMuZeroPolicy", "SampledMuZeroLearner", "make_policy",
-           "make_learner", "step_columns", "policy_target_size", "check_num_samples"]
+__all__ = ["SampledActing", "SampledPolicyLoss", "make_policy", "make_learner", "step_columns", "policy_target_size",
+           "check_num_samples"]
 
 
 def check_num_samples(cfg: Config, spec: EnvSpecInfo) -> int:
@@ -54,22 +54,23 @@ def check_num_samples(cfg: Config, spec: EnvSpecInfo) -> int:
     return k
 
 
-class SampledSearch:
-    """The sampled search and acting, on top of a MuZero-family Policy (MuZero, EfficientZero):
-    reuses its ``search_backend`` (root state + recurrent step) and ``strategy`` (pUCT)."""
+class SampledActing:
+    """The sampled search and acting over a MuZero-family policy's search model: reuses its
+    ``search_backend`` (root state + recurrent step) and ``strategy`` (pUCT), and keeps each
+    node's K sampled actions beside the model state."""
 
     continuous_actions = True
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, **kwargs) -> None:
+    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         self.num_samples = check_num_samples(cfg, spec)
-        super().__init__(cfg, spec, **kwargs)
+        """K, the sampled actions per node."""
         s = cfg.sampled
         self.sampler = make_sampler(action_dim=spec.action_dim, num_actions=spec.action_space_size,
                                     min_std=s.min_std, max_std=s.max_std)
 
-    def sampled_search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *,
-                       num_simulations: int, noise: bool, rng: np.random.Generator,
-                       root_latent=None) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
+    def search(self, policy: SearchModel, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *,
+               num_simulations: int, noise: bool, rng: np.random.Generator,
+               root_latent=None) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
         """Batched sampled search from observations ``[B, *obs_shape]`` (or from the prepared
         roots ``root_latent`` of ``act_root``).
 
@@ -78,7 +79,8 @@ class SampledSearch:
         k, sampler = self.num_samples, self.sampler
         with torch.inference_mode():
             inner_state, pred_value, policy_out, inner_fn = (
-                self.search_backend(obs) if root_latent is None else self.search_backend(obs, root_latent=root_latent))
+                policy.search_backend(obs) if root_latent is None
+                else policy.search_backend(obs, root_latent=root_latent))
             root_actions, root_logits, valid = sampler.sample(policy_out, k, rng, action_mask)
             is_tuple = isinstance(inner_state, tuple)
             parts = inner_state if is_tuple else (inner_state,)
@@ -96,63 +98,61 @@ class SampledSearch:
 
             root = RootInput(latent=(*parts, root_actions), value=pred_value, policy_logits=root_logits,
                              action_mask=valid, to_play=to_play)
-            out = run_search(strategy=self.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
-                             num_simulations=num_simulations, discount=self.cfg.mcts.discount_factor, rng=rng)
+            out = run_search(strategy=policy.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
+                             num_simulations=num_simulations, discount=policy.cfg.mcts.discount_factor, rng=rng)
         return out, pred_value, root_actions
 
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
+    def act(self, policy: SearchModel, batch: EnvBatch, *, mode: str, temperature: float,
+            rng: np.random.Generator, root=None) -> ActResult:
+        """A root slot picked from the visit counts; its action is played; the K root actions
+        are the step's ``sampled_actions`` column."""
         collect = mode == "collect"
-        out, pred_value, root_actions = self.sampled_search(batch.observation, batch.action_mask, batch.to_play,
-                                                            num_simulations=self.num_simulations(collect=collect),
-                                                            noise=collect, rng=rng,
-                                                            root_latent=self.act_root(batch.observation,
-                                                                                      previous_action))
+        out, pred_value, root_actions = self.search(policy, batch.observation, batch.action_mask, batch.to_play,
+                                                    num_simulations=policy.num_simulations(collect=collect),
+                                                    noise=collect, rng=rng, root_latent=root)
         slot = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         action = root_actions[np.arange(slot.shape[0]), slot]
         return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,
                          policy_target=out.policy_target, extras={"sampled_actions": root_actions})
 
-    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> Reanalysis:
+    def reanalyze(self, policy: SearchModel, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
+                  rng: np.random.Generator, root=None) -> Reanalysis:
         """A fresh sampled search: new K root actions AND the visits over them, together."""
-        out, _, root_actions = self.sampled_search(obs, action_mask, to_play,
-                                                   num_simulations=self.cfg.mcts.num_simulations, noise=False, rng=rng)
+        out, _, root_actions = self.search(policy, obs, action_mask, to_play,
+                                           num_simulations=policy.cfg.mcts.num_simulations, noise=False, rng=rng,
+                                           root_latent=root)
         return Reanalysis(policy_target=out.policy_target, root_value=out.root_value,
                           extras={"sampled_actions": root_actions})
 
 
-class SampledLoss:
-    """The policy loss over the K stored root samples, on top of a MuZero-family Learner."""
+class SampledPolicyLoss:
+    """The policy term over the K stored root samples (any MuZero-family learner)."""
 
-    def policy_targets(self, batch: TrainBatch):
+    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
+        s = cfg.sampled
+        self.sampler = make_sampler(action_dim=spec.action_dim, num_actions=spec.action_space_size,
+                                    min_std=s.min_std, max_std=s.max_std)
+        self.kl = s.policy_loss_type == "kl"
+        """Whether the loss is the KL (``sampled.policy_loss_type=kl``) rather than the cross-entropy."""
+
+    def targets(self, batch: TrainBatch, device: torch.device):
         """``(visit distribution [B, U+1, K], sampled actions [B, U+1, K, *action_shape])``."""
-        return (torch.from_numpy(batch.target_policy).to(self.device),
-                torch.from_numpy(batch.extras["sampled_actions"]).to(self.device))
+        return (torch.from_numpy(batch.target_policy).to(device),
+                torch.from_numpy(batch.extras["sampled_actions"]).to(device))
 
-    def policy_loss(self, policy_out: torch.Tensor, target) -> torch.Tensor:
+    def loss(self, policy_out: torch.Tensor, target) -> torch.Tensor:
         """[N] ``-sum_k pi_hat_k log pi(a_k)`` (+ ``sum_k pi_hat_k log pi_hat_k`` for the KL);
         0 where the target is all zero (past an episode end)."""
         probs, actions = target
-        log_prob = self.policy.sampler.log_prob(policy_out, actions)        # [N, K]
+        log_prob = self.sampler.log_prob(policy_out, actions)        # [N, K]
         loss = -(probs * log_prob).sum(-1)
-        if self.cfg.sampled.policy_loss_type == "kl":
+        if self.kl:
             loss = loss + torch.xlogy(probs, probs).sum(-1)
         return loss
 
-    def policy_entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
+    def entropy(self, policy_out: torch.Tensor) -> torch.Tensor:
         """[N] entropy of the Gaussian (pre-tanh) or categorical policy."""
-        return self.policy.sampler.entropy(policy_out)
-
-
-class SampledMuZeroPolicy(SampledSearch, MuZeroPolicy):
-    """MuZero network (Gaussian policy head for Box actions) + the sampled search."""
-
-
-class SampledMuZeroLearner(SampledLoss, MuZeroLearner):
-    """MuZero's unrolled loss with the policy term over the K sampled root actions."""
-
-    policy_class = SampledMuZeroPolicy
+        return self.sampler.entropy(policy_out)
 
 
 def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
@@ -168,9 +168,12 @@ def policy_target_size(cfg: Config, spec: EnvSpecInfo) -> int:
     return check_num_samples(cfg, spec)
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> SampledMuZeroPolicy:
-    return SampledMuZeroPolicy(cfg, spec, device=device)
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                network: Optional[torch.nn.Module] = None) -> MuZeroPolicy:
+    """The MuZero network (Gaussian policy head for Box actions) with the sampled search."""
+    return MuZeroPolicy(cfg, spec, device=device, network=network, acting=SampledActing(cfg, spec))
 
 
-def make_learner(cfg: Config, spec: EnvSpecInfo) -> SampledMuZeroLearner:
-    return SampledMuZeroLearner(cfg, spec)
+def make_learner(cfg: Config, spec: EnvSpecInfo) -> MuZeroLearner:
+    """MuZero's unrolled loss with the policy term over the K sampled root actions."""
+    return MuZeroLearner(cfg, spec, policy_factory=make_policy, policy_loss=SampledPolicyLoss(cfg, spec))

@@ -11,38 +11,29 @@ the visits over them together.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Optional
 
-from lz_tune.algos.base import Reanalysis
-from lz_tune.algos.sampled_muzero import SampledLoss, SampledSearch
+import torch
+
+from lz_tune.algos.sampled_muzero import SampledActing, SampledPolicyLoss
 from lz_tune.algos.sampled_muzero import policy_target_size, step_columns  # noqa: F401  (the K samples)
 from lz_tune.algos.unizero import UniZeroLearner, UniZeroPolicy
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 
-__all__ = ["SampledUniZeroPolicy", "SampledUniZeroLearner", "make_policy", "make_learner", "step_columns",
-           "policy_target_size"]
+__all__ = ["SampledUniZeroLearner", "make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
-class SampledUniZeroPolicy(SampledSearch, UniZeroPolicy):
-    """UniZero world model + per-env caches + the sampled search."""
-
-    def reanalyze_from(self, obs, action_mask, to_play, rng, root) -> Reanalysis:
-        out, _, root_actions = self.sampled_search(obs, action_mask, to_play,
-                                                   num_simulations=self.cfg.mcts.num_simulations, noise=False,
-                                                   rng=rng, root_latent=root)
-        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value,
-                          extras={"sampled_actions": root_actions})
-
-    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> Reanalysis:
-        return SampledSearch.reanalyze(self, obs, action_mask, to_play, rng)
+def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
+                network: Optional[torch.nn.Module] = None) -> UniZeroPolicy:
+    """UniZero world model + per-env caches with the sampled search (reanalysis from a stored
+    context searches from that context's window)."""
+    return UniZeroPolicy(cfg, spec, device=device, network=network, acting=SampledActing(cfg, spec))
 
 
-class SampledUniZeroLearner(SampledLoss, UniZeroLearner):
+class SampledUniZeroLearner(UniZeroLearner):
     """UniZero's teacher-forced loss with the policy term over the K sampled root actions."""
 
-    policy_class = SampledUniZeroPolicy
     default_label_smoothing = 0.0  # LightZero's sampled UniZero does not smooth its value / reward targets
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
@@ -50,11 +41,7 @@ class SampledUniZeroLearner(SampledLoss, UniZeroLearner):
             raise ConfigError("unizero.use_adaptive_entropy_weight: sampled_unizero has no adaptive entropy weight (the "
                               "original's sampled UniZero has none, and its target ln(A) * ratio is an entropy over A "
                               "discrete actions); set it to false")
-        super().__init__(cfg, spec)
-
-
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu") -> SampledUniZeroPolicy:
-    return SampledUniZeroPolicy(cfg, spec, device=device)
+        super().__init__(cfg, spec, policy_factory=make_policy, policy_loss=SampledPolicyLoss(cfg, spec))
 
 
 def make_learner(cfg: Config, spec: EnvSpecInfo) -> SampledUniZeroLearner:

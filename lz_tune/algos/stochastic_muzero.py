@@ -3,7 +3,7 @@ Learned Model"): afterstates and chance codes in the model and the tree.
 
 Search: :class:`lz_tune.mcts.StochasticPUCT` over trees whose decision and chance nodes
 alternate (A action slots + C chance slots per node). Every simulation is ONE call of
-:meth:`StochasticMuZeroPolicy._recurrent` for all trees: the trees that expand a decision
+:meth:`StochasticMuZeroPolicy.recurrent_inference` for all trees: the trees that expand a decision
 node get ``phi`` + ``psi`` (afterstate, sigma, Q), the ones that expand a chance node get
 ``g`` + ``f`` (next state, reward, policy, value), each sub-batch run once.
 
@@ -42,7 +42,9 @@ import torch
 import torch.nn.functional as F
 
 from lz_tune.algos.common import build_network, cosine, entropy, full_precision, resolve_model_kind, scale_gradient, soft_ce
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
+from lz_tune.algos.base import SearchRoots, UnrollTerms
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.parts import map_policy_target
 from lz_tune.buffer import StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
@@ -52,7 +54,7 @@ from lz_tune.models.stochastic_inference import StochasticSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
 __all__ = ["StochasticMuZeroPolicy", "StochasticMuZeroLearner", "make_policy", "make_learner", "step_columns",
-           "policy_target_size", "check_chance_config", "code_usage_gap", "CHANCE_COLUMN"]
+           "policy_target_size", "check_chance_config", "code_usage_gap", "stochastic_puct_rule", "CHANCE_COLUMN"]
 
 CHANCE_COLUMN = "chance_outcome"
 """Name of the env's true chance outcome, in ``StepResult.info_columns`` and as a step column."""
@@ -73,13 +75,23 @@ def check_chance_config(cfg: Config, spec: EnvSpecInfo) -> None:
                               f"{spec.chance_space_size} chance outcomes of env {cfg.env.env_id!r}")
 
 
+def stochastic_puct_rule(cfg: Config, *, noise: bool) -> StochasticPUCT:
+    """pUCT at decision nodes, ``argmax sigma / (N + 1)`` at chance nodes (``mcts.*``,
+    ``stochastic.chance_space_size`` / ``q_normalization``); root noise when ``noise``."""
+    m = cfg.mcts
+    return StochasticPUCT(pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init, root_dirichlet_alpha=m.root_dirichlet_alpha,
+                          root_noise_weight=m.root_noise_weight if noise else 0.0,
+                          value_delta_max=m.value_delta_max, num_chance_outcomes=cfg.stochastic.chance_space_size,
+                          q_normalization=cfg.stochastic.q_normalization)
+
+
 class StochasticMuZeroPolicy(MuZeroPolicy):
     """Stochastic MuZero network + the alternating decision / chance search."""
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
                  network: Optional[torch.nn.Module] = None) -> None:
         check_chance_config(cfg, spec)
-        super().__init__(cfg, spec, device=device, network=network)
+        super().__init__(cfg, spec, device=device, network=network, search_rule=stochastic_puct_rule)
         self.num_chance = cfg.stochastic.chance_space_size
         self._chance_engine = StochasticSearchInference()  # the search's CPU engine (mcts.inference)
 
@@ -87,21 +99,21 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
     def build_network(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroNetwork:
         return StochasticMuZeroNetwork(build_network(cfg, spec), chance_space_size=cfg.stochastic.chance_space_size)
 
-    def search_backend(self, obs: np.ndarray):
+    def search_backend(self, obs: np.ndarray) -> SearchRoots:
         """Root state, value [K], policy logits [K, A] and the stochastic recurrent function: the
         numpy engine (:class:`StochasticSearchInference`, numpy latents) for an MLP network on the
-        CPU under ``mcts.inference=auto``, else torch latents and :meth:`_recurrent`."""
+        CPU under ``mcts.inference=auto``, else torch latents and :meth:`recurrent_inference`."""
         if self.cfg.mcts.inference == "auto" and StochasticSearchInference.supports(self.network):
             engine = self._chance_engine
             engine.bind(self.network)
-            latent = self.network.representation(self._obs_tensor(obs)).numpy()
+            latent = self.network.representation(self.obs_tensor(obs)).numpy()
             value, policy_logits = engine.mlp.prediction(latent)
-            return latent, value, policy_logits, engine
-        init = self.network.initial_inference(self._obs_tensor(obs))
+            return SearchRoots(latent, value, policy_logits, engine)
+        init = self.network.initial_inference(self.obs_tensor(obs))
         value = support_to_scalar_np(init.value_logits.float().cpu().numpy())
-        return init.latent, value, init.policy_logits.float().cpu().numpy(), self._recurrent
+        return SearchRoots(init.latent, value, init.policy_logits.float().cpu().numpy(), self.recurrent_inference)
 
-    def _recurrent(self, state: torch.Tensor, slot: np.ndarray):
+    def recurrent_inference(self, state: torch.Tensor, slot: np.ndarray):
         """One simulation for all trees. ``state [B, D]``: the parents' latents (states or
         afterstates); ``slot [B]``: ``< A`` an action from a decision node, ``>= A`` chance code
         ``slot - A`` from a chance node. Returns (child latents [B, D], reward [B], value [B],
@@ -119,26 +131,20 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
             parent = state if rows_c.size == 0 else state.index_select(0, index)
             afterstate = net.afterstate_dynamics(parent, torch.from_numpy(slot[rows_d]).to(state.device))
             chance_logits, q_logits = net.afterstate_prediction(afterstate)
-            logits[rows_d, A:] = self._numpy(chance_logits)
-            value[rows_d] = support_to_scalar_np(self._numpy(q_logits))
+            logits[rows_d, A:] = self.to_numpy(chance_logits)
+            value[rows_d] = support_to_scalar_np(self.to_numpy(q_logits))
             out = afterstate if rows_c.size == 0 else out.index_copy_(0, index, afterstate)
         if rows_c.size:  # chance node -> next state: g, f
             index = torch.from_numpy(rows_c).to(state.device)
             parent = state if rows_d.size == 0 else state.index_select(0, index)
             latent, reward_logits = net.dynamics(parent, torch.from_numpy(slot[rows_c] - A).to(state.device))
             policy_logits, value_logits = net.prediction(latent)
-            logits[rows_c, :A] = self._numpy(policy_logits)
-            value[rows_c] = support_to_scalar_np(self._numpy(value_logits))
-            reward[rows_c] = support_to_scalar_np(self._numpy(reward_logits))
+            logits[rows_c, :A] = self.to_numpy(policy_logits)
+            value[rows_c] = support_to_scalar_np(self.to_numpy(value_logits))
+            reward[rows_c] = support_to_scalar_np(self.to_numpy(reward_logits))
             out = latent if rows_d.size == 0 else out.index_copy_(0, index, latent)
         return out, reward, value, logits
 
-    def strategy(self, *, noise: bool) -> StochasticPUCT:
-        m = self.cfg.mcts
-        return StochasticPUCT(pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init, root_dirichlet_alpha=m.root_dirichlet_alpha,
-                              root_noise_weight=m.root_noise_weight if noise else 0.0,
-                              value_delta_max=m.value_delta_max, num_chance_outcomes=self.num_chance,
-                              q_normalization=self.cfg.stochastic.q_normalization)
 
 
 class StochasticMuZeroLearner(MuZeroLearner):
@@ -170,7 +176,9 @@ class StochasticMuZeroLearner(MuZeroLearner):
         encoder_logits = net.encode_chance(obs[:, k - 1], obs[:, k])
         return straight_through_one_hot(encoder_logits), encoder_logits
 
-    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+    batched_unroll = False  # one path (see the module docstring)
+
+    def unroll_losses(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
         """MuZero's terms (returned) plus the afterstate-value, chance and commitment terms
         (kept for :meth:`extra_losses`), step by step."""
         lc, st = self.cfg.learner, self.cfg.stochastic
@@ -178,14 +186,14 @@ class StochasticMuZeroLearner(MuZeroLearner):
         latent = net.representation(obs[:, 0])
         policy_logits, value_logits = net.prediction(latent)
         value_loss = soft_ce(value_logits, value_t[:, 0])
-        policy_loss = self.policy_loss(policy_logits, _map(lambda t: t[:, 0], target_policy))
+        policy_loss = self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, 0], target_policy))
         policy_entropy = entropy(policy_logits)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits)
         zeros = torch.zeros_like(value_loss)
         reward_loss, ssl_loss, q_loss, chance_loss, commitment, usage = (zeros.clone() for _ in range(6))
         if num_unroll and lc.ssl_loss_weight > 0:
-            target_proj = self._ssl_targets(net, obs, num_unroll)
+            target_proj = self.ssl_targets(net, obs, num_unroll)
         for k in range(1, num_unroll + 1):
             afterstate = net.afterstate_dynamics(scale_gradient(latent, 0.5), actions[:, k - 1])
             chance_logits, q_logits = net.afterstate_prediction(afterstate)
@@ -201,7 +209,7 @@ class StochasticMuZeroLearner(MuZeroLearner):
             reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
             policy_logits, value_logits = net.prediction(latent)
             value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-            policy_loss = policy_loss + self.policy_loss(policy_logits, _map(lambda t: t[:, k], target_policy))
+            policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
             policy_entropy = policy_entropy + entropy(policy_logits)
             if lc.ssl_loss_weight > 0:
                 cos = cosine(net.project(latent, with_grad=True), target_proj[:, k - 1])
@@ -212,9 +220,7 @@ class StochasticMuZeroLearner(MuZeroLearner):
             self._extra["loss/commitment"] = (st.commitment_loss_weight, commitment)
             if st.code_usage_loss_weight > 0:
                 self._extra["loss/code_usage"] = (st.code_usage_loss_weight, usage)
-        return policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0
-
-    _losses_fused = _losses_eager  # one path (see the module docstring)
+        return UnrollTerms(policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0)
 
 
 def code_usage_gap(probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

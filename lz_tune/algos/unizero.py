@@ -66,10 +66,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.base import Reanalysis
+from lz_tune.algos.base import Reanalysis, SearchRoots, UnrollTerms
 from lz_tune.algos.common import resolve_model_kind, soft_ce
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, _map
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.parts import map_policy_target
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
 from lz_tune.config import Config
@@ -171,8 +172,9 @@ class UniZeroPolicy(MuZeroPolicy):
         return build_world_model(cfg, spec)
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None) -> None:
-        super().__init__(cfg, spec, device=device, network=network)
+                 network: Optional[torch.nn.Module] = None, **parts) -> None:
+        """``parts``: the search rule and acting of :class:`MuZeroPolicy` (sampled_unizero's)."""
+        super().__init__(cfg, spec, device=device, network=network, **parts)
         interval = cfg.unizero.kv_cache_clear_interval
         self.history = EnvHistory(interval if interval > 0 else _NEVER)
         self.cache: Optional[KVWindow] = None
@@ -201,7 +203,7 @@ class UniZeroPolicy(MuZeroPolicy):
         num_envs = obs.shape[0]
         carried = self.history.carried(num_envs, previous_action)
         with torch.inference_mode():
-            latent = net.encode(self._obs_tensor(obs))
+            latent = net.encode(self.obs_tensor(obs))
             if not carried.any():
                 policy_logits, value_logits, window = net.root_step(None, None, latent)
             else:
@@ -235,7 +237,7 @@ class UniZeroPolicy(MuZeroPolicy):
         """Teacher-forced pass over stored steps: (observation-token outputs [K, H, E], window)."""
         net = self.network
         k, h = hist.valid.shape
-        latents = net.encode(self._obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))).view(k, h, -1)
+        latents = net.encode(self.obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))).view(k, h, -1)
         actions = torch.from_numpy(np.ascontiguousarray(hist.actions)).to(self.device)
         token_valid = torch.from_numpy(history_token_valid(hist.valid)).to(self.device)
         h_obs, _, window = net.sequence(latents, actions, token_valid=token_valid)
@@ -243,29 +245,33 @@ class UniZeroPolicy(MuZeroPolicy):
 
     # ------------------------------------------------------------------ search
 
-    def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None):
+    def search_backend(self, obs: np.ndarray, root_latent: Optional[tuple] = None) -> SearchRoots:
         """Root windows (``root_latent``: prepared by :meth:`root_windows` / :meth:`history_roots`;
         None: a context of the observation alone), root value [K], policy logits [K, A] and the
         recurrent function over window node states."""
         if root_latent is None:
             policy_logits, value_logits, window = self.network.root_step(None, None,
-                                                                         self.network.encode(self._obs_tensor(obs)))
+                                                                         self.network.encode(self.obs_tensor(obs)))
         else:
             window, policy_logits, value_logits = root_latent
-        value = support_to_scalar_np(self._numpy(value_logits))
+        value = support_to_scalar_np(self.to_numpy(value_logits))
         if not self.cfg.unizero.search_cache:
-            return self._uncached_root(window), value, self._numpy(policy_logits), self._recurrent_uncached
+            return SearchRoots(self._uncached_root(window), value, self.to_numpy(policy_logits),
+                               self._recurrent_uncached)
         if self.cfg.mcts.inference == "auto" and TransformerSearchInference.supports(self.network):
             engine = self._window_engine  # node windows in the engine's arena, one engine call per simulation
             engine.bind(self.network)
-            return engine.root(tuple(t.numpy() for t in window.as_tuple())), value, self._numpy(policy_logits), engine
-        return window.as_tuple(), value, self._numpy(policy_logits), self._recurrent
+            return SearchRoots(engine.root(tuple(t.numpy() for t in window.as_tuple())), value,
+                               self.to_numpy(policy_logits), engine)
+        return SearchRoots(window.as_tuple(), value, self.to_numpy(policy_logits), self.recurrent_inference)
 
-    def _recurrent(self, state: tuple, action: np.ndarray):
+    def recurrent_inference(self, state: tuple, action: np.ndarray):
+        """The torch model step over window node states (``KVWindow.as_tuple()``): the action
+        token and the predicted observation token appended to the node's window."""
         window, reward_logits, policy_logits, value_logits, _ = self.network.recurrent_step(
             KVWindow.from_tuple(state), torch.from_numpy(action).to(self.device))
-        return (window.as_tuple(), support_to_scalar_np(self._numpy(reward_logits)),
-                support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
+        return (window.as_tuple(), support_to_scalar_np(self.to_numpy(reward_logits)),
+                support_to_scalar_np(self.to_numpy(value_logits)), self.to_numpy(policy_logits))
 
     # the uncached reference (unizero.search_cache=False): node state = (root window, path tokens)
 
@@ -296,8 +302,8 @@ class UniZeroPolicy(MuZeroPolicy):
         reward_logits, next_latent = net.action_heads(self._run_path(window, tokens, valid))
         tokens, valid = append(tokens, valid, next_latent)
         policy_logits, value_logits = net.observation_heads(self._run_path(window, tokens, valid))
-        return ((*window.as_tuple(), tokens, valid), support_to_scalar_np(self._numpy(reward_logits)),
-                support_to_scalar_np(self._numpy(value_logits)), self._numpy(policy_logits))
+        return ((*window.as_tuple(), tokens, valid), support_to_scalar_np(self.to_numpy(reward_logits)),
+                support_to_scalar_np(self.to_numpy(value_logits)), self.to_numpy(policy_logits))
 
     def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
         """The per-env caches' roots (:meth:`root_windows`)."""
@@ -308,13 +314,13 @@ class UniZeroPolicy(MuZeroPolicy):
     def value_targets(self, obs: np.ndarray) -> np.ndarray:
         """Values of observations with no context (the learner uses :meth:`history_values`)."""
         with torch.inference_mode():
-            _, value_logits, _ = self.network.root_step(None, None, self.network.encode(self._obs_tensor(obs)))
-            return support_to_scalar_np(self._numpy(value_logits))
+            _, value_logits, _ = self.network.root_step(None, None, self.network.encode(self.obs_tensor(obs)))
+            return support_to_scalar_np(self.to_numpy(value_logits))
 
     def history_values(self, hist: History) -> np.ndarray:
         """[K] values at the last observation of each stored context."""
         with torch.inference_mode():
-            return support_to_scalar_np(self._numpy(self.history_roots(hist)[2]))
+            return support_to_scalar_np(self.to_numpy(self.history_roots(hist)[2]))
 
     def sequence_values(self, hist: History) -> np.ndarray:
         """[K, H] values at every observation of each stored sequence, in one teacher-forced pass
@@ -323,7 +329,7 @@ class UniZeroPolicy(MuZeroPolicy):
         with torch.inference_mode():
             h_obs, _ = self._history_pass(hist)
             logits = self.network.value_head(h_obs.reshape(k * h, -1))
-            return support_to_scalar_np(self._numpy(logits)).reshape(k, h)
+            return support_to_scalar_np(self.to_numpy(logits)).reshape(k, h)
 
     def reanalyze_history(self, hist: History, action_mask: np.ndarray, to_play: np.ndarray,
                           rng: np.random.Generator) -> Reanalysis:
@@ -333,10 +339,8 @@ class UniZeroPolicy(MuZeroPolicy):
         return self.reanalyze_from(hist.obs[:, -1], action_mask, to_play, rng, root)
 
     def reanalyze_from(self, obs, action_mask, to_play, rng, root) -> Reanalysis:
-        """The search of :meth:`reanalyze` from prepared roots (the sampled type overrides it)."""
-        out, _ = self.search(obs, action_mask, to_play, num_simulations=self.cfg.mcts.num_simulations,
-                             noise=False, rng=rng, root_latent=root)
-        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value)
+        """The search of :meth:`reanalyze` from prepared roots, read out by ``acting``."""
+        return self.acting.reanalyze(self, obs, action_mask, to_play, rng, root=root)
 
 
 class UniZeroLearner(MuZeroLearner):
@@ -345,8 +349,9 @@ class UniZeroLearner(MuZeroLearner):
     policy_class = UniZeroPolicy
     ssl_loss_name = "loss/latent"
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
-        super().__init__(cfg, spec)
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, **parts) -> None:
+        """``parts``: the policy factory and policy loss of :class:`MuZeroLearner` (sampled_unizero's)."""
+        super().__init__(cfg, spec, **parts)
         self._schedule_iter = 0
         for p in self.target_policy.network.parameters():
             p.requires_grad_(False)
@@ -614,7 +619,9 @@ class UniZeroLearner(MuZeroLearner):
 
     # ------------------------------------------------------------------ loss
 
-    def _losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask):
+    batched_unroll = False  # one path: the whole sequence is one transformer call already
+
+    def unroll_losses(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
         """The teacher-forced terms of the module docstring, as [B] sums over the unroll (the
         latent MSE in MuZero's ssl slot) and the predicted root value [B]."""
         batch, num_unroll = actions.shape[:2]
@@ -627,7 +634,7 @@ class UniZeroLearner(MuZeroLearner):
             return x.view(batch, count).sum(1)
 
         value_loss = per_sample(soft_ce(value_logits, value_t.reshape(batch * steps, -1)), steps)
-        flat_target = _map(lambda t: t.reshape(batch * steps, *t.shape[2:]), target_policy)
+        flat_target = map_policy_target(lambda t: t.reshape(batch * steps, *t.shape[2:]), target_policy)
         policy_loss = per_sample(self.policy_loss(policy_logits, flat_target), steps)
         step_entropy = self.policy_entropy(policy_logits)
         policy_entropy = per_sample(step_entropy, steps)
@@ -641,15 +648,13 @@ class UniZeroLearner(MuZeroLearner):
                                 "observations": next_latent})
         if num_unroll == 0:
             zeros = torch.zeros_like(value_loss)
-            return policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0
+            return UnrollTerms(policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0)
         reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)), num_unroll)
         with torch.no_grad():
             target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:]))
         latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
         latent_loss = (latent_mse * mask[:, 1:]).sum(1)
-        return policy_loss, value_loss, reward_loss, latent_loss, policy_entropy, pred_value0
-
-    _losses_fused = _losses_eager  # one path: the whole sequence is one transformer call already
+        return UnrollTerms(policy_loss, value_loss, reward_loss, latent_loss, policy_entropy, pred_value0)
 
     @torch.no_grad()
     def _note_forward(self, latents, h_obs, h_act, step_entropy, mask, heads: dict) -> None:

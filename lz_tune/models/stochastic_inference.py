@@ -1,6 +1,6 @@
 """Search-time inference for :class:`~lz_tune.models.stochastic.StochasticMuZeroNetwork` on the CPU,
 without torch: one call per simulation expands decision nodes (afterstates) and chance nodes
-(next states) of B trees, as :meth:`lz_tune.algos.stochastic_muzero.StochasticMuZeroPolicy._recurrent`
+(next states) of B trees, as :meth:`lz_tune.algos.stochastic_muzero.StochasticMuZeroPolicy.recurrent_inference`
 does in torch.
 
 * trees expanding a decision node (``slot < A``): phi = the MuZero MLP's dynamics, latent columns
