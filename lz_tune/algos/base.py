@@ -41,7 +41,8 @@ from lz_tune.buffer import GameBuffer, Reanalysis, SampledIndex, StepColumn, Tra
 from lz_tune.envs.types import EnvBatch
 
 __all__ = ["ActResult", "Learner", "Policy", "Reanalysis", "StepColumn", "RecurrentFn", "SearchRoots", "SearchModel",
-           "SearchRule", "Acting", "TargetBuilder", "PolicyLoss", "UnrollTerms", "UnrollModel"]
+           "SearchRule", "Acting", "TargetBuilder", "PolicyLoss", "UnrollTerms", "UnrollModel", "UpdateHooks",
+           "PolicyFactory"]
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,52 @@ class UnrollModel(Protocol):
         """Every loss term of the batch: ``obs`` [B, U+1, *obs], ``actions`` [B, U], ``value_t``
         [B, U+1, V] and ``reward_t`` [B, U, R] support targets, ``target_policy`` from
         :meth:`PolicyLoss.targets`, ``mask`` [B, U+1] (1: a real step)."""
+
+
+class UpdateHooks(Protocol):
+    """What :func:`lz_tune.algos.update.unrolled_update` reads of a learner (MuZero's and
+    UniZero's): its networks and optimizer, the loss weights and names, and the hooks around
+    one update."""
+
+    cfg: Any
+    policy: Policy
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    train_iter: int
+    reward_loss_weight: float
+    """Weight of the reward-like term (EfficientZero: ``efficientzero.value_prefix_loss_weight``)."""
+    value_reward_label_smoothing: float
+    """eps of the value and reward support targets' label smoothing (0: plain two-hot)."""
+    reward_loss_name: str
+    """Log name of the reward-like term (``loss/reward``, ``loss/value_prefix``)."""
+    ssl_loss_name: str
+    """Log name of the SSL term (``loss/ssl``, UniZero's ``loss/latent``)."""
+    learning_rate: float
+
+    def unroll_losses(self, net: torch.nn.Module, obs: torch.Tensor, actions: torch.Tensor, value_t: torch.Tensor,
+                      reward_t: torch.Tensor, target_policy: Any, mask: torch.Tensor) -> UnrollTerms:
+        """Every loss term of the batch (see :meth:`UnrollModel.unroll_losses`)."""
+
+    def reward_targets(self, batch: TrainBatch) -> torch.Tensor:
+        """[B, U] scalar targets of the reward-like head."""
+
+    def policy_targets(self, batch: TrainBatch) -> Any:
+        """The policy targets ``[B, U+1, ...]`` (a tensor or a tuple) ``unroll_losses`` reads."""
+
+    def policy_entropy_weight_now(self) -> Any:
+        """Weight of the entropy bonus of this update, asked once right after its forward pass."""
+
+    def extra_losses(self, batch: TrainBatch) -> dict[str, tuple[float, torch.Tensor]]:
+        """``{log name: (weight, [B] term)}``: the type's terms of the forward pass that just ran."""
+
+    def run_forward(self, forward: Callable[[], Any]) -> Any:
+        """Run the loss closure (in-process, or through a data-parallel module)."""
+
+    def before_optimizer_step(self) -> None:
+        """Between the backward pass and the gradient clipping + optimizer step."""
+
+    def update_target(self) -> None:
+        """After every update: the target network's rule (hard copy, momentum average)."""
 
 
 PolicyFactory = Callable[..., Policy]

@@ -25,24 +25,24 @@ acting (:class:`MuZeroPolicy`), the policy factory, the policy loss and the targ
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Optional
 
 import numpy as np
 import torch
-from torch.profiler import record_function
 
 from lz_tune.algos.base import (Acting, ActResult, Learner, Policy, PolicyFactory, PolicyLoss, Reanalysis, SearchRoots,
                                 SearchRule, TargetBuilder, UnrollTerms)
-from lz_tune.algos.common import (build_network, cosine, learner_autocast, learning_rate_at, make_optimizer,
-                                  require_device, scale_gradient, soft_ce, use_channels_last)
-from lz_tune.algos.parts import DiscreteActing, VisitPolicyLoss, map_policy_target, n_step_targets, puct_rule, search_tree
+from lz_tune.algos.common import build_network, cosine, learning_rate_at, scale_gradient, soft_ce
+from lz_tune.algos.parts import (DiscreteActing, VisitPolicyLoss, check_action_space, float32_numpy, map_policy_target,
+                                 n_step_targets, obs_to_tensor, puct_rule, search_tree, simulations_per_search)
+from lz_tune.algos.update import (build_learner_networks, learner_state, load_learner_state, one_unroll_path_notice,
+                                  run_forward, unrolled_update)
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
-from lz_tune.config import Config, ConfigError
+from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import SearchOutput
 from lz_tune.models.mlp_inference import MLPSearchInference
-from lz_tune.models.support import scalar_to_support, support_to_scalar, support_to_scalar_np
+from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
 
 class MuZeroPolicy(Policy):
@@ -58,10 +58,7 @@ class MuZeroPolicy(Policy):
                  acting: Acting = DiscreteActing()) -> None:
         self.search_rule = search_rule
         self.acting = acting
-        if spec.is_continuous and not acting.continuous_actions:
-            raise ConfigError(f"policy_type: {cfg.policy_type!r} plans over discrete actions, but env "
-                              f"{cfg.env.env_id!r} has a continuous (Box) action space; use sampled_muzero, "
-                              f"sampled_efficientzero or sampled_unizero")
+        check_action_space(cfg, spec, acting)
         self.cfg = cfg
         self.spec = spec
         self.device = torch.device(device)
@@ -78,11 +75,11 @@ class MuZeroPolicy(Policy):
 
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
         """``obs`` [K, *obs_shape] as a tensor on the policy's device."""
-        return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
+        return obs_to_tensor(obs, self.device)
 
     def to_numpy(self, t: torch.Tensor) -> np.ndarray:
         """float32 numpy view (no copy on CPU: this runs once per simulation)."""
-        return t.numpy() if self._cpu_float32 else t.float().cpu().numpy()
+        return float32_numpy(t, zero_copy=self._cpu_float32)
 
     def recurrent_inference(self, latent: torch.Tensor, action: np.ndarray):
         """The torch :class:`~lz_tune.algos.base.RecurrentFn`: latents [B, *latent], actions [B]."""
@@ -130,8 +127,7 @@ class MuZeroPolicy(Policy):
     def num_simulations(self, *, collect: bool) -> int:
         """Simulations per search: mcts.num_simulations, or mcts.eval_num_simulations when set
         and not collecting."""
-        m = self.cfg.mcts
-        return m.num_simulations if collect else (m.eval_num_simulations or m.num_simulations)
+        return simulations_per_search(self.cfg, collect=collect)
 
     # ------------------------------------------------------------------ Policy interface
 
@@ -178,13 +174,8 @@ class MuZeroLearner(Learner):
         self.cfg = cfg
         self.policy_term: PolicyLoss = policy_loss or VisitPolicyLoss()
         self.target_builder: TargetBuilder = target_builder or n_step_targets
-        make_policy = policy_factory or self.policy_class
-        device = str(require_device(cfg.learner.device, "learner.device"))
-        self.policy = make_policy(cfg, spec, device=device)
-        if cfg.learner.update_path == "fused":
-            use_channels_last(self.policy.network)  # conv networks: NHWC layout (a layout; same values)
-        self.target_policy = make_policy(cfg, spec, device=device, network=copy.deepcopy(self.policy.network))
-        self.optimizer = make_optimizer(cfg, self.policy.network.parameters(), fused=cfg.learner.update_path == "fused")
+        self.policy, self.target_policy, self.optimizer = build_learner_networks(
+            cfg, spec, policy_factory or self.policy_class)
         self.train_iter = 0
         self.device = self.policy.device
 
@@ -195,10 +186,7 @@ class MuZeroLearner(Learner):
     def update_path_notice(self) -> Optional[str]:
         """Types whose unroll has one path (``batched_unroll = False``) say so when the fused
         path is asked for: they get its optimizer kernel and conv layout only."""
-        if self.cfg.learner.update_path == "fused" and not self.batched_unroll:
-            return (f"policy_type={self.cfg.policy_type} has one unroll path: learner.update_path=fused gives it the "
-                    "fused optimizer kernel (and channels-last conv weights) but not the batched unroll")
-        return None
+        return None if self.batched_unroll else one_unroll_path_notice(self.cfg)
 
     # ------------------------------------------------------------------ what variants override
 
@@ -369,78 +357,14 @@ class MuZeroLearner(Learner):
         return 0.0
 
     def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> tuple[dict[str, float], np.ndarray]:
-        """One update (MuZero has no schedule in ``train_iter``: it is ignored)."""
-        cfg, lc = self.cfg, self.cfg.learner
-        net = self.policy.network
-        net.train()
-        dev = self.device
-        obs = torch.from_numpy(batch.obs).to(dev)                       # [B, U+1, *obs]
-        actions = torch.from_numpy(batch.actions).to(dev)               # [B, U] ([B, U, D] continuous)
-        target_value = torch.from_numpy(batch.target_value).to(dev)     # [B, U+1]
-        target_reward = self.reward_targets(batch)                      # [B, U]
-        target_policy = self.policy_targets(batch)                      # [B, U+1, ...], tensor or tuple
-        mask = torch.from_numpy(batch.mask).to(dev)                     # [B, U+1]
-        weights = torch.from_numpy(batch.weights).to(dev)               # [B]
-        num_unroll = batch.actions.shape[1]
-        vs, rs = cfg.model.value_support_size, cfg.model.reward_support_size
-
-        value_t = scalar_to_support(target_value, vs)                   # [B, U+1, 2vs+1]
-        reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
-        eps = self.value_reward_label_smoothing
-        if eps > 0:  # (1 - eps) two_hot + eps / K over the K bins
-            value_t = (1.0 - eps) * value_t + eps / value_t.shape[-1]
-            reward_t = (1.0 - eps) * reward_t + eps / reward_t.shape[-1]
-
-        def forward():
-            with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
-                terms = tuple(t.float() for t in self.unroll_losses(net, obs, actions, value_t, reward_t,
-                                                                    target_policy, mask))
-                policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, _ = terms
-                per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
-                              + self.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
-                              - self.policy_entropy_weight_now() * policy_entropy)
-                extra = self.extra_losses(batch)  # the type's own terms of this forward pass
-                for weight, term in extra.values():
-                    per_sample = per_sample + weight * term
-                return (weights * per_sample).mean() / max(num_unroll, 1), terms, extra
-
-        loss, terms, extra = self.run_forward(forward)
-        policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, pred_value0 = terms
-
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
-        with record_function("learn/backward"):
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        with record_function("learn/optimizer"):
-            self.before_optimizer_step()
-            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value,
-                                                       foreach=lc.update_path == "fused")
-            self.optimizer.step()
-        self.train_iter += 1
-        net.eval()
-        self.policy.on_weights_loaded()  # the learner's own weights changed
-        self.update_target()
-
-        with torch.no_grad():  # one host sync for all the scalar logs
-            priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
-            scalars = torch.stack([loss.detach(), policy_loss.mean(), value_loss.mean(), reward_loss.mean(),
-                                   ssl_loss.mean(), policy_entropy.mean(), grad_norm.to(loss.dtype),
-                                   target_value[:, 0].mean(), pred_value0.mean(),
-                                   *(term.detach().mean() for _, term in extra.values())]).tolist()
-        names = ["loss/total", "loss/policy", "loss/value", self.reward_loss_name, self.ssl_loss_name, "policy/entropy",
-                 "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean", *extra]
-        logs = dict(zip(names, scalars))
-        logs["learner/lr"] = self.optimizer.param_groups[0]["lr"]
-        return logs, priorities
+        """One update (:func:`~lz_tune.algos.update.unrolled_update`; MuZero has no schedule in
+        ``train_iter``: it is ignored)."""
+        return unrolled_update(self, batch)
 
     def run_forward(self, forward):
         """Run ``forward`` (the closure computing ``(loss, terms, extra)`` of one update from the
-        learner network). In-process: call it. A data-parallel worker (lz_tune.parallel) sets
-        ``self.data_parallel`` to a DDP module that runs it, so the backward pass all-reduces the
-        gradients over the workers."""
-        ddp = getattr(self, "data_parallel", None)
-        return forward() if ddp is None else ddp(forward)
+        learner network); see :func:`lz_tune.algos.update.run_forward`."""
+        return run_forward(self, forward)
 
     def target_changes_at(self, train_iter: int) -> bool:
         """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target
@@ -448,22 +372,10 @@ class MuZeroLearner(Learner):
         return (train_iter + 1) % self.cfg.learner.target_update_freq == 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "network": self.policy.network.state_dict(),
-            "target_network": self.target_policy.network.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "train_iter": self.train_iter,
-        }
+        return learner_state(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.policy.load_weights(state["network"])
-        self.target_policy.load_weights(state["target_network"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        for param, slots in self.optimizer.state.items():  # moments in their parameter's layout
-            for key, value in slots.items():            # (a checkpoint of the other update path)
-                if torch.is_tensor(value) and value.shape == param.shape and value.stride() != param.stride():
-                    slots[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)
-        self.train_iter = int(state["train_iter"])
+        load_learner_state(self, state)
 
 
 def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:

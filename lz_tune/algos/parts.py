@@ -8,7 +8,9 @@
   network, plus reanalysed policy rows);
 - policy losses: :class:`VisitPolicyLoss` (cross-entropy with the visit distribution),
   :class:`ImprovedPolicyKL` (Gumbel MuZero);
-- :func:`map_policy_target`, for unrolls over policy targets that are tuples.
+- :func:`map_policy_target`, for unrolls over policy targets that are tuples;
+- plumbing every search model shares: :func:`check_action_space`, :func:`simulations_per_search`,
+  :func:`obs_to_tensor`, :func:`float32_numpy`.
 """
 
 from __future__ import annotations
@@ -19,16 +21,42 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from lz_tune.algos.base import ActResult, Learner, Reanalysis, SearchModel
+from lz_tune.algos.base import Acting, ActResult, Learner, Reanalysis, SearchModel
 from lz_tune.algos.common import entropy, soft_ce
 from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer import GameBuffer, SampledIndex, TrainBatch
-from lz_tune.config import Config
-from lz_tune.envs.types import EnvBatch
+from lz_tune.config import Config, ConfigError
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import PUCT, Gumbel, RootInput, SearchOutput, run_search, select_action
 
-__all__ = ["puct_rule", "gumbel_rule", "search_tree", "DiscreteActing", "n_step_targets", "VisitPolicyLoss",
+__all__ = ["check_action_space", "simulations_per_search", "obs_to_tensor", "float32_numpy", "puct_rule", "gumbel_rule", "search_tree", "DiscreteActing", "n_step_targets", "VisitPolicyLoss",
            "ImprovedPolicyKL", "map_policy_target"]
+
+
+def check_action_space(cfg: Config, spec: EnvSpecInfo, acting: Acting) -> None:
+    """Raise ConfigError naming policy_type when the env's actions are continuous (Box) and
+    ``acting`` plans over discrete actions only."""
+    if spec.is_continuous and not acting.continuous_actions:
+        raise ConfigError(f"policy_type: {cfg.policy_type!r} plans over discrete actions, but env "
+                          f"{cfg.env.env_id!r} has a continuous (Box) action space; use sampled_muzero, "
+                          f"sampled_efficientzero or sampled_unizero")
+
+
+def simulations_per_search(cfg: Config, *, collect: bool) -> int:
+    """mcts.num_simulations, or mcts.eval_num_simulations when set and not collecting."""
+    m = cfg.mcts
+    return m.num_simulations if collect else (m.eval_num_simulations or m.num_simulations)
+
+
+def obs_to_tensor(obs: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Observations [K, *obs_shape] as a tensor on ``device``."""
+    return torch.from_numpy(np.ascontiguousarray(obs)).to(device)
+
+
+def float32_numpy(t: torch.Tensor, *, zero_copy: bool) -> np.ndarray:
+    """float32 numpy array of ``t``: a view when ``zero_copy`` (a float32 CPU tensor: this runs
+    once per simulation), else a converted copy."""
+    return t.numpy() if zero_copy else t.float().cpu().numpy()
 
 
 def puct_rule(cfg: Config, *, noise: bool) -> PUCT:

@@ -66,15 +66,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.base import Reanalysis, SearchRoots, UnrollTerms
-from lz_tune.algos.common import resolve_model_kind, soft_ce
+from lz_tune.algos.base import (Acting, ActResult, Learner, Policy, PolicyFactory, PolicyLoss, Reanalysis, SearchRoots,
+                                SearchRule, UnrollTerms)
+from lz_tune.algos.common import learning_rate_at, resolve_model_kind, soft_ce
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
-from lz_tune.algos.parts import map_policy_target
+from lz_tune.algos.parts import (DiscreteActing, VisitPolicyLoss, check_action_space, float32_numpy, map_policy_target,
+                                 obs_to_tensor, puct_rule, search_tree, simulations_per_search)
+from lz_tune.algos.update import (build_learner_networks, learner_state, load_learner_state, one_unroll_path_notice,
+                                  run_forward, unrolled_update)
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
 from lz_tune.config import Config
-from lz_tune.envs.types import EnvSpecInfo
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 from lz_tune.models.transformer import KVWindow
 from lz_tune.models.transformer_inference import TransformerSearchInference
@@ -164,23 +167,69 @@ def history_token_valid(valid: np.ndarray) -> np.ndarray:
     return tokens
 
 
-class UniZeroPolicy(MuZeroPolicy):
-    """World model + pUCT over per-node KV windows; per-env caches (see the module docstring)."""
+class UniZeroPolicy(Policy):
+    """World model + pUCT over per-node KV windows; per-env caches (see the module docstring).
 
-    @staticmethod
-    def build_network(cfg: Config, spec: EnvSpecInfo) -> UniZeroWorldModel:
-        return build_world_model(cfg, spec)
+    A :class:`~lz_tune.algos.base.SearchModel` of its own; the search, the acting and the rules
+    are MuZero's parts (:mod:`lz_tune.algos.parts`). search_rule: the search strategy's
+    builder (pUCT). acting: :class:`~lz_tune.algos.parts.DiscreteActing`, or sampled_unizero's
+    :class:`~lz_tune.algos.sampled_muzero.SampledActing`.
+    """
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None, **parts) -> None:
-        """``parts``: the search rule and acting of :class:`MuZeroPolicy` (sampled_unizero's)."""
-        super().__init__(cfg, spec, device=device, network=network, **parts)
+                 network: Optional[torch.nn.Module] = None, search_rule: SearchRule = puct_rule,
+                 acting: Acting = DiscreteActing()) -> None:
+        self.search_rule = search_rule
+        self.acting = acting
+        check_action_space(cfg, spec, acting)
+        self.cfg = cfg
+        self.spec = spec
+        self.device = torch.device(device)
+        self.network = (network or build_world_model(cfg, spec)).to(self.device)
+        self.network.eval()
+        self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
         interval = cfg.unizero.kv_cache_clear_interval
         self.history = EnvHistory(interval if interval > 0 else _NEVER)
         self.cache: Optional[KVWindow] = None
         """[N] each env's window, ending at its last observation token (see ``history`` for
         which rows are current)."""
         self._window_engine = TransformerSearchInference()  # the search's CPU engine (mcts.inference)
+
+    # ------------------------------------------------------------------ search plumbing (MuZero's parts)
+
+    def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """``obs`` [K, *obs_shape] as a tensor on the policy's device."""
+        return obs_to_tensor(obs, self.device)
+
+    def to_numpy(self, t: torch.Tensor) -> np.ndarray:
+        """float32 numpy view (no copy on CPU: this runs once per simulation)."""
+        return float32_numpy(t, zero_copy=self._cpu_float32)
+
+    def strategy(self, *, noise: bool):
+        """The search strategy of ``search_rule`` (pUCT; root noise when ``noise``)."""
+        return self.search_rule(self.cfg, noise=noise)
+
+    def num_simulations(self, *, collect: bool) -> int:
+        return simulations_per_search(self.cfg, collect=collect)
+
+    def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
+               noise: bool, rng: np.random.Generator, root_latent: Optional[tuple] = None):
+        """Batched search from observations [K, *obs_shape] (or prepared roots); returns
+        (SearchOutput, pred_value [K])."""
+        return search_tree(self, obs, action_mask, to_play, num_simulations=num_simulations, noise=noise, rng=rng,
+                           root_latent=root_latent)
+
+    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
+            previous_action: Optional[np.ndarray] = None) -> ActResult:
+        """Search from the per-env caches' roots (:meth:`act_root`), acted on by ``acting``."""
+        root = self.act_root(batch.observation, previous_action)
+        return self.acting.act(self, batch, mode=mode, temperature=temperature, rng=rng, root=root)
+
+    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
+                  rng: np.random.Generator) -> Reanalysis:
+        """A search without noise from a context of each observation alone (the learner
+        reanalyses from stored contexts: :meth:`reanalyze_history`)."""
+        return self.acting.reanalyze(self, obs, action_mask, to_play, rng)
 
     # ------------------------------------------------------------------ per-env caches
 
@@ -343,15 +392,26 @@ class UniZeroPolicy(MuZeroPolicy):
         return self.acting.reanalyze(self, obs, action_mask, to_play, rng, root=root)
 
 
-class UniZeroLearner(MuZeroLearner):
-    """Teacher-forced world-model loss, momentum target network, train_iter schedules."""
+class UniZeroLearner(Learner):
+    """Teacher-forced world-model loss, momentum target network, train_iter schedules.
 
-    policy_class = UniZeroPolicy
+    The update is MuZero's (:func:`~lz_tune.algos.update.unrolled_update` over this learner's
+    hooks). policy_factory: builds the policy and target policy (default :class:`UniZeroPolicy`);
+    policy_loss: the policy term (:class:`~lz_tune.algos.parts.VisitPolicyLoss`; sampled_unizero's
+    :class:`~lz_tune.algos.sampled_muzero.SampledPolicyLoss`).
+    """
+
+    reward_loss_name = "loss/reward"
     ssl_loss_name = "loss/latent"
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, **parts) -> None:
-        """``parts``: the policy factory and policy loss of :class:`MuZeroLearner` (sampled_unizero's)."""
-        super().__init__(cfg, spec, **parts)
+    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, policy_factory: Optional[PolicyFactory] = None,
+                 policy_loss: Optional[PolicyLoss] = None) -> None:
+        self.cfg = cfg
+        self.policy_term: PolicyLoss = policy_loss or VisitPolicyLoss()
+        self.policy, self.target_policy, self.optimizer = build_learner_networks(cfg, spec,
+                                                                                 policy_factory or UniZeroPolicy)
+        self.train_iter = 0
+        self.device = self.policy.device
         self._schedule_iter = 0
         for p in self.target_policy.network.parameters():
             p.requires_grad_(False)
@@ -365,6 +425,38 @@ class UniZeroLearner(MuZeroLearner):
         self._monitor_now = False
         self._monitor_logs: dict[str, float] = {}  # the latest check's, repeated until the next
         self._update: dict = {}  # what this update's forward pass and hooks leave for the logs
+
+    @property
+    def learning_rate(self) -> float:
+        return learning_rate_at(self.cfg, self.train_iter)
+
+    @property
+    def reward_loss_weight(self) -> float:
+        return self.cfg.learner.reward_loss_weight
+
+    def update_path_notice(self) -> Optional[str]:
+        """One unroll path: the whole sequence is one transformer call already."""
+        return one_unroll_path_notice(self.cfg)
+
+    def reward_targets(self, batch: TrainBatch) -> torch.Tensor:
+        """[B, U] the rewards."""
+        return torch.from_numpy(batch.target_reward).to(self.device)
+
+    def policy_loss(self, logits: torch.Tensor, target) -> torch.Tensor:
+        """[N] ``policy_term.loss`` of the policy output against a (smoothed) target."""
+        return self.policy_term.loss(logits, target)
+
+    def policy_entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        """[N] ``policy_term.entropy`` of the policy output."""
+        return self.policy_term.entropy(logits)
+
+    def extra_losses(self, batch: TrainBatch) -> dict[str, tuple[float, torch.Tensor]]:
+        """No terms beyond the five of :class:`~lz_tune.algos.base.UnrollTerms`."""
+        return {}
+
+    def run_forward(self, forward):
+        """See :func:`lz_tune.algos.update.run_forward` (data-parallel workers set ``data_parallel``)."""
+        return run_forward(self, forward)
 
     # ------------------------------------------------------------------ schedules (train_iter)
 
@@ -405,7 +497,7 @@ class UniZeroLearner(MuZeroLearner):
         t = self._schedule_iter = self.train_iter if train_iter is None else int(train_iter)
         self._monitor_now = should_run_periodic_monitor(t, self.cfg.unizero.monitor_norm_freq, self._last_monitor_iter)
         self._update = {"logs": {}, "monitor": {}}
-        logs, priorities = super().learn(batch, train_iter=train_iter)
+        logs, priorities = unrolled_update(self, batch)
         logs["learner/policy_label_smoothing"] = self.policy_label_smoothing(t)
         logs.update({k: float(v) for k, v in self._update["logs"].items()})
         if self._monitor_now:
@@ -522,7 +614,7 @@ class UniZeroLearner(MuZeroLearner):
     def policy_targets(self, batch: TrainBatch):
         """The stored targets, smoothed: ``(1 - eps) pi + eps / P`` over the P entries (the
         probabilities of a sampled type's ``(probs, actions)`` target)."""
-        target = super().policy_targets(batch)
+        target = self.policy_term.targets(batch, self.device)
         eps = self.policy_label_smoothing(self._schedule_iter)
         if eps <= 0:
             return target
@@ -619,8 +711,6 @@ class UniZeroLearner(MuZeroLearner):
 
     # ------------------------------------------------------------------ loss
 
-    batched_unroll = False  # one path: the whole sequence is one transformer call already
-
     def unroll_losses(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
         """The teacher-forced terms of the module docstring, as [B] sums over the unroll (the
         latent MSE in MuZero's ssl slot) and the predicted root value [B]."""
@@ -686,7 +776,7 @@ class UniZeroLearner(MuZeroLearner):
 
     def state_dict(self) -> dict:
         """MuZero's, and with unizero.use_adaptive_entropy_weight log alpha and its optimizer."""
-        state = super().state_dict()
+        state = learner_state(self)
         if self.cfg.unizero.use_adaptive_entropy_weight:
             state["log_alpha"] = self.log_alpha.detach().clone()
             state["alpha_optimizer"] = self.alpha_optimizer.state_dict()
@@ -695,7 +785,7 @@ class UniZeroLearner(MuZeroLearner):
     def load_state_dict(self, state: dict) -> None:
         """Restores log alpha and its optimizer when the state has them (a state without keeps
         alpha where it is); the next update runs a monitoring check."""
-        super().load_state_dict(state)
+        load_learner_state(self, state)
         if "log_alpha" in state:
             with torch.no_grad():
                 self.log_alpha.copy_(torch.as_tensor(state["log_alpha"]).to(self.log_alpha.device))
