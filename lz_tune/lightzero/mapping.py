@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from lz_tune.config import AsyncPipelineConfig, Config, ConfigError
+from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.lightzero import rules as R
 from lz_tune.lightzero.loader import LightZeroFile
 
@@ -32,9 +33,7 @@ ENV_TYPES: dict[str, tuple[Optional[str], Optional[bool]]] = {
 }
 
 #: LightZero policy names (``create_config.policy.type``) -> lz-tune's ``policy_type``
-POLICY_TYPE_NAMES = {name: name for name in (
-    "muzero", "efficientzero", "sampled_efficientzero", "sampled_muzero", "gumbel_muzero", "stochastic_muzero",
-    "muzero_rnn_full_obs", "unizero", "sampled_unizero")} | {"muzero_context": "muzero_context"}
+POLICY_TYPE_NAMES = {name: name for name in POLICY_TYPES}  # LightZero's names are ours
 
 #: LightZero training entries whose run lz-tune reproduces (function configs name the one they call)
 TRAIN_ENTRIES = ("train_muzero", "train_muzero_segment", "train_muzero_segment_async", "train_muzero_context",

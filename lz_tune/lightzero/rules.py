@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from lz_tune.config import ConfigError
+from lz_tune.policy_registry import POLICY_TYPES
 
 __all__ = ["Rule", "RULES", "PREFIX_RULES", "LIGHTZERO_DEFAULTS", "rule_for", "UNIZERO_TYPES"]
 
@@ -35,9 +36,8 @@ Kind = Literal["to", "combined", "no_effect", "differs", "unsupported"]
 Converter = Callable[[Any, str], Any]
 """(value, LightZero key) -> our value; raises ConfigError naming the key for a value it cannot take."""
 
-MUZERO_TYPES = frozenset({"muzero", "muzero_context", "efficientzero", "sampled_efficientzero", "sampled_muzero",
-                          "gumbel_muzero", "stochastic_muzero", "muzero_rnn_full_obs"})
 UNIZERO_TYPES = frozenset({"unizero", "sampled_unizero"})
+MUZERO_TYPES = frozenset(POLICY_TYPES) - UNIZERO_TYPES
 EZ_TYPES = frozenset({"efficientzero", "sampled_efficientzero"})
 SAMPLED_TYPES = frozenset({"sampled_efficientzero", "sampled_muzero", "sampled_unizero"})
 
