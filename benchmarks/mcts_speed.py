@@ -83,7 +83,8 @@ def make_case(num_actions: int, batch: int, inference: str, obs_dim: int = 4, po
     backend = policy.search_backend
 
     def timed_backend(obs, *args, **kwargs):
-        *root, inner = backend(obs, *args, **kwargs)
+        roots = backend(obs, *args, **kwargs)
+        inner = roots.recurrent_fn
 
         def timed_recurrent(latent, action):
             t = time.perf_counter()
@@ -91,7 +92,7 @@ def make_case(num_actions: int, batch: int, inference: str, obs_dim: int = 4, po
             model_time[0] += time.perf_counter() - t
             return out
 
-        return (*root, timed_recurrent)
+        return roots._replace(recurrent_fn=timed_recurrent)
 
     policy.search_backend = timed_backend  # type: ignore[method-assign]
 
