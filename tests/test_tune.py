@@ -238,7 +238,8 @@ def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_
     monkeypatch.setattr(sys.modules[tune.Trainable.__module__], "DEFAULT_STORAGE_PATH", str(tmp_path / "logs"))
 
     def make():
-        return MuZeroTrainable(config={**BASE, "step_seconds": 0.3, "max_env_step": 100_000, "evaluator.eval_freq": 24})
+        return MuZeroTrainable(config={**BASE, "step_seconds": 0.05, "max_env_step": 100_000,
+                                       "evaluator.eval_freq": 24})
 
     t = make()
     try:
@@ -249,19 +250,23 @@ def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_
         assert (early / STATE_FILE).is_file() and not (early / CHECKPOINT_FILE).is_file()
         assert load_checkpoint(early / STATE_FILE)["checkpoint_kind"] == "current"
 
-        while True:  # until an evaluation was reported: Tune saves the "evaluated" kind then
-            result = t.train()
-            if result.get("should_checkpoint"):
+        for _ in range(500):  # until an evaluation was reported: Tune saves the "evaluated" kind then
+            if t.train().get("should_checkpoint"):
                 break
+        else:
+            raise AssertionError("no evaluation was reported")
         after_eval = tmp_path / "after_eval"
         after_eval.mkdir()
         t.save_checkpoint(str(after_eval))
         assert load_checkpoint(after_eval / STATE_FILE)["checkpoint_kind"] == "evaluated"
 
-        while True:  # the learner moves past the evaluated weights; no new evaluation reported
-            result = t.train()
+        for _ in range(2000):  # the learner moves past the evaluated weights; no new evaluation reported
+            result = t.train()  # (short steps: on a fast machine a 0.3 s step always holds an evaluation)
             if not result.get("should_checkpoint") and t.driver.train_iter > t.driver.last_eval.train_iter:
                 break
+        else:
+            raise AssertionError("no step without an evaluation moved the learner past the evaluated weights")
+        assert not t.driver.done, "the run ended before the learner moved past the evaluated weights"
         requested = tmp_path / "requested"
         requested.mkdir()
         t.save_checkpoint(str(requested))
