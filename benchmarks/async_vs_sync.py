@@ -69,8 +69,8 @@ class CollectTrainProbe:
         self.collector = backend.collectors[0]
         while self.driver.buffer.num_transitions < 2 * cfg.learner.batch_size:  # fill for training
             backend.launch_collect(0, self.driver.publisher.for_collect(0), 0.25)
-            self.driver._consume(backend.poll(0))
-        self.driver._train_one()  # warm-up
+            self.driver.consume_finished(wait_s=0.0)
+        self.driver.train_one_update()  # warm-up
 
     def collect_once(self) -> int:
         """One collect with the current weights, pushed to the buffer; returns its env steps."""
@@ -87,7 +87,7 @@ class CollectTrainProbe:
         collect_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for _ in range(updates):
-            self.driver._train_one()
+            self.driver.train_one_update()
         train_s = time.perf_counter() - t0
         return {"C": steps / collect_s, "E": steps / collects, "T": updates / train_s}
 
@@ -107,7 +107,7 @@ def _side_by_side_worker(cfg_dict: dict, kind: str, conn) -> None:
         start_at, seconds = msg
         while time.time() < start_at:  # both children start within ~1 ms of each other
             time.sleep(0.001)
-        step = probe.collect_once if kind == "collect" else probe.driver._train_one
+        step = probe.collect_once if kind == "collect" else probe.driver.train_one_update
         units, busy = 0, 0.0
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
@@ -166,7 +166,7 @@ def window(driver: Driver, seconds: float) -> dict[str, float]:
         raise RuntimeError(f"the driver stopped during a measurement window: {driver.stop}")
     m1, t1 = driver.metrics(), time.perf_counter()
     while driver.backend.collects_in_flight:
-        driver._consume(driver.backend.poll(1.0))
+        driver.consume_finished(wait_s=1.0)
     dt = t1 - t0
 
     def seconds_in(share: str) -> float:  # collect / train seconds spent inside the window

@@ -4,7 +4,7 @@ For each chance mode (``learned``: the chance encoder's codes; ``true``: the env
 (cell, tile) outcome) one real ``python -m lz_tune train zoo/board_games/game_2048_stochastic_muzero.py``
 trains for a fixed wall-clock budget and is then stopped with SIGTERM (which keeps its
 checkpoints). Its last checkpoint then plays ``--eval-games`` fresh games (greedy search,
-``lz_tune.analysis.evaluate_checkpoint``, one game per env, env i seeded ``--eval-seed + i``),
+``lz_tune.checkpoint_eval.evaluate_checkpoint``, one game per env, env i seeded ``--eval-seed + i``),
 and a uniform-random policy and a greedy one-step-merge policy play the same number of games
 from the same seeds. Modes run one after the other, so each has the whole box.
 
@@ -91,7 +91,7 @@ def training_summary(exp_dir: str, mode: str, budget_s: float) -> dict:
 
 
 def evaluate(exp_dir: str, games: int, seed: int) -> np.ndarray:
-    from lz_tune.analysis import evaluate_checkpoint
+    from lz_tune.checkpoint_eval import evaluate_checkpoint
 
     result = evaluate_checkpoint(os.path.join(exp_dir, "ckpt", "ckpt_latest.pt"), n_episodes=games, seed=seed,
                                  overrides=[f"env.evaluator_env_num={games}"])

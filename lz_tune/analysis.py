@@ -1,13 +1,13 @@
 """Read a Ray Tune experiment of :class:`lz_tune.tune.MuZeroTrainable` into tidy pandas tables.
 
-Works in a fresh process on the files alone (no Ray cluster, Ray is not even imported)::
+Works in a fresh process on the files alone (no Ray cluster, Ray is not even imported; no torch
+model is built)::
 
-    from lz_tune.analysis import load_experiment, evaluate_checkpoint
+    from lz_tune.analysis import load_experiment
     exp = load_experiment("~/lz_results/cartpole_muzero")
     exp.summary()                                   # one row per trial, searched params + scores
     trial = exp.best_trial(mode="max")              # by evaluation/env_runners/episode_return_mean
-    run = evaluate_checkpoint(exp.best_checkpoint(trial), n_episodes=5)
-    run.eval.reward_mean, run.frames                # frames: Atari only
+    exp.best_checkpoint(trial)                      # the file; play it: lz_tune.checkpoint_eval
 
 Layout read (Ray 2.x): ``<experiment>/<trial folder>/{params.json, result.json, progress.csv,
 checkpoint_00000N/{lz_tune_checkpoint.pt, lz_tune_state.pt}}`` (the latest evaluated snapshot,
@@ -21,10 +21,8 @@ keeps one row per (trial_id, training_iteration), the last one written.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ import pandas as pd
 
 from lz_tune.checkpoint import CheckpointError, load_checkpoint
 from lz_tune.metrics import EVAL_RETURN, RENAMED
+from lz_tune.run_folder import BEST_CHECKPOINT, CKPT_DIR, LATEST_CHECKPOINT, PARAMS_FILE, RESULT_FILE
 
 #: the evaluated snapshot inside a Tune checkpoint folder (lz_tune.tune.trainable.CHECKPOINT_FILE)
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
@@ -54,7 +53,7 @@ LEGACY_NAMES = {**{old: new for old, new in RENAMED.items() if old != new},
 MODES = ("max", "min")
 SCOPES = ("last", "all")
 _TRIAL_ID = re.compile(r"_([0-9a-f]{5}_\d{5})(?:_|$)")
-_TRIAL_FILES = ("result.json", "progress.csv", "params.json")
+_TRIAL_FILES = (RESULT_FILE, "progress.csv", PARAMS_FILE)
 
 
 @dataclass(frozen=True)
@@ -130,11 +129,11 @@ class Experiment:
 
     @staticmethod
     def _trial_info(d: Path) -> TrialInfo:
-        params = json.loads((d / "params.json").read_text()) if (d / "params.json").is_file() else {}
+        params = json.loads((d / PARAMS_FILE).read_text()) if (d / PARAMS_FILE).is_file() else {}
         m = _TRIAL_ID.search(d.name)
         trial_id = m.group(1) if m else d.name
-        if not m and (d / "result.json").is_file():  # a custom folder name: ask the results
-            first = _read_json_lines(d / "result.json")[:1]
+        if not m and (d / RESULT_FILE).is_file():  # a custom folder name: ask the results
+            first = _read_json_lines(d / RESULT_FILE)[:1]
             trial_id = str(first[0].get("trial_id", d.name)) if first else d.name
         return TrialInfo(trial_id=trial_id, name=d.name, path=d, params=params)
 
@@ -156,8 +155,8 @@ class Experiment:
         experiments are read under today's, :data:`LEGACY_NAMES`) and ``config/<key>`` for each Tune config key."""
         frames = []
         for t in self.trials:
-            if (t.path / "result.json").is_file():
-                df = pd.json_normalize(_read_json_lines(t.path / "result.json"), sep="/")
+            if (t.path / RESULT_FILE).is_file():
+                df = pd.json_normalize(_read_json_lines(t.path / RESULT_FILE), sep="/")
             elif (t.path / "progress.csv").is_file():
                 df = pd.read_csv(t.path / "progress.csv")
             else:
@@ -357,7 +356,7 @@ _CHECKPOINT_COLUMNS = ["trial_id", "checkpoint", "kind", "path", "state_path", E
 def _checkpoint_rows(t: TrialInfo) -> list[dict[str, Any]]:
     """One row of :meth:`Experiment.checkpoints` per readable Tune checkpoint folder of trial ``t``."""
     rows = []
-    for f in sorted((t.path / "ckpt").glob("ckpt_*.pt")):  # a CLI run: evaluated checkpoints only
+    for f in sorted((t.path / CKPT_DIR).glob("ckpt_*.pt")):  # a CLI run: evaluated checkpoints only
         try:
             ck = load_checkpoint(f)
         except CheckpointError as e:
@@ -403,40 +402,6 @@ def _best_evaluated(ck: pd.DataFrame, mode: str) -> Optional[pd.Series]:
     return ck.iloc[-1]
 
 
-# ---------------------------------------------------------------------------------- evaluation
-
-
-@dataclass(frozen=True)
-class CheckpointEvaluation:
-    """What :func:`evaluate_checkpoint` returns.
-
-    ``path``: the checkpoint file played, ``source``: how it was picked from the path given (see
-    :func:`resolve_checkpoint`); ``eval``: the :class:`lz_tune.workers.EvalResult` of the new
-    episodes (``reward_mean``, ``returns``, ...); ``recorded``: the checkpoint's own evaluation dict
-    (``reward_mean``, ``train_iter``, ...; None without one); ``counters``: env_steps / train_iter at
-    the checkpoint; ``config``: the :class:`lz_tune.config.Config` played; ``seed``: the seed of
-    evaluator env 0 (env i: seed + i); ``frames``: Atari only, uint8 ``[T, H, W]`` (grayscale) or
-    ``[T, H, W, 3]`` network-input frames of env 0's first game (else None); ``rendered``: with
-    ``render=True``, uint8 RGB ``[T, H, W, 3]`` frames of env 0's first episode as the env renders
-    it (gymnasium's ``render_mode="rgb_array"``; Atari: ALE's full 210x160 RGB screen): the reset
-    frame, then one per step up to and including the last one, so ``T = length + 1`` (at most
-    ``max_frames``); ``rendered_episode``: ``{"return", "length"}`` of that episode; ``render_fps``:
-    the env's playback speed (gymnasium's ``metadata["render_fps"]``, Atari 60 / frame_skip).
-    """
-
-    path: Path
-    eval: Any
-    recorded: Optional[dict[str, Any]]
-    counters: dict[str, Any]
-    config: Any
-    frames: Optional[np.ndarray]
-    rendered: Optional[np.ndarray] = None
-    rendered_episode: Optional[dict[str, Any]] = None
-    render_fps: Optional[float] = None
-    source: str = ""
-    seed: Optional[int] = None
-
-
 def resolve_checkpoint(path: str | Path, *, mode: str = "max") -> tuple[Path, str]:
     """The checkpoint file that ``path`` names, and a line saying how it was picked.
 
@@ -458,10 +423,10 @@ def resolve_checkpoint(path: str | Path, *, mode: str = "max") -> tuple[Path, st
         if (path / name).is_file():
             what = "its evaluated snapshot" if name == CHECKPOINT_FILE else "no evaluated snapshot: the learner state"
             return path / name, f"Tune checkpoint folder: {name} ({what})"
-    for name, what in (("ckpt_best.pt", "the best evaluation"), ("ckpt_latest.pt", "the latest evaluation; "
-                                                                                      "no ckpt_best.pt")):
-        if (path / "ckpt" / name).is_file():
-            return path / "ckpt" / name, f"train run folder: ckpt/{name} ({what})"
+    for name, what in ((BEST_CHECKPOINT, "the best evaluation"),
+                       (LATEST_CHECKPOINT, f"the latest evaluation; no {BEST_CHECKPOINT}")):
+        if (path / CKPT_DIR / name).is_file():
+            return path / CKPT_DIR / name, f"train run folder: {CKPT_DIR}/{name} ({what})"
     if any((path / f).is_file() for f in _TRIAL_FILES) or any(path.glob(f"checkpoint_*/{CHECKPOINT_FILE}")) \
             or any(path.glob(f"checkpoint_*/{STATE_FILE}")):
         trial = Experiment._trial_info(path)
@@ -491,330 +456,3 @@ def resolve_checkpoint(path: str | Path, *, mode: str = "max") -> tuple[Path, st
     raise CheckpointError(f"{path}: no checkpoint in this folder (looked for a train run's ckpt/ckpt_best.pt or "
                           f"ckpt/ckpt_latest.pt, a Tune checkpoint folder's {CHECKPOINT_FILE} or {STATE_FILE}, and "
                           "a Tune trial folder's checkpoint_*/)")
-
-
-def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, seed: Optional[int] = None,
-                        overrides: Sequence[str] = (), record_frames: Optional[bool] = None,
-                        max_frames: int = 5000, device: str = "cpu", render: bool = False) -> CheckpointEvaluation:
-    """Play ``n_episodes`` (default: the config's ``evaluator.n_evaluator_episode``) evaluation
-    episodes with the checkpoint's weights, with the project's :class:`lz_tune.workers.Evaluator`
-    (greedy search, raw scores). ``path``: anything :func:`resolve_checkpoint` takes (a checkpoint
-    file, a train run folder, a Tune checkpoint / trial / experiment folder). ``overrides``:
-    CLI-style config changes for the replay (e.g. ``"env.evaluator_env_num=1"``,
-    ``"mcts.eval_num_simulations=50"``); the network keys must not change. ``seed`` (of evaluator
-    env 0) defaults to the seed the training evaluator used. ``record_frames`` (default: Atari
-    only) keeps up to ``max_frames`` network-input frames of env 0's first game; ``render`` keeps
-    up to ``max_frames`` RGB frames of env 0's first episode as the env renders them
-    (``rendered``; classic control needs pygame, ``pip install "gymnasium[classic-control]"``).
-    Raises CheckpointError (no or a bad checkpoint) or ConfigError (bad override, an env that
-    cannot render) before any episode is played."""
-    from lz_tune.config import Config, ConfigError
-    from lz_tune.pipeline.backends import EVALUATOR_SEED_OFFSET
-    from lz_tune.workers import Evaluator, WeightSnapshot, env_spec_for, make_env
-
-    path, source = resolve_checkpoint(path)
-    ck = load_checkpoint(path)
-    try:
-        cfg = Config.from_dict(ck["config"])
-    except ConfigError as e:
-        raise CheckpointError(f"{path}: the checkpoint's config does not load ({e})") from None
-    if overrides:
-        changed = cfg.with_overrides(list(overrides))
-        network = [k for k in _changed_keys(cfg.to_dict(), changed.to_dict()) if k.split(".")[0] in ("model",
-                                                                                                     "policy_type")]
-        if network:
-            raise ConfigError(f"{network[0]}: cannot change the network of a checkpoint for its evaluation")
-        cfg = changed
-    seed = cfg.seed + EVALUATOR_SEED_OFFSET if seed is None else seed
-    if record_frames is None:
-        record_frames = env_spec_for(cfg).is_atari
-    env = make_env(cfg, num_envs=cfg.env.evaluator_env_num, seed=seed, mode="eval")
-    try:
-        screen = _screen_recorder(env, max_frames, seed) if render else None
-        recorder = _FrameRecorder(screen or env, max_frames) if record_frames else None
-        evaluator = Evaluator(cfg, seed=seed, device=device, env=recorder or screen or env)
-    except BaseException:
-        env.close()
-        raise
-    try:
-        try:
-            train_iter = int(ck["learner"].get("train_iter", ck["counters"].get("train_iter", 0)))
-            snapshot = WeightSnapshot(version=train_iter, train_iter=train_iter, weights=ck["learner"]["network"])
-            evaluator.policy.load_weights(snapshot.weights)
-        except (RuntimeError, KeyError) as e:  # the overrides or the file do not fit the network
-            raise CheckpointError(f"{path}: its weights do not fit the network of its config "
-                                  f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
-        result = evaluator.evaluate(snapshot, n_episodes=n_episodes)
-    finally:
-        evaluator.close()
-    frames = np.stack(recorder.frames) if recorder is not None and recorder.frames else None
-    rendered = np.stack(screen.frames) if screen is not None and screen.frames else None
-    return CheckpointEvaluation(path=path, eval=result, recorded=ck.get("eval"), counters=dict(ck["counters"]),
-                                config=cfg, frames=frames, rendered=rendered,
-                                rendered_episode=screen.episode if screen is not None else None,
-                                render_fps=screen.fps if screen is not None else None, source=source, seed=seed)
-
-
-def _changed_keys(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested config dicts."""
-    out = []
-    for k in a:
-        key = f"{prefix}{k}"
-        if isinstance(a[k], dict):
-            out += _changed_keys(a[k], b[k], key + ".")
-        elif a[k] != b[k]:
-            out.append(key)
-    return out
-
-
-def _as_image(frame: np.ndarray) -> np.ndarray:
-    """[C, H, W] -> [H, W] (one channel) or [H, W, C]; vectors stay as they are."""
-    if frame.ndim == 3:
-        return frame[0] if frame.shape[0] == 1 else np.moveaxis(frame, 0, -1)
-    return frame
-
-
-class _FrameRecorder:
-    """A VectorEnv pass-through that keeps env 0's frames (``EnvBatch.frame``, the newest frame
-    of the observation) from the reset until its first game ends, at most ``max_frames``."""
-
-    def __init__(self, env: Any, max_frames: int) -> None:
-        self.env = env
-        self.max_frames = max_frames
-        self.frames: list[np.ndarray] = []
-        self._recording = False
-
-    def __getattr__(self, name: str) -> Any:  # num_envs, action_space_size, shapes ...
-        return getattr(self.env, name)
-
-    def _keep(self, batch: Any) -> None:
-        if self._recording and len(self.frames) < self.max_frames:
-            self.frames.append(_as_image(np.array(batch.frame[0], copy=True)))
-
-    def reset(self, seed: Optional[int] = None) -> Any:
-        batch = self.env.reset(seed)
-        self.frames, self._recording = [], True
-        self._keep(batch)
-        return batch
-
-    def step(self, actions: np.ndarray) -> Any:
-        res = self.env.step(actions)
-        if res.real_episode_end[0]:
-            self._recording = False  # res.batch already shows the next game
-        self._keep(res.batch)
-        return res
-
-    def close(self) -> None:
-        self.env.close()
-
-
-def _screen_recorder(env: Any, max_frames: int, seed: Optional[int]) -> Any:
-    """A VectorEnv pass-through that renders env 0's first episode (see
-    :attr:`CheckpointEvaluation.rendered`): exposes ``frames``, ``episode`` and ``fps``.
-    ConfigError if this env cannot render."""
-    from lz_tune.config import ConfigError
-    from lz_tune.envs import AtariVectorEnv, GymVectorEnv
-
-    if isinstance(env, AtariVectorEnv):
-        return _AtariScreenRecorder(env, max_frames)
-    if isinstance(env, GymVectorEnv):
-        return _GymScreenRecorder(env, max_frames, seed)
-    raise ConfigError(f"render: env {getattr(env, 'env_id', type(env).__name__)!r} ({type(env).__name__}) "
-                      "has no RGB rendering; only gymnasium envs and Atari can be recorded")
-
-
-class _EpisodeFrames:
-    """Frames of one episode: ``frames`` (at most ``max_frames``), ``episode`` (return, length:
-    set when it ended), ``fps``."""
-
-    def __init__(self, max_frames: int, fps: float) -> None:
-        self.max_frames = max_frames
-        self.fps = fps
-        self.frames: list[np.ndarray] = []
-        self.episode: Optional[dict[str, Any]] = None
-        self.state = "idle"  # -> "recording" at the first reset -> "done" when that episode ends
-        self._return, self._length = 0.0, 0
-
-    def keep(self, frame: np.ndarray) -> None:
-        if len(self.frames) < self.max_frames:
-            frame = np.asarray(frame)
-            if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
-                raise RuntimeError(f"render: expected uint8 [H, W, 3] RGB frames, got {frame.dtype} {frame.shape}")
-            self.frames.append(np.array(frame, copy=True))
-
-    def stepped(self, reward: float, ended: bool) -> None:
-        self._return += float(reward)
-        self._length += 1
-        if ended:
-            self.state = "done"
-            self.episode = {"return": self._return, "length": self._length}
-
-
-class _GymScreenRecorder(_EpisodeFrames):
-    """Gymnasium envs: env 0 of the GymVectorEnv is made again from its own spec with
-    ``render_mode="rgb_array"`` (same id, kwargs, time limit and seeding) and wrapped so that it
-    renders after its reset and after every step, before the vector env's autoreset: the frames
-    show the very env whose observations the search saw and whose actions it took."""
-
-    def __init__(self, env: Any, max_frames: int, seed: Optional[int]) -> None:
-        import gymnasium
-
-        from lz_tune.config import ConfigError
-
-        inner = getattr(env, "_envs", None)
-        if not inner or getattr(inner[0], "spec", None) is None:
-            raise ConfigError(f"render: cannot rebuild env 0 of {env.env_id!r} with render_mode='rgb_array'")
-        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # headless pygame: no "XDG_RUNTIME_DIR" noise
-        try:
-            renderable = gymnasium.make(inner[0].spec, render_mode="rgb_array")
-        except Exception as e:  # noqa: BLE001 - gymnasium raises many kinds
-            raise ConfigError(f"render: {env.env_id} cannot be made with render_mode='rgb_array' "
-                              f"({type(e).__name__}: {e})") from None
-        try:  # a first frame now, so that a missing renderer fails before any episode is played
-            renderable.reset(seed=seed)
-            probe = renderable.render()
-        except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
-            renderable.close()
-            hint = "" if "pip install" in str(e) else '; classic control: pip install "gymnasium[classic-control]"'
-            raise ConfigError(f"render: rendering {env.env_id} needs a package that is not installed: {e}{hint}") \
-                from None
-        except Exception as e:  # noqa: BLE001 - e.g. MuJoCo without an OpenGL context (set MUJOCO_GL=egl)
-            renderable.close()
-            raise ConfigError(f"render: {env.env_id} cannot render ({type(e).__name__}: {e})") from None
-        if not isinstance(probe, np.ndarray) or probe.ndim != 3:
-            renderable.close()
-            raise ConfigError(f"render: {env.env_id} renders {type(probe).__name__}, not an RGB array")
-        super().__init__(max_frames, float(renderable.metadata.get("render_fps") or 30))
-        self.env = env
-        inner[0].close()
-        inner[0] = _render_on_step_class()(renderable, self)  # stepped and seeded by the vector env as before
-
-    def __getattr__(self, name: str) -> Any:  # num_envs, action_space_size, shapes ...
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-    def reset(self, seed: Optional[int] = None) -> Any:
-        return self.env.reset(seed)
-
-    def step(self, actions: np.ndarray) -> Any:
-        return self.env.step(actions)
-
-    def close(self) -> None:
-        self.env.close()
-
-
-@functools.lru_cache(maxsize=1)
-def _render_on_step_class() -> type:
-    """The gymnasium wrapper of env 0 (made on first use: this module does not import gymnasium)."""
-    import gymnasium
-
-    class _RenderOnStep(gymnasium.Wrapper):
-        """Renders into ``sink`` after the first reset and after every step of that episode (so the
-        last frame is the episode's end, not the vector env's autoreset)."""
-
-        def __init__(self, env: Any, sink: _EpisodeFrames) -> None:
-            super().__init__(env)
-            self.sink = sink
-
-        def reset(self, **kwargs: Any) -> Any:
-            out = self.env.reset(**kwargs)
-            if self.sink.state == "idle":
-                self.sink.state = "recording"
-                self.sink.keep(self.env.render())
-            return out
-
-        def step(self, action: Any) -> Any:
-            out = self.env.step(action)
-            if self.sink.state == "recording":
-                self.sink.keep(self.env.render())
-                self.sink.stepped(out[1], bool(out[2] or out[3]))
-            return out
-
-    return _RenderOnStep
-
-
-class _AtariScreenRecorder(_EpisodeFrames):
-    """Atari: ALE's C++ vector env serves only the preprocessed (e.g. 64x64 gray) frames, so env 0's
-    first game is mirrored by a one-game ALE vector env with the same game, seed, sticky actions,
-    no-op starts, fire reset, frame skip and frame cap, fed the same actions, that keeps the full
-    RGB screen (210x160x3, no max-pool: what ``render_mode="rgb_array"`` shows). ALE is
-    deterministic given the seed and the actions, so both play the same game frame for frame
-    (``tests/test_cli_evaluate.py`` checks it bit for bit); each step's reward and end are compared
-    and a difference raises RuntimeError."""
-
-    def __init__(self, env: Any, max_frames: int) -> None:
-        super().__init__(max_frames, 60.0 / env.options.frame_skip)
-        self.env = env
-        self._mirror: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-    def reset(self, seed: Optional[int] = None) -> Any:
-        mirror_seed = seed if seed is not None else getattr(self.env, "_initial_seed", None)
-        batch = self.env.reset(seed)
-        if self.state == "idle":
-            self._mirror = _ale_mirror(self.env, screen=True)
-            obs, _ = self._mirror.reset(seed=mirror_seed)
-            self.state = "recording"
-            self.keep(obs[0, -1])
-        return batch
-
-    def step(self, actions: np.ndarray) -> Any:
-        res = self.env.step(actions)
-        if self.state == "recording":
-            obs, reward, terminated, truncated, info = self._mirror.step(np.asarray(actions, np.int64)[:1])
-            ended = bool(terminated[0] or truncated[0])
-            if float(reward[0]) != float(res.reward[0]) or ended != bool(res.real_episode_end[0]):
-                self._close_mirror()
-                raise RuntimeError(f"render: the mirrored game of {self.env.env_id} left env 0's game at step "
-                                   f"{len(self.frames)} (reward {reward[0]} vs {res.reward[0]}, end {ended} vs "
-                                   f"{bool(res.real_episode_end[0])})")
-            self.keep((info["final_obs"] if ended and "final_obs" in info else obs)[0, -1])
-            self.stepped(float(reward[0]), ended)
-            if ended:
-                self._close_mirror()
-        return res
-
-    def _close_mirror(self) -> None:
-        if self._mirror is not None:
-            self._mirror.close()
-            self._mirror = None
-
-    def close(self) -> None:
-        self._close_mirror()
-        self.env.close()
-
-
-def _ale_mirror(env: Any, *, screen: bool) -> Any:
-    """A one-game ``ale_py`` vector env that plays like env 0 of the lz_tune AtariVectorEnv ``env``
-    (same ROM, action set, seed handling, sticky actions, no-ops, fire reset, frame skip, frame
-    cap; no episodic life, no reward clipping, same-step autoreset). ``screen``: observations are
-    the full RGB screen without max-pool; else the same preprocessing as ``env``."""
-    import ale_py
-    from ale_py import roms
-    from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
-
-    from lz_tune.envs.atari_vector import ALE_DEFAULT_MAX_FRAMES
-    from lz_tune.envs.env_ids import resolve_env_id
-
-    resolved = resolve_env_id(env.env_id)
-    o = env.options
-    if screen:
-        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # static: before the banner
-        ale = ale_py.ALEInterface()
-        ale.loadROM(roms.get_rom_path(resolved.atari_game))
-        height, width = ale.getScreenDims()
-        image = dict(img_height=int(height), img_width=int(width), grayscale=False, maxpool=False)
-    else:
-        image = dict(img_height=o.image_size, img_width=o.image_size, grayscale=o.grayscale, maxpool=True)
-    return AleVectorEnv(resolved.atari_game, 1, num_threads=1,
-                        max_num_frames_per_episode=o.max_episode_steps or ALE_DEFAULT_MAX_FRAMES,
-                        repeat_action_probability=o.repeat_action_probability,
-                        full_action_space=resolved.atari_full_action_space, autoreset_mode="SameStep",
-                        stack_num=1, frameskip=o.frame_skip, noop_max=o.noop_max, episodic_life=False,
-                        life_loss_info=False, reward_clipping=False, use_fire_reset=o.use_fire_reset, **image)

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from lz_tune.atomic_file import atomic_write
+from lz_tune.run_folder import CKPT_DIR, LATEST_CHECKPOINT
 
 FORMAT = "lz_tune.checkpoint"
 FORMAT_VERSION = 1
@@ -68,7 +69,7 @@ def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) 
 
 def find_latest_checkpoint(exp_dir: str | os.PathLike) -> Path | None:
     """``exp_dir/ckpt/ckpt_latest.pt`` if it exists (what ``--resume`` picks for a folder)."""
-    p = Path(exp_dir) / "ckpt" / "ckpt_latest.pt"
+    p = Path(exp_dir) / CKPT_DIR / LATEST_CHECKPOINT
     return p if p.is_file() else None
 
 

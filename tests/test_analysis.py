@@ -18,7 +18,8 @@ pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 from ray import tune  # noqa: E402
 
-from lz_tune.analysis import CHECKPOINT_FILE, evaluate_checkpoint, load_experiment  # noqa: E402
+from lz_tune.analysis import CHECKPOINT_FILE, load_experiment  # noqa: E402
+from lz_tune.checkpoint_eval import evaluate_checkpoint  # noqa: E402
 from lz_tune.tune import MuZeroTrainable as _MuZeroTrainable  # noqa: E402
 from test_tune import TINY  # noqa: E402  (the tiny CartPole config of the Tune tests)
 

@@ -6,7 +6,7 @@ file byte-for-byte, a new one is not created, and the working directory stays em
 Rows go through the real entry points: ``Config.from_dict`` / ``with_overrides`` /
 ``load_config_module``, ``load_checkpoint``, ``Driver(cfg, exp_dir=..., resume_from=...)``,
 ``lz_tune.tune.config_from_tune`` / ``check_cluster_resources`` and, end to end, the CLI
-in-process (``lz_tune.__main__.main``: exit code 2 and ``error: ...`` on stderr).
+in-process (``lz_tune.cli.main.main``: exit code 2 and ``error: ...`` on stderr).
 """
 
 from __future__ import annotations
@@ -158,11 +158,12 @@ def guards(monkeypatch, tmp_path):
 def _cli(args: list[str], monkeypatch, capsys) -> BaseException:
     """``python -m lz_tune ARGS`` in-process; checks exit code 2 and ``error: ...``, returns the
     exception the command raised (recorded around cmd_train / cmd_tune)."""
-    import lz_tune.__main__ as cli
+    from lz_tune.cli import main as cli
+    from lz_tune.cli import train, tune
 
     seen: list[BaseException] = []
-    for name in ("cmd_train", "cmd_tune"):
-        orig = getattr(cli, name)
+    for command in (train, tune):
+        orig = command.run
 
         def wrapped(a, _orig=orig):
             try:
@@ -170,7 +171,7 @@ def _cli(args: list[str], monkeypatch, capsys) -> BaseException:
             except BaseException as e:
                 seen.append(e)
                 raise
-        monkeypatch.setattr(cli, name, wrapped)
+        monkeypatch.setattr(command, "run", wrapped)
     capsys.readouterr()
     code = cli.main(args)
     err = capsys.readouterr().err

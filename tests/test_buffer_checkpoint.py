@@ -77,7 +77,7 @@ def test_snapshot_round_trip_is_exact_and_writes_only_new_rows(tmp_path, monkeyp
     assert buffer.clear_time > 0
     index = buffer.sample(16)
     buffer.update_priorities(index, np.linspace(0.1, 3.0, 16))
-    buffer._steps.live("root_value")[:5] += 1.0  # what a reanalysis does to stored targets
+    buffer.tables.steps.live("root_value")[:5] += 1.0  # what a reanalysis does to stored targets
     expected = buffer.state_dict()
     hashed_frame_rows.clear()
     second, names, stats2 = writer.write(buffer.state_dict(copy=False))

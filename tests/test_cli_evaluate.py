@@ -1,5 +1,5 @@
 """``python -m lz_tune evaluate PATH [--episodes N] [--video OUT.gif] [--seed S] [key=value ...]`` and
-the path resolution / rendering of :func:`lz_tune.analysis.evaluate_checkpoint` behind it.
+the path resolution / rendering of :func:`lz_tune.checkpoint_eval.evaluate_checkpoint` behind it.
 
 Checkpoints are built from an untrained tiny learner (no training run): what is tested is which
 file is picked, that its weights are played by the Evaluator, and what the video holds."""
@@ -110,7 +110,7 @@ def test_rendered_frames_show_the_states_the_search_saw_and_change_no_score(layo
     pytest.importorskip("pygame", reason='CartPole renders with pygame: pip install "gymnasium[classic-control]"')
     import gymnasium
 
-    from lz_tune.analysis import evaluate_checkpoint
+    from lz_tune.checkpoint_eval import evaluate_checkpoint
 
     run = evaluate_checkpoint(layouts / "run", n_episodes=2, overrides=["env.evaluator_env_num=2"], render=True,
                               record_frames=True)
@@ -240,9 +240,10 @@ def test_atari_video_is_the_full_rgb_screen(tmp_path):
     import torch
 
     from lz_tune.algos import get_algorithm
-    from lz_tune.analysis import CHECKPOINT_FILE, evaluate_checkpoint
+    from lz_tune.analysis import CHECKPOINT_FILE
+    from lz_tune.checkpoint_eval import evaluate_checkpoint
     from lz_tune.checkpoint import save_checkpoint
-    from lz_tune.cli_commands import write_gif
+    from lz_tune.envs.recording import write_gif
     from lz_tune.config_loader import load_config_module
     from lz_tune.workers import env_spec_for
 
@@ -270,12 +271,12 @@ def test_atari_mirror_plays_env0_game_frame_for_frame():
     """The mirror that renders Atari (ALE serves only preprocessed frames) plays env 0's very game:
     with the same preprocessing its frames equal env 0's bit for bit, under sticky actions, random
     no-op starts and a game end with its same-step restart."""
-    from lz_tune.analysis import _ale_mirror
     from lz_tune.envs import AtariOptions, AtariVectorEnv
+    from lz_tune.envs.atari_vector import make_ale_vector_env
 
     options = AtariOptions(repeat_action_probability=0.25, noop_max=30, max_episode_steps=240)
     env = AtariVectorEnv(env_id="ALE/Pong-v5", num_envs=2, mode="eval", options=options, seed=5)
-    mirror = _ale_mirror(env, screen=False)
+    mirror = make_ale_vector_env(env.env_id, 1, env.options, num_threads=1, screen=False)
     try:
         batch = env.reset(seed=5)
         obs, _ = mirror.reset(seed=5)
@@ -294,21 +295,20 @@ def test_atari_mirror_plays_env0_game_frame_for_frame():
         env.close()
 
 
-def test_atari_mirror_that_leaves_env0_game_is_an_error(monkeypatch):
+def test_atari_mirror_that_leaves_env0_game_is_an_error():
     """The mirror's reward and game end are checked at every step: a mirror whose game is capped
     earlier than env 0's stops the recording with an error, not a wrong video."""
     import dataclasses
-    from types import SimpleNamespace
 
-    from lz_tune import analysis
     from lz_tune.envs import AtariOptions, AtariVectorEnv
+    from lz_tune.envs.atari_vector import make_ale_vector_env
+    from lz_tune.envs.recording import AtariScreenRecorder
 
     env = AtariVectorEnv(env_id="ALE/Pong-v5", num_envs=1, mode="eval", seed=5,
                          options=AtariOptions(noop_max=0, max_episode_steps=240))
-    real = analysis._ale_mirror
-    monkeypatch.setattr(analysis, "_ale_mirror", lambda e, *, screen: real(SimpleNamespace(
-        env_id=e.env_id, options=dataclasses.replace(e.options, max_episode_steps=200)), screen=screen))
-    recorder = analysis._AtariScreenRecorder(env, max_frames=1000)
+    capped = dataclasses.replace(env.options, max_episode_steps=200)  # the mirror's game ends first
+    recorder = AtariScreenRecorder(env, max_frames=1000, make_mirror=lambda e: make_ale_vector_env(
+        e.env_id, 1, capped, num_threads=1, screen=True))
     try:
         recorder.reset(seed=5)
         with pytest.raises(RuntimeError, match="the mirrored game of ALE/Pong-v5 left env 0's game at step"):

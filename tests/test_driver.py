@@ -408,15 +408,15 @@ def test_policy_lag_is_measured_at_the_collects_real_start(tiny_cfg):
     try:
         driver.run()
         n = driver.train_iter
-        assert n >= 12 and len(driver._update_times) == n
-        times = list(driver._update_times)
+        assert n >= 12 and len(driver.policy_lag.update_times) == n
+        times = list(driver.policy_lag.update_times)
         assert driver.train_iter_at(times[-1]) == n and driver.train_iter_at(times[-5]) == n - 4
         assert driver.train_iter_at(times[0] - 1.0) == 0
         # a result that started when update n-4 had just finished, on weights of update n-6
         real = driver.backend.collectors[0].collect(temperature=1.0)
         late = dataclasses.replace(real, started_at=times[-5], policy_train_iter=n - 6)
         driver._on_collect(late)
-        assert driver._start_lags[-1] == 2 and driver._return_lags[-1] == 6
+        assert driver.policy_lag.start[-1] == 2 and driver.policy_lag.returned[-1] == 6
         m = driver.metrics()
         assert m["policy_lag_start_max"] == 2 and m["policy_lag_return_max"] == 6
     finally:

@@ -528,13 +528,13 @@ def test_stale_segments_are_the_least_reanalysed_not_the_oldest():
     small.push(segments[:4])
     picks = []
     for _ in range(200):
-        small._segments.live("reanalyze_count")[:] = [2, 0, 0, 1]  # (each draw counts its pick: reset)
+        small.tables.segments.live("reanalyze_count")[:] = [2, 0, 0, 1]  # (each draw counts its pick: reset)
         picks.append(int(small.choose_stale_segments(num_segments=1, partition=1.0, rng=rng)[0]))
     assert set(picks) <= {1, 2, 3} and picks.count(3) <= 1 and min(picks.count(1), picks.count(2)) > 60
 
 
 def test_reanalyze_sizes_follow_the_reference():
-    from lz_tune.buffer.reanalysis import enough_for_reanalysis, segments_for_sequences
+    from lz_tune.buffer.reanalysis import segments_for_sequences
 
     # reanalyze_batch_size counts sequences of U steps; a segment holds L // U of them
     assert segments_for_sequences(160, game_segment_length=20, num_unroll_steps=5) == 40
@@ -547,10 +547,10 @@ def test_reanalyze_sizes_follow_the_reference():
     n = buffer.num_transitions
     assert n == 60
     # N // U > int(sequences / partition): 30 > int(29 / 1.0) but not 30 > int(30 / 1.0)
-    assert enough_for_reanalysis(buffer, num_sequences=29, partition=1.0)
-    assert not enough_for_reanalysis(buffer, num_sequences=30, partition=1.0)
-    assert enough_for_reanalysis(buffer, num_sequences=22, partition=0.75)  # int(29.3) = 29
-    assert not enough_for_reanalysis(buffer, num_sequences=23, partition=0.75)  # int(30.7) = 30
+    assert buffer.enough_for_reanalysis(num_sequences=29, partition=1.0)
+    assert not buffer.enough_for_reanalysis(num_sequences=30, partition=1.0)
+    assert buffer.enough_for_reanalysis(num_sequences=22, partition=0.75)  # int(29.3) = 29
+    assert not buffer.enough_for_reanalysis(num_sequences=23, partition=0.75)  # int(30.7) = 30
 
 
 def test_state_dict_round_trip():
@@ -792,8 +792,8 @@ class GameBufferMachine(RuleBasedStateMachine):
         ids = sorted(self.segments)
         live = self._rows(self.segments[s] for s in ids)
         # every table holds exactly the rows of the live segments
-        for name, store in (("steps", buf._steps), ("frames", buf._frames), ("positions", buf._positions),
-                            ("segments", buf._segments)):
+        for name, store in (("steps", buf.tables.steps), ("frames", buf.tables.frames), ("positions", buf.tables.positions),
+                            ("segments", buf.tables.segments)):
             assert len(store) == live[name], name
         assert buf.num_transitions == live["positions"] <= self.capacity
         assert (buf.time, buf.clear_time) == (self.time, self.clear_time)
@@ -812,7 +812,7 @@ class GameBufferMachine(RuleBasedStateMachine):
                 np.testing.assert_array_equal(getattr(stored, name), getattr(seg, name), err_msg=name)
             assert (stored.num_owned, stored.terminal) == (seg.num_owned, seg.terminal)
         # bytes: what the arrays allocate, at least the live rows, at most the peak plus slack
-        stores = {"steps": buf._steps, "frames": buf._frames, "positions": buf._positions, "segments": buf._segments}
+        stores = {"steps": buf.tables.steps, "frames": buf.tables.frames, "positions": buf.tables.positions, "segments": buf.tables.segments}
         assert buf.nbytes == sum(a.nbytes for st_ in stores.values() for a in st_._arrays.values())
         for name, store in stores.items():
             if not store.names:

@@ -204,9 +204,9 @@ def test_load_config_module_and_tune_take_a_lightzero_file():
     with pytest.warns(LightZeroConfigWarning):
         cfg = config_from_tune({"config": path, "mcts.num_simulations": 7})
     assert cfg.policy_type == "efficientzero" and cfg.mcts.num_simulations == 7 and cfg.learner.learning_rate == 0.003
-    from lz_tune.__main__ import _load_space_module  # `python -m lz_tune tune <LightZero file>`: trials of it
+    from lz_tune.cli.tune import load_space_module  # `python -m lz_tune tune <LightZero file>`: trials of it
 
-    assert _load_space_module(path).space == {"config": os.path.abspath(path)}
+    assert load_space_module(path).space == {"config": os.path.abspath(path)}
 
 
 def test_reference_flags_work_on_a_zoo_config_too(capsys):

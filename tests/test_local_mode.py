@@ -88,7 +88,7 @@ def test_snapshot_crosses_the_pickled_store(tiny_cfg, monkeypatch):
 def test_local_mode_leaves_the_learner_threads_and_priority_alone(tiny_cfg, monkeypatch):
     cfg = tiny_cfg(*LOCAL, "async_pipeline.collector_num_cpus=1", "async_pipeline.evaluator_num_cpus=1")
     reniced = []
-    monkeypatch.setattr(ray_backend, "_normal_priority", lambda: reniced.append(True))
+    monkeypatch.setattr(ray_backend, "take_normal_priority", lambda: reniced.append(True))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(3)  # the learner's

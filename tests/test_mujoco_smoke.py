@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from lz_tune.analysis import evaluate_checkpoint
+from lz_tune.checkpoint_eval import evaluate_checkpoint
 from lz_tune.checkpoint import load_checkpoint
 from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver

@@ -189,8 +189,8 @@ def test_a_signal_swallowed_inside_a_c_callback_still_stops_the_run():
     its next check."""
     script = (
         "import ctypes, os, signal, time\n"
-        "import lz_tune.__main__ as cli\n"
-        "cli._raise_on_sigterm()\n"
+        "from lz_tune.cli.signals import SIGNALS\n"
+        "SIGNALS.install()\n"
         "@ctypes.CFUNCTYPE(None)\n"
         "def callback():\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
@@ -198,7 +198,7 @@ def test_a_signal_swallowed_inside_a_c_callback_still_stops_the_run():
         "callback()\n"
         "print('after the callback', flush=True)\n"
         "try:\n"
-        "    cli._check_signals()\n"
+        "    SIGNALS.check()\n"
         "except KeyboardInterrupt:\n"
         "    print('raised at the check', flush=True)\n"
     )

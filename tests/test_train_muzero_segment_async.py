@@ -101,8 +101,8 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
     assert m["env_steps"] >= 600 and m["train_iter"] > 0
     assert rec.overlapped_updates > 0
     # lag at launch never above max_policy_lag
-    assert max(driver._launch_lags) <= 3 and driver.max_launch_lag <= 3
-    assert m["policy_lag_launch_max"] == driver.max_launch_lag
+    assert max(driver.policy_lag.launch) <= 3 and driver.policy_lag.max_launch <= 3
+    assert m["policy_lag_launch_max"] == driver.policy_lag.max_launch
     # one ObjectRef per published version
     assert driver.backend.snapshot_puts == len(set(rec.launch_versions) | set(rec.eval_weights))
     # budget-locked replay ratio: updates == sum of budgets consumed; budgets only once trainable
@@ -142,7 +142,7 @@ def test_second_collect_queued_on_one_actor(ray_cluster, tmp_path):
     assert m["env_steps"] >= 500 and m["train_iter"] > 0 and rec.overlapped_updates > 0
     # one actor runs its calls in order: results come back in launch order
     assert [r.policy_train_iter for r in rec.collects] == rec.launch_versions[:len(rec.collects)]
-    assert driver.max_launch_lag <= 0
+    assert driver.policy_lag.max_launch <= 0
     assert driver.train_iter == driver.budgets.total_consumed
     assert driver.budgets.total_enqueued - driver.budgets.remaining == driver.train_iter
     assert rec.max_queue_when_trainable <= 4 - 1 + 2

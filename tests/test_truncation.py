@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from lz_tune.buffer import GameBuffer, GameSegment, SampledIndex, segment_value_targets
-from lz_tune.buffer.buffer_state import load_state_dict, state_dict
 from lz_tune.config import Config
 from lz_tune.workers import SegmentCollector
 
@@ -51,7 +50,7 @@ def test_buffer_targets_match_the_segment_targets_and_survive_save_load():
     buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=3, discount=0.5, frame_stack=1,
                         action_space_size=2, seed=0)
     buffer.push([seg])  # no padding needed: the episode ends here
-    index = SampledIndex(segment_ids=np.zeros(4, np.int64), positions=np.arange(4), weights=np.ones(4), make_time=buffer._time)
+    index = SampledIndex(segment_ids=np.zeros(4, np.int64), positions=np.arange(4), weights=np.ones(4), make_time=buffer.time)
     win = buffer.gather_window(index)
     z = buffer.n_step_values(win, value_fn=ten_times_newest)
     expected = segment_value_targets(seg, (np.arange(4)[:, None] + np.arange(3)).ravel(), td_steps=3, discount=0.5,
@@ -63,7 +62,7 @@ def test_buffer_targets_match_the_segment_targets_and_survive_save_load():
                                           3 + 0.5 * 4, 4.0], rtol=1e-6)
     other = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=3, discount=0.5, frame_stack=1,
                        action_space_size=2, seed=0)
-    load_state_dict(other, state_dict(buffer))
+    other.load_state_dict(buffer.state_dict())
     assert other.get_segment(0).truncated
     np.testing.assert_allclose(other.n_step_values(other.gather_window(index), value_fn=ten_times_newest), z)
 

@@ -371,11 +371,11 @@ def test_time_to_stop_value_is_reported_once_solved_and_survives_a_restore(ray_c
 
 
 def test_space_module_metric_and_mode_are_checked(tmp_path):
-    from lz_tune.__main__ import _load_space_module
+    from lz_tune.cli.tune import load_space_module
 
     path = tmp_path / "space.py"
     path.write_text("space = {}\nmetric = 'time_to_stop_value_s'\nmode = 'minimum'\n")
     with pytest.raises(ConfigError, match="`mode`"):
-        _load_space_module(str(path))
+        load_space_module(str(path))
     path.write_text("space = {}\nmetric = 'time_to_stop_value_s'\nmode = 'min'\n")
-    assert _load_space_module(str(path)).mode == "min"
+    assert load_space_module(str(path)).mode == "min"

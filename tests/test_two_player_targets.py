@@ -54,7 +54,7 @@ def buffer_targets(segment, *, td_steps, discount, value):
     buffer.push([segment])
     m = segment.num_steps
     index = SampledIndex(segment_ids=np.zeros(m, np.int64), positions=np.arange(m), weights=np.ones(m, np.float32),
-                         make_time=buffer._time)
+                         make_time=buffer.time)
     win = buffer.gather_window(index)
     return buffer.n_step_values(win, value_fn=lambda obs: np.full(len(obs), value, np.float32))[:, 0]
 
@@ -107,7 +107,7 @@ def test_the_unroll_window_and_reanalyze_get_the_stored_to_play():
                         action_space_size=9, seed=0)
     buffer.push([segment])
     index = SampledIndex(segment_ids=np.zeros(2, np.int64), positions=np.array([0, 3]),
-                         weights=np.ones(2, np.float32), make_time=buffer._time)
+                         weights=np.ones(2, np.float32), make_time=buffer.time)
     seen = []
 
     def reanalyze(obs, mask, to_play):

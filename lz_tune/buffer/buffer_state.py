@@ -1,4 +1,5 @@
-"""The replay buffer file: `GameBuffer.state_dict` / `load_state_dict`.
+"""The replay buffer file: a buffer's `tables.ReplayTables` as a plain dict and back
+(`GameBuffer.state_dict` / `load_state_dict`).
 
 Version 2 stores the declared extra step columns (`columns.StepColumn`) with the tables and
 checks them on load; version 1 files (before extra columns, with the policy target column
@@ -7,14 +8,10 @@ named `child_visits`) load into a buffer without extra columns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .priority import sampling_weights
-
-if TYPE_CHECKING:
-    from .game_buffer import GameBuffer
+from .tables import ReplayTables
 
 __all__ = ["STATE_VERSION", "APPEND_ONLY", "state_dict", "load_state_dict"]
 
@@ -26,39 +23,26 @@ STATE_VERSION = 2
 APPEND_ONLY = (("tables", "frames", "columns", "frame"),)
 
 
-def state_dict(buffer: "GameBuffer", *, copy: bool = True) -> dict:
+def state_dict(tables: ReplayTables, *, copy: bool = True) -> dict:
     """Plain dict of numpy arrays and Python scalars (picklable, no torch). ``copy=False``: the
     arrays are views of the live tables, valid until the buffer next changes."""
     return {
         "version": STATE_VERSION,
-        "config": {
-            "num_unroll_steps": buffer.num_unroll_steps,
-            "td_steps": buffer.td_steps,
-            "frame_stack": buffer.frame_stack,
-            "action_space_size": buffer.action_space_size,
-            "policy_target_size": buffer.policy_target_size,
-            "action_dim": buffer.action_dim,
-            "step_columns": [c.describe() for c in buffer.step_columns],
-        },
-        "time": buffer._time,
-        "clear_time": buffer._clear_time,
-        "rng": buffer._rng.bit_generator.state,
-        "frame_spec": None if buffer._frame_spec is None else (buffer._frame_spec[0], buffer._frame_spec[1].str),
-        "tables": {
-            name: store.state_dict(copy=copy)
-            for name, store in (
-                ("steps", buffer._steps),
-                ("frames", buffer._frames),
-                ("positions", buffer._positions),
-                ("segments", buffer._segments),
-            )
-        },
+        "config": tables.layout.describe(),
+        "time": tables.time,
+        "clear_time": tables.clear_time,
+        "rng": tables.rng.bit_generator.state,
+        "frame_spec": None if tables.frame_spec is None else (tables.frame_spec[0], tables.frame_spec[1].str),
+        "tables": {name: store.state_dict(copy=copy) for name, store in tables.stores.items()},
     }
 
-def load_state_dict(buffer: "GameBuffer", state: dict, *, copy: bool = True) -> None:
-    """Restores a `state_dict` (this version or 1); U, T, S, A and the declared extra
-    columns must match. Evicts if capacity shrank. ``copy=False``: the tables take the state's
-    arrays (they must be writable and not used elsewhere)."""
+
+def load_state_dict(tables: ReplayTables, state: dict, *, alpha: float, copy: bool = True) -> None:
+    """Restores a `state_dict` (this version or 1) into ``tables``; U, T, S, A and the declared
+    extra columns must match (checked before anything is replaced). The cached sampling
+    weights are recomputed with this buffer's ``alpha``; the caller evicts if its capacity is
+    smaller. ``copy=False``: the tables take the state's arrays (they must be writable and not
+    used elsewhere)."""
     version = state.get("version")
     if version not in (1, STATE_VERSION):
         raise ValueError(f"unsupported buffer state version {version}")
@@ -73,8 +57,7 @@ def load_state_dict(buffer: "GameBuffer", state: dict, *, copy: bool = True) -> 
     config.setdefault("policy_target_size", config["action_space_size"])  # files before continuous actions
     config.setdefault("action_dim", 0)
     config["step_columns"] = [[n, list(shape), d] for n, shape, d in config["step_columns"]]
-    mine = {k: getattr(buffer, k) for k in config if k != "step_columns"}
-    mine["step_columns"] = [c.describe() for c in buffer.step_columns]
+    mine = tables.layout.describe()
     if config != mine:
         raise ValueError(f"buffer state was saved with {config}, this buffer has {mine}")
     segments = state["tables"]["segments"]
@@ -87,22 +70,14 @@ def load_state_dict(buffer: "GameBuffer", state: dict, *, copy: bool = True) -> 
         count = len(next(iter(segments["columns"].values())))
         columns = {**segments["columns"], "reanalyze_count": np.zeros(count, np.int64)}
         state = {**state, "tables": {**state["tables"], "segments": {**segments, "columns": columns}}}
-    buffer._reset_storage()
-    for name, store in (
-        ("steps", buffer._steps),
-        ("frames", buffer._frames),
-        ("positions", buffer._positions),
-        ("segments", buffer._segments),
-    ):
+    tables.reset()
+    for name, store in tables.stores.items():
         store.load_state_dict(state["tables"][name], copy=copy)
     spec = state["frame_spec"]
-    buffer._frame_spec = None if spec is None else (tuple(spec[0]), np.dtype(spec[1]))
-    buffer._time = int(state["time"])
-    buffer._clear_time = int(state["clear_time"])
-    buffer._rng.bit_generator.state = state["rng"]
-    if len(buffer._positions):  # the cached p^alpha follows this buffer's alpha
-        live = buffer._positions.live("sample_weight")
-        live[:] = sampling_weights(buffer._positions.live("priority"), alpha=buffer.alpha)
-    if buffer.num_transitions > buffer.capacity_transitions:
-        buffer._time += 1
-        buffer._evict_to(buffer.capacity_transitions)
+    tables.frame_spec = None if spec is None else (tuple(spec[0]), np.dtype(spec[1]))
+    tables.time = int(state["time"])
+    tables.clear_time = int(state["clear_time"])
+    tables.rng.bit_generator.state = state["rng"]
+    if len(tables.positions):  # the cached p^alpha follows this buffer's alpha
+        live = tables.positions.live("sample_weight")
+        live[:] = sampling_weights(tables.positions.live("priority"), alpha=alpha)

@@ -1,5 +1,5 @@
-"""Type-agnostic batch primitives over a `GameBuffer`: the unroll window of sampled positions and
-n-step value targets. A policy type builds its `TrainBatch` from these (see
+"""Type-agnostic batch primitives over a buffer's `tables.ReplayTables`: the unroll window of
+sampled positions and n-step value targets. A policy type builds its `TrainBatch` from these (see
 :mod:`lz_tune.algos.targets`); the buffer itself builds no targets.
 
 Notation: B = batch size, U = num_unroll_steps, A = action count, m / n_obs = a segment's
@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .batch import SampledIndex
+from .tables import EXTRA_PREFIX, ReplayTables
 from .targets import chunked_call, n_step_value_targets, plan_value_targets, player_signs
-
-if TYPE_CHECKING:
-    from .game_buffer import GameBuffer
 
 __all__ = ["History", "UnrollWindow", "BootstrapFn", "ValueFn", "gather_history", "gather_window", "n_step_values"]
 
@@ -50,15 +47,15 @@ class History:
     valid: np.ndarray
 
 
-def gather_history(buffer: "GameBuffer", segment_ids: np.ndarray, positions: np.ndarray, length: int) -> History:
+def gather_history(tables: ReplayTables, segment_ids: np.ndarray, positions: np.ndarray, length: int) -> History:
     """The observations and actions of the `length` steps ending at `positions [K]` (segment-local
     positions >= 0) of segments `segment_ids [K]`. A segment's context starts at its first step:
     the steps of the episode before it (an earlier segment) are not included; positions past the
     segment's last observation are padding too (valid False, after the real steps)."""
     if length < 1:
         raise ValueError(f"length must be >= 1, got {length}")
-    seg_rows = buffer._segment_row(segment_ids)
-    table, steps = buffer._segments, buffer._steps
+    seg_rows = tables.segment_row(segment_ids)
+    table, steps = tables.segments, tables.steps
     p = np.asarray(positions, dtype=np.int64)
     if p.size and p.min() < 0:
         raise ValueError("positions must be >= 0")
@@ -66,8 +63,8 @@ def gather_history(buffer: "GameBuffer", segment_ids: np.ndarray, positions: np.
     m = table.array("num_steps")[seg_rows][:, None]
     ctx = p[:, None] + np.arange(1 - length, 1)                                # [K, H]
     valid = (ctx >= 0) & (ctx < n_obs)
-    frame0 = table.array("frame_start")[seg_rows] - buffer._frames.base
-    obs = buffer._gather_obs(frame0[:, None] + np.clip(ctx, 0, n_obs - 1))
+    frame0 = table.array("frame_start")[seg_rows] - tables.frames.base
+    obs = tables.gather_obs(frame0[:, None] + np.clip(ctx, 0, n_obs - 1))
     if not valid.all():
         obs[~valid] = 0
     step0 = table.array("step_start")[seg_rows] - steps.base
@@ -75,7 +72,7 @@ def gather_history(buffer: "GameBuffer", segment_ids: np.ndarray, positions: np.
     actions = steps.array("action")[step0[:, None] + np.clip(ctx[:, :-1], 0, m - 1)]
     zero = np.zeros((), actions.dtype)
     actions = np.where(act_valid.reshape(act_valid.shape + (1,) * (actions.ndim - 2)), actions, zero)
-    return History(obs=obs, actions=actions.astype(np.float32 if buffer.action_dim else np.int64, copy=False),
+    return History(obs=obs, actions=actions.astype(np.float32 if tables.layout.action_dim else np.int64, copy=False),
                    valid=valid)
 
 
@@ -121,14 +118,14 @@ class UnrollWindow:
         return self.mask > 0
 
 
-def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
+def gather_window(tables: ReplayTables, index: SampledIndex) -> UnrollWindow:
     """Gathers the unroll window of every position of `index` (no eviction of its segments since
     it was drawn). A handful of fancy-indexing calls, no Python loop over samples."""
-    U, A = buffer.num_unroll_steps, buffer.action_space_size
-    seg_rows = buffer._segment_row(index.segment_ids)
-    table, steps = buffer._segments, buffer._steps
+    U, A = tables.layout.num_unroll_steps, tables.layout.action_space_size
+    seg_rows = tables.segment_row(index.segment_ids)
+    table, steps = tables.segments, tables.steps
     step0 = table.array("step_start")[seg_rows] - steps.base  # [B] physical
-    frame0 = table.array("frame_start")[seg_rows] - buffer._frames.base  # [B] physical
+    frame0 = table.array("frame_start")[seg_rows] - tables.frames.base  # [B] physical
     m = table.array("num_steps")[seg_rows][:, None]  # [B, 1]
     n_obs = table.array("num_obs")[seg_rows][:, None]  # [B, 1]
 
@@ -138,26 +135,26 @@ def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
 
     actions = steps.array("action")[step_rows[:, :U]]
     if not valid[:, :U].all():
-        if buffer.action_dim:
-            pad = buffer._rng.uniform(-1.0, 1.0, size=actions.shape).astype(np.float32)
+        if tables.layout.action_dim:
+            pad = tables.rng.uniform(-1.0, 1.0, size=actions.shape).astype(np.float32)
             actions = np.where(valid[:, :U, None], actions, pad)
         else:
-            actions = np.where(valid[:, :U], actions, buffer._rng.integers(0, A, size=actions.shape))
+            actions = np.where(valid[:, :U], actions, tables.rng.integers(0, A, size=actions.shape))
     rewards = np.where(valid[:, :U], steps.array("reward")[step_rows[:, :U]], np.float32(0))
     policy = steps.array("policy_target")[step_rows]
     policy *= valid[..., None]
     extras = {}
-    for c in buffer.step_columns:
-        value = steps.array("extra:" + c.name)[step_rows]
+    for c in tables.layout.step_columns:
+        value = steps.array(EXTRA_PREFIX + c.name)[step_rows]
         extras[c.name] = np.where(valid.reshape(valid.shape + (1,) * len(c.shape)), value, np.zeros((), value.dtype))
 
-    obs = buffer._gather_obs(frame0[:, None] + np.minimum(pos, n_obs - 1))  # [B, U+1, *obs_shape]
+    obs = tables.gather_obs(frame0[:, None] + np.minimum(pos, n_obs - 1))  # [B, U+1, *obs_shape]
     has_obs = pos < n_obs
     if not has_obs.all():
         obs[~has_obs] = 0
     return UnrollWindow(
         obs=obs,
-        actions=actions.astype(np.float32 if buffer.action_dim else np.int64, copy=False),
+        actions=actions.astype(np.float32 if tables.layout.action_dim else np.int64, copy=False),
         rewards=rewards.astype(np.float32, copy=False),
         policy_targets=policy,
         mask=valid.astype(np.float32),
@@ -174,7 +171,7 @@ def gather_window(buffer: "GameBuffer", index: SampledIndex) -> UnrollWindow:
     )
 
 
-def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn | None,
+def n_step_values(tables: ReplayTables, win: UnrollWindow, *, value_fn: ValueFn | None,
                   use_root_value: bool = False, bootstrap_fn: BootstrapFn | None = None) -> np.ndarray:
     """`[B, U+1] float32` n-step value targets at every window position (see `targets`).
 
@@ -188,11 +185,11 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
         raise ValueError("value_fn is required unless use_root_value=True or a bootstrap_fn is given")
     pos, m, n_obs = win.positions, win.num_steps, win.num_obs
     shape = pos.shape
-    truncated = buffer._segments.array("truncated")[buffer._segment_row(win.index.segment_ids)]  # [B]
+    truncated = tables.segments.array("truncated")[tables.segment_row(win.index.segment_ids)]  # [B]
     plan = plan_value_targets(pos.ravel(), np.broadcast_to(m, shape).ravel(), np.broadcast_to(n_obs, shape).ravel(),
-                              td_steps=buffer.td_steps, truncated=np.repeat(truncated, shape[1]))
+                              td_steps=tables.layout.td_steps, truncated=np.repeat(truncated, shape[1]))
     step0_flat = np.repeat(win.step0, shape[1])
-    steps = buffer._steps
+    steps = tables.steps
     rewards = steps.array("reward")[step0_flat[:, None] + plan.reward_index]
     bootstrap_sign = None
     if (win.to_play >= 0).any():  # two-player: rewards and values from the view of the player to move at t
@@ -222,13 +219,13 @@ def n_step_values(buffer: "GameBuffer", win: UnrollWindow, *, value_fn: ValueFn 
         else:
             frame_rows = np.repeat(win.frame0, shape[1])[needed] + where
             unique_rows, inverse = np.unique(frame_rows, return_inverse=True)
-            out = chunked_call(value_fn, buffer._gather_obs(unique_rows), chunk_size=buffer.mini_infer_size)
+            out = chunked_call(value_fn, tables.gather_obs(unique_rows), chunk_size=tables.layout.mini_infer_size)
             out = np.asarray(out, dtype=np.float32).reshape(-1)
             if out.shape[0] != unique_rows.shape[0] or not np.all(np.isfinite(out)):
                 raise ValueError(f"value_fn must return {unique_rows.shape[0]} finite values, got {out.shape}")
             values[needed] = out[inverse]
     if bootstrap_sign is not None:
         values *= bootstrap_sign
-    targets = n_step_value_targets(rewards, plan.reward_mask, values, bootstrap_mask, discount=buffer.discount,
+    targets = n_step_value_targets(rewards, plan.reward_mask, values, bootstrap_mask, discount=tables.layout.discount,
                                    bootstrap_steps=plan.bootstrap_steps)
     return targets.reshape(shape)

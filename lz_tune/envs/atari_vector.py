@@ -30,7 +30,7 @@ from lz_tune.envs.frame_stack import FrameStack
 from lz_tune.envs.options import AtariOptions, Mode, check_mode
 from lz_tune.envs.types import EnvBatch, StepResult
 
-__all__ = ["AtariVectorEnv", "ALE_DEFAULT_MAX_FRAMES", "atari_action_space_size"]
+__all__ = ["AtariVectorEnv", "ALE_DEFAULT_MAX_FRAMES", "atari_action_space_size", "make_ale_vector_env"]
 
 ALE_DEFAULT_MAX_FRAMES = 108_000
 """ALE's default cap on emulator frames per game (30 minutes at 60 Hz)."""
@@ -46,6 +46,48 @@ def atari_action_space_size(game: str, *, full_action_space: bool) -> int:
     ale.loadROM(roms.get_rom_path(game))
     actions = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
     return len(actions)
+
+
+def make_ale_vector_env(env_id: str, num_envs: int, options: AtariOptions, *, num_threads: int | None = None,
+                        screen: bool = False):
+    """The ``ale_py`` vector env behind :class:`AtariVectorEnv` (module docstring: same-step
+    autoreset, one frame per step, no episodic life, no reward clipping): the game, action set,
+    sticky actions, no-op starts, fire reset, frame skip and frame cap of ``env_id`` and
+    ``options``. ``screen``: observations are the full RGB screen (210x160x3 for most games)
+    without max-pool, what ``render_mode="rgb_array"`` shows, instead of the preprocessed frame
+    (the game is the same: ALE is deterministic given the seed and the actions).
+    ``num_threads`` defaults to ``options.num_threads``."""
+    import ale_py
+    from ale_py import roms
+    from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
+
+    resolved = resolve_env_id(env_id)
+    if screen:
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # static: before the banner
+        ale = ale_py.ALEInterface()
+        ale.loadROM(roms.get_rom_path(resolved.atari_game))
+        height, width = ale.getScreenDims()
+        image = dict(img_height=int(height), img_width=int(width), grayscale=False, maxpool=False)
+    else:
+        image = dict(img_height=options.image_size, img_width=options.image_size, grayscale=options.grayscale,
+                     maxpool=True)
+    return AleVectorEnv(
+        resolved.atari_game,
+        num_envs,
+        num_threads=options.num_threads if num_threads is None else num_threads,
+        max_num_frames_per_episode=options.max_episode_steps or ALE_DEFAULT_MAX_FRAMES,
+        repeat_action_probability=options.repeat_action_probability,
+        full_action_space=resolved.atari_full_action_space,
+        autoreset_mode="SameStep",
+        stack_num=1,
+        frameskip=options.frame_skip,
+        noop_max=options.noop_max,
+        episodic_life=False,
+        life_loss_info=False,
+        reward_clipping=False,
+        use_fire_reset=options.use_fire_reset,
+        **image,
+    )
 
 
 class AtariVectorEnv(VectorEnv):
@@ -88,65 +130,44 @@ class AtariVectorEnv(VectorEnv):
         resolved = resolve_env_id(env_id)
         if not resolved.is_atari:
             raise ValueError(f"env id {env_id!r} is not an ALE id; use GymVectorEnv")
-        from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
-
         self.env_id = resolved.env_id
         self.mode = mode
         self.options = options
         self._closed = False
-        self._init_seed(seed)
+        self.init_seed(seed)
         self._episodic_life = mode == "collect" and options.episodic_life
         self._clip_rewards = mode == "collect" and options.clip_rewards
-        self._ale = AleVectorEnv(
-            resolved.atari_game,
-            num_envs,
-            num_threads=options.num_threads,
-            max_num_frames_per_episode=options.max_episode_steps or ALE_DEFAULT_MAX_FRAMES,
-            repeat_action_probability=options.repeat_action_probability,
-            full_action_space=resolved.atari_full_action_space,
-            autoreset_mode="SameStep",
-            img_height=options.image_size,
-            img_width=options.image_size,
-            grayscale=options.grayscale,
-            stack_num=1,
-            frameskip=options.frame_skip,
-            maxpool=True,
-            noop_max=options.noop_max,
-            episodic_life=False,
-            life_loss_info=False,
-            reward_clipping=False,
-            use_fire_reset=options.use_fire_reset,
-        )
+        self._ale = make_ale_vector_env(env_id, num_envs, options)
         self.num_envs = num_envs
         self.action_space_size = int(self._ale.single_action_space.n)
         self.frame_stack = options.frame_stack
         self.frame_shape = options.frame_shape
         self.observation_shape = options.observation_shape
         self.observation_dtype = np.dtype(np.uint8)
-        self._stack = FrameStack(
+        self.frame_stacker = FrameStack(
             num_envs=num_envs, frame_shape=self.frame_shape, stack=self.frame_stack, dtype=np.uint8
         )
-        self._tracker = EpisodeTracker(num_envs=num_envs)
-        self._timestep = np.zeros(num_envs, dtype=np.int64)
+        self.episode_tracker = EpisodeTracker(num_envs=num_envs)
+        self.timesteps = np.zeros(num_envs, dtype=np.int64)
         self._lives = np.zeros(num_envs, dtype=np.int64)
         self._action_mask = np.ones((num_envs, self.action_space_size), dtype=bool)
         self._to_play = np.full(num_envs, -1, dtype=np.int64)
-        self._needs_reset = True
+        self.needs_reset = True
 
     def reset(self, seed: int | None = None) -> EnvBatch:
         """Start a new game in every env, env ``i`` seeded with ``seed + i``."""
-        self._check_open()
-        seed = self._take_seed(seed)
+        self.check_open()
+        seed = self.take_seed(seed)
         obs, info = self._ale.reset(seed=seed)
         order = self._order(info)
         frames = self._frames(obs[order])
         self._lives[:] = info["lives"][order]
-        return self._begin_episodes(frames)
+        return self.begin_episodes(frames)
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every game with ``actions`` ``[N]`` int and restart the finished ones."""
-        self._check_ready()
-        actions = self._check_actions(actions)
+        self.check_ready()
+        actions = self.check_actions(actions)
         obs, raw_reward, game_over, truncated, info = self._ale.step(actions)
         order = self._order(info)
         frames = self._frames(obs[order])
@@ -160,14 +181,14 @@ class AtariVectorEnv(VectorEnv):
         self._lives[:] = lives
         terminated = game_over | (life_lost if self._episodic_life else False)
         reward = np.sign(raw_reward) if self._clip_rewards else raw_reward
-        episode_return, episode_length = self._tracker.update(raw_reward, real_end)
+        episode_return, episode_length = self.episode_tracker.update(raw_reward, real_end)
 
-        self._stack.push(frames)
-        self._stack.reset(frames, mask=real_end)
-        self._timestep += 1
-        self._timestep[terminated | truncated] = 0
+        self.frame_stacker.push(frames)
+        self.frame_stacker.reset(frames, mask=real_end)
+        self.timesteps += 1
+        self.timesteps[terminated | truncated] = 0
         return StepResult(
-            batch=self._batch(frames),
+            batch=self.current_batch(frames),
             reward=reward.astype(np.float32),
             terminated=terminated,
             truncated=truncated,
@@ -183,7 +204,7 @@ class AtariVectorEnv(VectorEnv):
             self._ale.close()
             self._ale = None
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"AtariVectorEnv({self.env_id!r}) is closed")
 
@@ -200,11 +221,11 @@ class AtariVectorEnv(VectorEnv):
             return np.array(obs, dtype=np.uint8, copy=True)
         return np.ascontiguousarray(obs[:, 0].transpose(0, 3, 1, 2))
 
-    def _batch(self, frames: np.ndarray) -> EnvBatch:
+    def current_batch(self, frames: np.ndarray) -> EnvBatch:
         return EnvBatch(
-            observation=self._stack.observation(),
+            observation=self.frame_stacker.observation(),
             frame=frames,
             action_mask=self._action_mask.copy(),
             to_play=self._to_play.copy(),
-            timestep=self._timestep.copy(),
+            timestep=self.timesteps.copy(),
         )

@@ -6,6 +6,8 @@ import abc
 
 import numpy as np
 
+from lz_tune.envs.episode_tracker import EpisodeTracker
+from lz_tune.envs.frame_stack import FrameStack
 from lz_tune.envs.types import EnvBatch, StepResult
 
 __all__ = ["VectorEnv"]
@@ -46,6 +48,26 @@ class VectorEnv(abc.ABC):
     frame_stack: int
     observation_dtype: np.dtype
 
+    # What an implementation keeps for the helpers below (check_sizes ... check_actions), which
+    # every built-in vector env calls from its reset() / step():
+    frame_stacker: FrameStack
+    """The last ``frame_stack`` frames of every env (:meth:`begin_episodes` resets it)."""
+    episode_tracker: EpisodeTracker
+    """Running return and length of every env's episode."""
+    timesteps: np.ndarray
+    """[N] int64 steps since each env's episode began."""
+    needs_reset: bool
+    """True until the first :meth:`reset` (and after a failed step): :meth:`check_ready` refuses
+    to step."""
+
+    @abc.abstractmethod
+    def current_batch(self, frames: np.ndarray) -> EnvBatch:
+        """The batch the envs are in now, given their latest ``frames`` [N, *frame_shape]."""
+
+    @abc.abstractmethod
+    def check_open(self) -> None:
+        """Raise RuntimeError once :meth:`close` has run."""
+
     @abc.abstractmethod
     def reset(self, seed: int | None = None) -> EnvBatch:
         """Start a new episode in every env (env ``i`` seeded with ``seed + i``)."""
@@ -66,7 +88,7 @@ class VectorEnv(abc.ABC):
         self.close()
 
     @staticmethod
-    def _check_sizes(num_envs: int, frame_stack: int, max_episode_steps: int | None) -> None:
+    def check_sizes(num_envs: int, frame_stack: int, max_episode_steps: int | None) -> None:
         """Raise ValueError for sizes no vector env accepts."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -75,36 +97,41 @@ class VectorEnv(abc.ABC):
         if max_episode_steps is not None and max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
 
-    def _init_seed(self, seed: int | None) -> None:
+    def init_seed(self, seed: int | None) -> None:
         """Remember the construction seed for the first unseeded ``reset()``."""
         self._initial_seed = seed
 
-    def _take_seed(self, seed: int | None) -> int | None:
+    @property
+    def pending_seed(self) -> int | None:
+        """The construction seed the first unseeded ``reset()`` will apply (None once applied)."""
+        return getattr(self, "_initial_seed", None)
+
+    def take_seed(self, seed: int | None) -> int | None:
         """The seed a ``reset(seed)`` call should apply: the construction seed once, if none given."""
         if seed is None:
             seed = self._initial_seed
         self._initial_seed = None
         return seed
 
-    def _begin_episodes(self, frames: np.ndarray) -> EnvBatch:
+    def begin_episodes(self, frames: np.ndarray) -> EnvBatch:
         """After a full reset: fresh frame stacks, episode counters and timesteps for every env.
 
-        Subclasses keep ``_stack`` (FrameStack), ``_tracker`` (EpisodeTracker), ``_timestep``
-        and ``_needs_reset`` and implement ``_batch(frames)``.
+        Uses the implementation's ``frame_stacker``, ``episode_tracker``, ``timesteps``,
+        ``needs_reset`` and :meth:`current_batch`.
         """
-        self._stack.reset(frames)
-        self._tracker.reset()
-        self._timestep[:] = 0
-        self._needs_reset = False
-        return self._batch(frames)
+        self.frame_stacker.reset(frames)
+        self.episode_tracker.reset()
+        self.timesteps[:] = 0
+        self.needs_reset = False
+        return self.current_batch(frames)
 
-    def _check_ready(self) -> None:
+    def check_ready(self) -> None:
         """Raise unless the envs are open and have been reset."""
-        self._check_open()
-        if self._needs_reset:
+        self.check_open()
+        if self.needs_reset:
             raise RuntimeError("call reset() before step()")
 
-    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
+    def check_actions(self, actions: np.ndarray) -> np.ndarray:
         """Validate ``actions`` and return them as int64 ``[N]`` (float32 ``[N, D]`` for a
         continuous space, values in [-1, 1])."""
         actions = np.asarray(actions)

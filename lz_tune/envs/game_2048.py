@@ -426,9 +426,9 @@ class Game2048VectorEnv(VectorEnv):
         frame_stack: int = 1,
         max_episode_steps: int | None = None,
     ) -> None:
-        self._check_sizes(num_envs, frame_stack, max_episode_steps)
+        self.check_sizes(num_envs, frame_stack, max_episode_steps)
         self._closed = False
-        self._init_seed(seed)
+        self.init_seed(seed)
         self.num_envs = num_envs
         self.action_space_size = NUM_ACTIONS
         self.action_dim = 0
@@ -436,18 +436,18 @@ class Game2048VectorEnv(VectorEnv):
         self.max_episode_steps = max_episode_steps
         self.observation_dtype = np.dtype(np.float32)
         self.frame_shape = (OBSERVATION_SIZE,)
-        self._stack = FrameStack(
+        self.frame_stacker = FrameStack(
             num_envs=num_envs, frame_shape=self.frame_shape, stack=frame_stack, dtype=self.observation_dtype
         )
-        self.observation_shape = self._stack.observation_shape
-        self._tracker = EpisodeTracker(num_envs=num_envs)
-        self._timestep = np.zeros(num_envs, dtype=np.int64)
+        self.observation_shape = self.frame_stacker.observation_shape
+        self.episode_tracker = EpisodeTracker(num_envs=num_envs)
+        self.timesteps = np.zeros(num_envs, dtype=np.int64)
         self._to_play = np.full(num_envs, -1, dtype=np.int64)
         self._uniforms = _PerEnvUniforms(num_envs)
         self._all_envs = np.arange(num_envs)
         self._boards = np.zeros((num_envs, SIZE, SIZE), dtype=np.int8)
         self._action_mask = np.zeros((num_envs, NUM_ACTIONS), dtype=bool)
-        self._needs_reset = True
+        self.needs_reset = True
 
     @property
     def boards(self) -> np.ndarray:
@@ -456,13 +456,13 @@ class Game2048VectorEnv(VectorEnv):
 
     def reset(self, seed: int | None = None) -> EnvBatch:
         """Start a new game in every env, env ``i`` seeded with ``seed + i``."""
-        self._check_open()
-        seed = self._take_seed(seed)
+        self.check_open()
+        seed = self.take_seed(seed)
         if seed is not None or not self._uniforms.seeded:
             self._uniforms.seed(seed)
         self._boards = _new_boards_from_uniforms(self._uniforms.take(self._all_envs, 4))
         self._action_mask = _legal_moves(self._boards)
-        return self._begin_episodes(_observation(self._boards))
+        return self.begin_episodes(_observation(self._boards))
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Move every game with ``actions`` ``[N]`` int (0 up, 1 right, 2 down, 3 left), spawn a
@@ -471,8 +471,8 @@ class Game2048VectorEnv(VectorEnv):
         Raises:
             ValueError: an action does not change its board (names the env and the action).
         """
-        self._check_ready()
-        actions = self._check_actions(actions)
+        self.check_ready()
+        actions = self.check_actions(actions)
         afterstates, reward, changed = _apply_moves(self._boards, actions)
         if not changed.all():
             i = int(np.flatnonzero(~changed)[0])
@@ -486,7 +486,7 @@ class Game2048VectorEnv(VectorEnv):
         terminated = ~mask.any(axis=1)
         truncated = np.zeros(self.num_envs, dtype=bool)
         if self.max_episode_steps is not None:
-            truncated = (self._timestep + 1 >= self.max_episode_steps) & ~terminated
+            truncated = (self.timesteps + 1 >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
         final = _observation(boards)
         frames = final
@@ -497,13 +497,13 @@ class Game2048VectorEnv(VectorEnv):
             frames = final.copy()
             frames[ended] = _observation(boards[ended])
         self._boards, self._action_mask = boards, mask
-        episode_return, episode_length = self._tracker.update(reward.astype(np.float64), done)
-        self._stack.push(frames)
-        self._stack.reset(frames, mask=done)
-        self._timestep += 1
-        self._timestep[done] = 0
+        episode_return, episode_length = self.episode_tracker.update(reward.astype(np.float64), done)
+        self.frame_stacker.push(frames)
+        self.frame_stacker.reset(frames, mask=done)
+        self.timesteps += 1
+        self.timesteps[done] = 0
         return StepResult(
-            batch=self._batch(frames),
+            batch=self.current_batch(frames),
             reward=reward,
             terminated=terminated,
             truncated=truncated,
@@ -518,17 +518,17 @@ class Game2048VectorEnv(VectorEnv):
         """Nothing to release; later calls to reset/step raise. Safe to call more than once."""
         self._closed = True
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._closed:
             raise RuntimeError("Game2048VectorEnv is closed")
 
-    def _batch(self, frames: np.ndarray) -> EnvBatch:
+    def current_batch(self, frames: np.ndarray) -> EnvBatch:
         return EnvBatch(
-            observation=self._stack.observation(),
+            observation=self.frame_stacker.observation(),
             frame=frames,
             action_mask=self._action_mask.copy(),
             to_play=self._to_play.copy(),
-            timestep=self._timestep.copy(),
+            timestep=self.timesteps.copy(),
         )
 
 

@@ -81,7 +81,7 @@ class GymVectorEnv(VectorEnv):
         action_repeat: int = 1,
         make_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        self._check_sizes(num_envs, frame_stack, max_episode_steps)
+        self.check_sizes(num_envs, frame_stack, max_episode_steps)
         if action_repeat < 1:
             raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
         self.action_repeat = int(action_repeat)
@@ -90,13 +90,13 @@ class GymVectorEnv(VectorEnv):
             kwargs["max_episode_steps"] = max_episode_steps
         self.env_id = env_id
         self._closed = False
-        self._init_seed(seed)
-        self._envs: list[gymnasium.Env] = []
+        self.init_seed(seed)
+        self.gym_envs: list[gymnasium.Env] = []
         try:
             first = gymnasium.make(env_id, **kwargs)
-            self._envs.append(first)
+            self.gym_envs.append(first)
             action_space, observation_space = check_gym_spaces(env_id, first)
-            self._envs.extend(gymnasium.make(env_id, **kwargs) for _ in range(num_envs - 1))
+            self.gym_envs.extend(gymnasium.make(env_id, **kwargs) for _ in range(num_envs - 1))
         except BaseException:
             self.close()
             raise
@@ -114,35 +114,35 @@ class GymVectorEnv(VectorEnv):
         self.frame_stack = frame_stack
         self.observation_dtype = observation_dtype_of(observation_space)
         self.frame_shape = tuple(int(d) for d in observation_space.shape)
-        self._stack = FrameStack(
+        self.frame_stacker = FrameStack(
             num_envs=num_envs,
             frame_shape=self.frame_shape,
             stack=frame_stack,
             dtype=self.observation_dtype,
         )
-        self.observation_shape = self._stack.observation_shape
-        self._tracker = EpisodeTracker(num_envs=num_envs)
-        self._timestep = np.zeros(num_envs, dtype=np.int64)
+        self.observation_shape = self.frame_stacker.observation_shape
+        self.episode_tracker = EpisodeTracker(num_envs=num_envs)
+        self.timesteps = np.zeros(num_envs, dtype=np.int64)
         self._action_mask = np.ones((num_envs, self.action_space_size), dtype=bool)
         self._to_play = np.full(num_envs, -1, dtype=np.int64)
-        self._needs_reset = True
+        self.needs_reset = True
 
     def reset(self, seed: int | None = None) -> EnvBatch:
         """Reset every env, env ``i`` with seed ``seed + i``; returns ``[N, ...]`` batches."""
-        self._check_open()
-        seed = self._take_seed(seed)
+        self.check_open()
+        seed = self.take_seed(seed)
         frames = np.empty((self.num_envs, *self.frame_shape), dtype=self.observation_dtype)
-        for i, env in enumerate(self._envs):
+        for i, env in enumerate(self.gym_envs):
             obs, info = env.reset(seed=None if seed is None else seed + i)
             frames[i] = obs
             self._read_info(i, info)
-        return self._begin_episodes(frames)
+        return self.begin_episodes(frames)
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every env with ``actions`` ``[N]`` int (``[N, D]`` float in [-1, 1] for Box
         actions, scaled to the bounds here) and autoreset the finished ones."""
-        self._check_ready()
-        actions = self._check_actions(actions)
+        self.check_ready()
+        actions = self.check_actions(actions)
         if self.action_dim:
             scaled = np.clip(self._action_low + (actions.astype(np.float64) + 1.0) * self._action_scale,
                              self._action_low, self._action_low + 2.0 * self._action_scale).astype(np.float32)
@@ -152,7 +152,7 @@ class GymVectorEnv(VectorEnv):
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
-        for i, env in enumerate(self._envs):
+        for i, env in enumerate(self.gym_envs):
             action = scaled[i] if self.action_dim else int(actions[i]) + self._action_start
             for _ in range(self.action_repeat):
                 obs, r, term, trunc, info = env.step(action)
@@ -166,13 +166,13 @@ class GymVectorEnv(VectorEnv):
             frames[i] = obs
             self._read_info(i, info)
         done = terminated | truncated
-        episode_return, episode_length = self._tracker.update(reward, done)
-        self._stack.push(frames)
-        self._stack.reset(frames, mask=done)
-        self._timestep += 1
-        self._timestep[done] = 0
+        episode_return, episode_length = self.episode_tracker.update(reward, done)
+        self.frame_stacker.push(frames)
+        self.frame_stacker.reset(frames, mask=done)
+        self.timesteps += 1
+        self.timesteps[done] = 0
         return StepResult(
-            batch=self._batch(frames),
+            batch=self.current_batch(frames),
             reward=reward.astype(np.float32),
             terminated=terminated,
             truncated=truncated,
@@ -184,12 +184,12 @@ class GymVectorEnv(VectorEnv):
 
     def close(self) -> None:
         """Close every env. Safe to call more than once."""
-        envs, self._envs = self._envs, []
+        envs, self.gym_envs = self.gym_envs, []
         for env in envs:
             env.close()
         self._closed = True
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"GymVectorEnv({self.env_id!r}) is closed")
 
@@ -207,11 +207,11 @@ class GymVectorEnv(VectorEnv):
             self._action_mask[i] = True
         self._to_play[i] = int(info["to_play"]) if "to_play" in info else -1
 
-    def _batch(self, frames: np.ndarray) -> EnvBatch:
+    def current_batch(self, frames: np.ndarray) -> EnvBatch:
         return EnvBatch(
-            observation=self._stack.observation(),
+            observation=self.frame_stacker.observation(),
             frame=frames,
             action_mask=self._action_mask.copy(),
             to_play=self._to_play.copy(),
-            timestep=self._timestep.copy(),
+            timestep=self.timesteps.copy(),
         )

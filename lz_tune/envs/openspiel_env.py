@@ -209,7 +209,7 @@ class OpenSpielVectorEnv(GymVectorEnv):
         self.game_info = info
 
     def _games(self) -> list[OpenSpielEnv]:
-        return [env.unwrapped for env in self._envs]  # type: ignore[misc]
+        return [env.unwrapped for env in self.gym_envs]  # type: ignore[misc]
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every game (self-play: one move; against a bot: the agent's move and the bot's

@@ -32,11 +32,11 @@ import torch
 
 from lz_tune.models.efficientzero import EfficientZeroNetwork
 from lz_tune.models.fast_math import layer_norm_rows, sigmoid_rows, tanh_rows
-from lz_tune.models.mlp_inference import ComposedSearchInference, _activate, add_bias_decode
+from lz_tune.models.mlp_inference import ComposedSearchInference, bias_norm_relu, add_bias_decode
 
 __all__ = ["EfficientZeroSearchInference"]
 
-_EMPTY = np.zeros(0, np.float32)  # no LayerNorm in a prefix fc layer (_activate)
+_EMPTY = np.zeros(0, np.float32)  # no LayerNorm in a prefix fc layer (bias_norm_relu)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -132,7 +132,7 @@ def prefix_head_fused(next_latent, h, c, prefix, depth, horizon, lstm_w, lstm_bi
     np.dot(lstm_in, lstm_w, gates)
     _lstm_step(gates, lstm_bias, c, h_out, c_out, norm_w, norm_b, norm_eps, normed, work, bits)
     np.dot(normed, fc_w, fc_out)
-    _activate(fc_out, fc_b.reshape(1, fc_b.shape[0]), zeros, _EMPTY, _EMPTY, 0.0)
+    bias_norm_relu(fc_out, fc_b.reshape(1, fc_b.shape[0]), zeros, _EMPTY, _EMPTY, 0.0)
     np.dot(fc_out, head_w, head_out)
     return _finish_prefix(head_out, head_b, logits, prefix, depth, horizon, h_out, c_out, reward, child_depth)
 
@@ -161,7 +161,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
     def bind(self, network: EfficientZeroNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters, copies of the LSTM's and the prefix head's."""
         layers = [m for m in network.prefix_mlp if isinstance(m, torch.nn.Linear)]
-        self._bind_muzero(network, (network.muzero.latent_dim, network.lstm_hidden_size,
+        self.bind_muzero(network, (network.muzero.latent_dim, network.lstm_hidden_size,
                                     tuple(m.out_features for m in layers)))
         net = network
         lstm = net.lstm
@@ -174,9 +174,9 @@ class EfficientZeroSearchInference(ComposedSearchInference):
                       fc)
 
     def _buffers_for(self, batch: int) -> dict:
-        buf = self._buffers.get(batch)
+        buf = self.batch_buffers.get(batch)
         if buf is None:
-            d, hidden, widths = self._shapes
+            d, hidden, widths = self.buffer_shapes
             f32 = np.float32
             buf = {"gates": np.empty((batch, 4 * hidden), f32), "lstm_in": np.empty((batch, d + hidden), f32),
                    "h": np.empty((batch, hidden), f32), "c": np.empty((batch, hidden), f32),
@@ -186,7 +186,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
                    "prefix_logits": np.empty((batch, widths[-1]), f32),
                    "reward": np.empty(batch, f32), "depth": np.empty(batch, np.int64),
                    "work": np.empty(2 * batch * 4 * hidden, f32), "bits": np.empty(batch * 4 * hidden, np.int32)}
-            self._buffers[batch] = buf
+            self.batch_buffers[batch] = buf
         return buf
 
     def root(self, latent: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
@@ -194,7 +194,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         with a zero LSTM state, prefix 0 and depth 0 (new arrays)."""
         latent = np.ascontiguousarray(latent, np.float32)
         batch = latent.shape[0]
-        hidden = self._shapes[1]
+        hidden = self.buffer_shapes[1]
         value, policy_logits = self.mlp.prediction(latent)
         state = (latent, np.zeros((batch, hidden), np.float32), np.zeros((batch, hidden), np.float32),
                  np.zeros(batch, np.float32), np.zeros(batch, np.int64))
@@ -224,7 +224,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         _lstm_step(buf["gates"], lstm_bias, c, h_new, c_new, norm_w, norm_b, norm_eps, x, buf["work"], buf["bits"])
         for (weight, bias), out in zip(fc[:-1], buf["fc"]):
             np.dot(x, weight, out=out)
-            _activate(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
+            bias_norm_relu(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
             x = out
         np.dot(x, fc[-1][0], out=buf["prefix_head"])
         child_prefix = _finish_prefix(buf["prefix_head"], fc[-1][1], buf["prefix_logits"], prefix, depth, self.horizon,

@@ -30,7 +30,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from lz_tune.models.support_np import _LN2_HIGH, _LN2_LOW_NEG, _LOG2E, _P0, _P1, _P2, _P3, _P4, _P5  # Cephes expf
+from lz_tune.models.support_np import (  # Cephes expf
+    EXPF_LN2_HIGH, EXPF_LN2_LOW_NEG, EXPF_LOG2E, EXPF_P0, EXPF_P1, EXPF_P2, EXPF_P3, EXPF_P4, EXPF_P5,
+)
 
 __all__ = ["exp_row", "sigmoid_rows", "tanh_rows", "gelu_tanh_rows", "gelu_erf_rows", "layer_norm_rows",
            "erf_row"]
@@ -70,9 +72,9 @@ def exp_row(x, out, bits):
     power_of_two = bits.view(np.float32)
     for j in range(x.shape[0]):
         v = min(max(x[j], _EXP_LO), _EXP_HI)
-        n = np.floor(v * _LOG2E + _HALF)
-        r = v - n * _LN2_HIGH - n * _LN2_LOW_NEG
-        poly = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+        n = np.floor(v * EXPF_LOG2E + _HALF)
+        r = v - n * EXPF_LN2_HIGH - n * EXPF_LN2_LOW_NEG
+        poly = ((((EXPF_P0 * r + EXPF_P1) * r + EXPF_P2) * r + EXPF_P3) * r + EXPF_P4) * r + EXPF_P5
         out[j] = poly * r * r + r + _ONE
         bits[j] = (np.int32(n) + np.int32(127)) << np.int32(23)
     for j in range(x.shape[0]):

@@ -34,7 +34,7 @@ from lz_tune.models.projection import SimSiamProjector
 
 __all__ = ["MuZeroMLPNetwork"]
 
-_LAYER_NORM_EPS = 1e-5
+LAYER_NORM_EPS = 1e-5
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> nn.Parameter:
@@ -173,13 +173,13 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         norms = self._norm_names[trunk]
         if norms:
             weight, bias = norms[0]
-            pre = F.layer_norm(pre, pre.shape[1:], params[weight], params[bias], _LAYER_NORM_EPS)
+            pre = F.layer_norm(pre, pre.shape[1:], params[weight], params[bias], LAYER_NORM_EPS)
         hidden = torch.relu_(pre)
         for index, (weight, bias) in enumerate(self._hidden_names[trunk], start=1):
             pre = torch.addmm(params[bias], hidden, params[weight])
             if norms:
                 norm_weight, norm_bias = norms[index]
-                pre = F.layer_norm(pre, pre.shape[1:], params[norm_weight], params[norm_bias], _LAYER_NORM_EPS)
+                pre = F.layer_norm(pre, pre.shape[1:], params[norm_weight], params[norm_bias], LAYER_NORM_EPS)
             hidden = torch.relu_(pre)
         return hidden
 

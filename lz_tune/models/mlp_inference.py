@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
-from lz_tune.models.mlp import _LAYER_NORM_EPS, MuZeroMLPNetwork
+from lz_tune.models.mlp import LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
 __all__ = ["ComposedSearchInference", "MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent",
@@ -51,7 +51,7 @@ __all__ = ["ComposedSearchInference", "MLPSearchInference", "add_bias_decode", "
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
-def _activate(pre, bias_rows, bias_index, norm_weight, norm_bias, norm_eps):
+def bias_norm_relu(pre, bias_rows, bias_index, norm_weight, norm_bias, norm_eps):
     """In place on ``pre [B, H]``: ``+ bias_rows[bias_index[b]]``, LayerNorm when ``norm_weight``
     is non-empty (``[H]``, biased variance, like ``F.layer_norm``), then ReLU.
 
@@ -97,7 +97,7 @@ def _add_bias_into(head, bias, start, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _finish_dynamics(head, bias, next_latent, reward_logits, range_eps):
+def finish_dynamics(head, bias, next_latent, reward_logits, range_eps):
     """``head [B, D + R]`` (no bias yet) -> writes ``next_latent [B, D]`` (min-max normalised per
     row, range clamped at ``range_eps``) and ``reward_logits [B, R]``, returns the decoded
     ``reward [B]`` float32."""
@@ -132,7 +132,7 @@ def _finish_prediction(head, bias, policy_logits, value_logits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _embed_actions_into(action, weight, bias, out):
+def embed_actions_into(action, weight, bias, out):
     """``out [B, H] = bias [H] + action [B, D_a] @ weight [D_a, H]`` (continuous actions; D_a is
     small, so plain loops beat a GEMM call). Accumulates in the order of ``torch.addmm``'s
     reference result up to float32 rounding."""
@@ -288,8 +288,8 @@ class MLPSearchInference:
             out = outs[i]
             np.dot(x, layer.weight, out=out)
             rows = layer.bias_rows if i or first_rows is None else first_rows
-            _activate(out, rows, first_index if i == 0 else zeros, layer.norm_weight, layer.norm_bias,
-                      _LAYER_NORM_EPS)
+            bias_norm_relu(out, rows, first_index if i == 0 else zeros, layer.norm_weight, layer.norm_bias,
+                      LAYER_NORM_EPS)
             x = out
         return x
 
@@ -300,7 +300,7 @@ class MLPSearchInference:
         if self._action_projection is None:
             return self._trunk(latent, w.dynamics, buf["dynamics"], action, zeros)
         embedded = buf["embedded_actions"]
-        _embed_actions_into(action, *self._action_projection, embedded)
+        embed_actions_into(action, *self._action_projection, embedded)
         return self._trunk(latent, w.dynamics, buf["dynamics"], buf["rows"], zeros, first_rows=embedded)
 
     def dynamics_latent(self, latent: np.ndarray, action: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
@@ -346,7 +346,7 @@ class MLPSearchInference:
         hidden = self.dynamics_hidden(latent, action, buf, zeros)
         np.dot(hidden, w.dynamics_head[0], out=buf["dynamics_head"])
         next_latent = buf["next_latent"]
-        reward = _finish_dynamics(buf["dynamics_head"], w.dynamics_head[1], next_latent, buf["reward_logits"],
+        reward = finish_dynamics(buf["dynamics_head"], w.dynamics_head[1], next_latent, buf["reward_logits"],
                                   LATENT_RANGE_EPS)
         value = self.predict(next_latent, buf, zeros)
         return next_latent, reward, value, buf["policy_logits"]
@@ -355,7 +355,7 @@ class MLPSearchInference:
 class ComposedSearchInference:
     """Base of the engines of the networks that compose a MuZero MLP (``network.muzero``):
     EfficientZero's, Stochastic MuZero's, muzero_rnn_full_obs's. Holds the MuZero engine
-    (``self.mlp``) and the subclass's per-batch buffers, which :meth:`_bind_muzero` drops when
+    (``self.mlp``) and the subclass's per-batch buffers, which :meth:`bind_muzero` drops when
     the network's shapes change."""
 
     network_type: type = type(None)
@@ -363,8 +363,8 @@ class ComposedSearchInference:
 
     def __init__(self) -> None:
         self.mlp = MLPSearchInference()
-        self._buffers: dict[int, dict] = {}
-        self._shapes: Optional[tuple] = None
+        self.batch_buffers: dict[int, dict] = {}
+        self.buffer_shapes: Optional[tuple] = None
 
     @classmethod
     def supports(cls, network: torch.nn.Module) -> bool:
@@ -373,13 +373,13 @@ class ComposedSearchInference:
         return (type(network) is cls.network_type and type(network.muzero) is MuZeroMLPNetwork
                 and cpu_float32(network))
 
-    def _bind_muzero(self, network: torch.nn.Module, shapes: tuple) -> None:
+    def bind_muzero(self, network: torch.nn.Module, shapes: tuple) -> None:
         """Refuse unsupported networks, bind the MuZero engine, keep the buffers if ``shapes``
         (the subclass's buffer shapes) are unchanged."""
         if not self.supports(network):
             raise ValueError(f"{type(self).__name__} needs an MLP {self.network_type.__name__} with float32 "
                              "parameters on the CPU")
         self.mlp.bind(network.muzero)
-        if shapes != self._shapes:
-            self._shapes = shapes
-            self._buffers.clear()
+        if shapes != self.buffer_shapes:
+            self.buffer_shapes = shapes
+            self.batch_buffers.clear()

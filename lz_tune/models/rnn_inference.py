@@ -21,7 +21,7 @@ import torch
 
 from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.fast_math import sigmoid_rows, tanh_rows
-from lz_tune.models.mlp_inference import ComposedSearchInference, _finish_dynamics
+from lz_tune.models.mlp_inference import ComposedSearchInference, finish_dynamics
 from lz_tune.models.rnn_full_obs import RNNFullObsNetwork
 
 __all__ = ["RNNFullObsSearchInference", "gru_gates_into"]
@@ -97,7 +97,7 @@ class RNNFullObsSearchInference(ComposedSearchInference):
     def bind(self, network: RNNFullObsNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters; contiguous ``[in, out]`` copies of the GRU's
         and the read-in's weights."""
-        self._bind_muzero(network, (network.latent_size, network.hidden_size))
+        self.bind_muzero(network, (network.latent_size, network.hidden_size))
         gru, read = network.gru, network.history_to_latent
         d = network.latent_size
         with torch.no_grad():
@@ -107,11 +107,11 @@ class RNNFullObsSearchInference(ComposedSearchInference):
                          read.weight.t().contiguous().numpy(), read.bias.detach().numpy())
 
     def _buffers_for(self, batch: int) -> dict:
-        buf = self._buffers.get(batch)
+        buf = self.batch_buffers.get(batch)
         if buf is None:
-            d, hidden = self._shapes
+            d, hidden = self.buffer_shapes
             f32 = np.float32
-            buf = self._buffers[batch] = {
+            buf = self.batch_buffers[batch] = {
                 "gx": np.empty((batch, 3 * hidden), f32), "gh": np.empty((batch, 3 * hidden), f32),
                 "rz": np.empty((batch, 2 * hidden), f32), "n": np.empty((batch, hidden), f32),
                 "history": np.empty((batch, hidden), f32), "read": np.empty((batch, d), f32),
@@ -137,7 +137,7 @@ class RNNFullObsSearchInference(ComposedSearchInference):
         head_weight, head_bias = self.mlp.dynamics_head
         np.dot(hidden, head_weight, out=mlp_buf["dynamics_head"])
         next_latent = mlp_buf["next_latent"]
-        reward = _finish_dynamics(mlp_buf["dynamics_head"], head_bias, next_latent, mlp_buf["reward_logits"],
+        reward = finish_dynamics(mlp_buf["dynamics_head"], head_bias, next_latent, mlp_buf["reward_logits"],
                                   LATENT_RANGE_EPS)
         np.dot(next_history, w_read, out=buf["read"])
         _read_in(next_latent, buf["read"], b_read, buf["read_latent"], buf["work"], buf["bits"])

@@ -3,7 +3,7 @@ hidden layer, then a ``Linear`` head) on numpy, for the engines of the composed 
 (Stochastic MuZero's afterstate head and chance dynamics).
 
 Per hidden layer one GEMM (numpy's BLAS, a contiguous ``[in, out]`` copy of the weight made at
-construction) and one kernel (bias, LayerNorm, ReLU: :func:`lz_tune.models.mlp_inference._activate`);
+construction) and one kernel (bias, LayerNorm, ReLU: :func:`lz_tune.models.mlp_inference.bias_norm_relu`);
 the head is a GEMM whose bias the caller adds with its own finishing kernel.
 
 A first layer over ``[x | one_hot(index)]`` (a chance code appended to a latent) is split the way
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lz_tune.models.mlp_inference import _activate
+from lz_tune.models.mlp_inference import bias_norm_relu
 
 __all__ = ["SequentialMLP"]
 
@@ -68,7 +68,7 @@ class SequentialMLP:
         for i, weight in enumerate(self._weights[:-1]):
             np.dot(x, weight, out=outs[i])
             norm_weight, norm_bias, eps = self._norms[i]
-            _activate(outs[i], self._bias_rows[i], index if i == 0 and self.one_hot else zeros, norm_weight,
+            bias_norm_relu(outs[i], self._bias_rows[i], index if i == 0 and self.one_hot else zeros, norm_weight,
                       norm_bias, eps)
             x = outs[i]
         np.dot(x, self._weights[-1], out=outs[-1])

@@ -45,7 +45,7 @@ class StochasticSearchInference(ComposedSearchInference):
 
     def bind(self, network: StochasticMuZeroNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters, copies of the small heads' weights."""
-        self._bind_muzero(network, ())
+        self.bind_muzero(network, ())
         chance = network.chance_space_size
         self._afterstate = SequentialMLP(network.afterstate_head)
         self._chance = SequentialMLP(network.chance_dynamics, one_hot_inputs=chance)

@@ -16,15 +16,16 @@ import numpy as np
 
 __all__ = ["support_to_scalar_np"]
 
-_LOG2E = np.float32(1.4426950408889634)
-_LN2_HIGH = np.float32(0.693359375)  # ln 2 = _LN2_HIGH + _LN2_LOW_NEG (Cephes split)
-_LN2_LOW_NEG = np.float32(-2.12194440e-4)
-_P0 = np.float32(1.9875691500e-4)
-_P1 = np.float32(1.3981999507e-3)
-_P2 = np.float32(8.3334519073e-3)
-_P3 = np.float32(4.1665795894e-2)
-_P4 = np.float32(1.6666665459e-1)
-_P5 = np.float32(5.0000001201e-1)
+# Cephes expf constants, shared with lz_tune.models.fast_math's kernels.
+EXPF_LOG2E = np.float32(1.4426950408889634)
+EXPF_LN2_HIGH = np.float32(0.693359375)  # ln 2 = EXPF_LN2_HIGH + EXPF_LN2_LOW_NEG (Cephes split)
+EXPF_LN2_LOW_NEG = np.float32(-2.12194440e-4)
+EXPF_P0 = np.float32(1.9875691500e-4)
+EXPF_P1 = np.float32(1.3981999507e-3)
+EXPF_P2 = np.float32(8.3334519073e-3)
+EXPF_P3 = np.float32(4.1665795894e-2)
+EXPF_P4 = np.float32(1.6666665459e-1)
+EXPF_P5 = np.float32(5.0000001201e-1)
 _EXP_FLOOR = np.float32(-87.0)  # exp(-87) ~ 1.6e-38 is still a normal float32
 _EXPONENT_MASK = 0x7F800000  # float32 exponent bits; all set <=> NaN or inf
 # Reassociation lets LLVM vectorise the float64 reductions; nnan/ninf are left off.
@@ -84,9 +85,9 @@ def support_to_scalar_np(logits: np.ndarray, eps: float = 0.001) -> np.ndarray:
             x = row[j] - peak
             if x < _EXP_FLOOR:
                 x = _EXP_FLOOR
-            n = np.floor(x * _LOG2E + np.float32(0.5))
-            r = x - n * _LN2_HIGH - n * _LN2_LOW_NEG
-            poly = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+            n = np.floor(x * EXPF_LOG2E + np.float32(0.5))
+            r = x - n * EXPF_LN2_HIGH - n * EXPF_LN2_LOW_NEG
+            poly = ((((EXPF_P0 * r + EXPF_P1) * r + EXPF_P2) * r + EXPF_P3) * r + EXPF_P4) * r + EXPF_P5
             mantissa[j] = poly * r * r + r + np.float32(1.0)
             exponent_bits[j] = (np.int32(n) + np.int32(127)) << np.int32(23)
         norm = 0.0

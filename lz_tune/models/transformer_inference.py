@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from lz_tune.models.fast_math import exp_row, gelu_erf_rows, gelu_tanh_rows, layer_norm_rows
-from lz_tune.models.mlp_inference import _embed_actions_into, add_bias_decode, cpu_float32, limit_blas_threads
+from lz_tune.models.mlp_inference import embed_actions_into, add_bias_decode, cpu_float32, limit_blas_threads
 from lz_tune.models.unizero import UniZeroWorldModel
 
 __all__ = ["TransformerSearchInference", "attend_token", "assemble_window", "token_pass"]
@@ -569,7 +569,7 @@ class TransformerSearchInference:
         cos, sin = self._rope_tables(int(self._arena[4][rows].max()) + _TOKENS_PER_STEP)
         x, mid, work, bits = buf["x"], buf["mid"], buf["work"], buf["bits"]
         if self._dims[-1]:  # continuous actions: Linear(D, E, bias=False)
-            _embed_actions_into(action, w.action, buf["zero_bias"], x)
+            embed_actions_into(action, w.action, buf["zero_bias"], x)
         else:
             np.take(w.action, action, axis=0, out=x)
         h = self._token(buf, rows, 0, cos, sin)

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from lz_tune.pipeline.ray_backend import _normal_priority, _WorkerBody
+from lz_tune.pipeline.ray_backend import take_normal_priority, WorkerBody
 
 __all__ = ["LearnerWorker", "time_all_reduce", "to_float64", "weights_from_numpy", "weights_to_numpy"]
 
@@ -36,17 +36,17 @@ class _Forward(torch.nn.Module):
         return fn()
 
 
-class LearnerWorker(_WorkerBody):
+class LearnerWorker(WorkerBody):
     """Ray actor body: one learner rank. Built from the run's config dict and env spec; the
     process group is set up by Ray Train's torch backend before :meth:`wrap_data_parallel`."""
 
-    _object_store = None
+    object_store = None
 
     def __init__(self, cfg_dict: dict[str, Any], spec, num_threads: int) -> None:
         from lz_tune.algos import get_algorithm
         from lz_tune.config import Config
 
-        _normal_priority()  # on the critical path of every update, like a collector
+        take_normal_priority()  # on the critical path of every update, like a collector
         torch.set_num_threads(max(1, int(num_threads)))
         self.cfg = Config.from_dict(cfg_dict)
         torch.manual_seed(self.cfg.seed)

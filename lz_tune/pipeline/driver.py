@@ -19,7 +19,7 @@ process; workers only get immutable weight snapshots and return data (spec 2.2).
 knows no policy type: the learner builds its own training batch (``learner.make_batch``) and
 the buffer is built from the type's declared step columns.
 
-Why one file of ~570 lines: the loop's stages, their metrics and the checkpoint/restore paths
+Why one file: the loop's stages, their metrics and the checkpoint/restore paths
 share the counters and the pending-evaluation states; kept together, the order of the loop and
 what a checkpoint holds read in one place.
 """
@@ -27,7 +27,6 @@ what a checkpoint holds read in one place.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import os
@@ -41,7 +40,7 @@ import torch
 
 from lz_tune.algos import get_algorithm
 from lz_tune.buffer.game_buffer import GameBuffer
-from lz_tune.buffer.reanalysis import enough_for_reanalysis, segments_for_sequences
+from lz_tune.buffer.reanalysis import segments_for_sequences
 from lz_tune.checkpoint import CheckpointError, load_buffer_state, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
@@ -50,8 +49,10 @@ from lz_tune.parallel import make_learner
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline import buffer_checkpoint
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
+from lz_tune.pipeline.policy_lag import PolicyLag
 from lz_tune.pipeline.restore import RestoreReport, budgets_after_restore, with_config_hyperparameters
 from lz_tune.pipeline.snapshot import SnapshotPublisher
+from lz_tune.run_folder import BEST_CHECKPOINT, LATEST_CHECKPOINT, RunFolder
 from lz_tune.workers import CollectResult, EvalResult, env_spec_for, epsilon_at, temperature_at
 from lz_tune.workers.match_stats import format_match
 
@@ -60,11 +61,6 @@ _log = logging.getLogger(__name__)
 #: the replay buffer file of checkpoints written before incremental buffer checkpoints (still read
 #: beside a checkpoint that names no buffer manifest); see lz_tune.pipeline.buffer_checkpoint
 BUFFER_FILE = "replay_buffer.pt"
-#: a CLI run's evaluation history in its exp dir: one JSON object per evaluation, with the keys of a
-#: Tune result (Tune's own result.json format), so lz_tune.analysis reads a run like a Tune trial
-HISTORY_FILE = "result.json"
-#: a CLI run's flat config (dotted keys), like a Tune trial's params.json
-PARAMS_FILE = "params.json"
 
 
 @dataclass
@@ -189,14 +185,7 @@ class Driver:
         self.eval_history: deque[dict[str, Any]] = deque(maxlen=10_000)  # bounded for runs of weeks
         self._pending_eval_states: dict[int, dict[str, Any]] = {}
         self._last_eval_launch_iter: Optional[int] = None
-        # recent policy lags (bounded: a run of days must not grow memory)
-        self._launch_lags: deque[int] = deque(maxlen=1000)
-        self._start_lags: deque[int] = deque(maxlen=1000)
-        self._return_lags: deque[int] = deque(maxlen=1000)
-        # time.time() of the latest updates, newest last: which train_iter was current when a collect
-        # really started (bounded: only updates since the oldest collect still running matter)
-        self._update_times: deque[float] = deque(maxlen=100_000)
-        self.max_launch_lag = 0  # over the whole run: the bound max_policy_lag promises
+        self.policy_lag = PolicyLag()
         self._recent_returns: list[float] = []
         self._last_logs: dict[str, float] = {}
         self._final_eval_launched = False
@@ -208,24 +197,17 @@ class Driver:
         #: collectors), "eval" (an evaluation launched); what the semantic tests compare
         self.event_log: Optional[list[tuple[str, dict[str, Any]]]] = None
         #: saves / loads the replay buffer with checkpoints (a Tune trial gives it its trial's store)
-        self.buffer_checkpoints = buffer_checkpoint.for_run(
-            cfg, os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None, log=self.print)
+        self.run_folder = RunFolder(exp_dir, write_files=write_checkpoints)
+        self.buffer_checkpoints = buffer_checkpoint.for_run(cfg, self.run_folder.ckpt_dir, log=self.print)
         self.restore_report = RestoreReport()
         if ckpt is not None:
             self._restore(ckpt)
             self._load_buffer_beside(resume_from, ckpt)
 
         self.exp_dir = exp_dir
-        self.ckpt_dir = os.path.join(exp_dir, "ckpt") if exp_dir and write_checkpoints else None
-        self._history_path = os.path.join(exp_dir, HISTORY_FILE) if exp_dir and write_checkpoints else None
-        if exp_dir:
-            os.makedirs(exp_dir, exist_ok=True)
-            with open(os.path.join(exp_dir, "config.json"), "w") as f:
-                json.dump(cfg.to_dict(), f, indent=2)
-            if self._history_path:
-                with open(os.path.join(exp_dir, PARAMS_FILE), "w") as f:
-                    json.dump(cfg.flat_dict(), f, indent=2)
-        self.logger = ScalarLogger(os.path.join(exp_dir, "tb") if exp_dir else None)
+        self.ckpt_dir = self.run_folder.ckpt_dir
+        self.run_folder.write_config(cfg.to_dict(), cfg.flat_dict())
+        self.logger = ScalarLogger(self.run_folder.tb_dir)
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
         self.batches_prepared_ahead = 0
         self._started_ray = False
@@ -263,13 +245,8 @@ class Driver:
 
     def train_iter_at(self, t: float) -> int:
         """The learner's train_iter at wall-clock time ``t`` (``time.time()``): updates finished
-        after ``t`` are not counted (updates older than the last 100k are assumed before ``t``)."""
-        later = 0
-        for finished in reversed(self._update_times):
-            if finished <= t:
-                break
-            later += 1
-        return self.train_iter - later
+        after ``t`` are not counted (see :class:`~lz_tune.pipeline.policy_lag.PolicyLag`)."""
+        return self.policy_lag.train_iter_at(t, self.train_iter)
 
     @property
     def trainable(self) -> bool:
@@ -315,7 +292,20 @@ class Driver:
         """Consume the work that has finished, without waiting: at the end of a run and at close,
         a collect that finished is counted and its segments kept rather than thrown away (a
         collect still running then is discarded: see :meth:`close`)."""
-        self._consume(self.backend.poll(0.0))
+        self.consume_finished(wait_s=0.0)
+
+    def consume_finished(self, *, wait_s: float = 0.0) -> None:
+        """Take in the collects and evaluations that have finished, as the loop does: segments
+        pushed to the buffer, budgets queued, evaluations recorded, failures reported. Waits up to
+        ``wait_s`` seconds for the first one (0: only what is done now). Launches nothing; for
+        callers that drive the backend themselves (benchmarks) between :meth:`step` calls."""
+        self._consume(self.backend.poll(wait_s))
+
+    def train_one_update(self) -> None:
+        """One learner update exactly as the loop makes it (sample a batch, learn, write the
+        priorities back, count it), without taking a queued budget; the buffer must hold a batch
+        (:attr:`trainable`). For benchmarks that time updates alone."""
+        self._train_one()
 
     def step(self, *, max_seconds: float) -> dict[str, Any]:
         """Run the loop for about ``max_seconds`` (at least one iteration); returns metrics."""
@@ -379,8 +369,7 @@ class Driver:
             if self.publisher.num_published != published:
                 self._event("publish", train_iter=snapshot.train_iter)
             lag = self.train_iter - snapshot.train_iter
-            self._launch_lags.append(lag)
-            self.max_launch_lag = max(self.max_launch_lag, lag)
+            self.policy_lag.record_launch(lag)
             self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter),
                                         epsilon=epsilon_at(self.cfg, self.counters.env_steps))
 
@@ -390,8 +379,8 @@ class Driver:
         c.collects += 1
         c.episodes += len(result.episode_returns)
         self._recent_returns = (self._recent_returns + list(result.episode_returns))[-100:]
-        self._start_lags.append(self.train_iter_at(result.started_at) - result.policy_train_iter)
-        self._return_lags.append(self.train_iter - result.policy_train_iter)
+        self.policy_lag.record_return(started_at=result.started_at, policy_train_iter=result.policy_train_iter,
+                                      train_iter=self.train_iter)
         self.times.collect += result.collect_time_s
         was_trainable = self.trainable
         if result.segments:
@@ -456,7 +445,7 @@ class Driver:
             logs, priorities = self.learner.finish_update(pending)
         else:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
-        self._update_times.append(time.time())
+        self.policy_lag.record_update()
         self.restore_report.on_update(self.counters.env_steps)
         self._event("update", train_iter=self.train_iter)
         if b.use_priority:
@@ -490,7 +479,7 @@ class Driver:
         segments among the oldest reanalyze_partition, the least reanalysed first, re-searched by
         the learner's target network; skipped while the buffer holds too few positions."""
         b = self.cfg.buffer
-        if not enough_for_reanalysis(self.buffer, num_sequences=b.reanalyze_batch_size, partition=b.reanalyze_partition):
+        if not self.buffer.enough_for_reanalysis(num_sequences=b.reanalyze_batch_size, partition=b.reanalyze_partition):
             return
         count = segments_for_sequences(b.reanalyze_batch_size, game_segment_length=b.game_segment_length,
                                        num_unroll_steps=b.num_unroll_steps)
@@ -571,9 +560,9 @@ class Driver:
             payload = self._checkpoint_payload(state, result)
             self._last_eval_payload = payload
             if self.ckpt_dir:
-                save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_latest.pt"), payload)
+                save_checkpoint(self.run_folder.checkpoint_path(LATEST_CHECKPOINT), payload)
                 if is_best:
-                    save_checkpoint(os.path.join(self.ckpt_dir, "ckpt_best.pt"), payload)
+                    save_checkpoint(self.run_folder.checkpoint_path(BEST_CHECKPOINT), payload)
                 # the buffer as it was when these weights were evaluated stays; older files go
                 self.buffer_checkpoints.commit_run_files(
                     self.ckpt_dir, latest=payload["buffer_manifest"], best=is_best,
@@ -581,7 +570,7 @@ class Driver:
         if result.stop:
             self.stop.reached_stop_value = True
         m = self.metrics()
-        if self._history_path:
+        if self.run_folder.write_files:
             self._append_history(m, record)
         self.print(f"[{self.cfg.exp_name}] train_iter={result.train_iter} env_steps={m['env_steps']} "
                    f"eval_return={result.reward_mean:.1f}±{result.reward_std:.1f} "
@@ -598,8 +587,7 @@ class Driver:
                     "trial_id": self.cfg.exp_name, "timestamp": int(time.time()),
                     "evaluation/train_iter": record["train_iter"],
                     "evaluation/num_env_steps_sampled_lifetime": record["env_steps"]})
-        with open(self._history_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        self.run_folder.append_result(row)
 
     # ------------------------------------------------------------------------------ results
 
@@ -615,9 +603,6 @@ class Driver:
     def metrics(self) -> dict[str, Any]:
         """Flat dict of everything worth reporting (what Tune and the CLI print)."""
         wall = max(time.perf_counter() - self._start_time, 1e-9)
-        lags_launch = self._launch_lags or [0]
-        lags_start = self._start_lags or [0]
-        lags_return = self._return_lags or [0]
         m: dict[str, Any] = {
             "env_steps": self.counters.env_steps,
             "train_iter": self.train_iter,
@@ -631,12 +616,7 @@ class Driver:
             "buffer_transitions": self.buffer.num_transitions,
             "buffer_segments": self.buffer.num_segments,
             "buffer_bytes": self.buffer.nbytes,
-            "policy_lag_launch_mean": float(np.mean(lags_launch)),
-            "policy_lag_launch_max": self.max_launch_lag,
-            "policy_lag_start_mean": float(np.mean(lags_start)),
-            "policy_lag_start_max": int(np.max(lags_start)),
-            "policy_lag_return_mean": float(np.mean(lags_return)),
-            "policy_lag_return_max": int(np.max(lags_return)),
+            **self.policy_lag.metrics(),
             "time_share_collect": self.times.collect / wall,
             "time_share_train": self.times.train / wall,
             "time_share_eval": self.times.eval / wall,
@@ -714,6 +694,28 @@ class Driver:
         """:attr:`evaluated_payload`, or before any evaluation :meth:`current_state_payload`."""
         return self._last_eval_payload if self._last_eval_payload is not None else self.current_state_payload()
 
+    def continue_weight_versions(self, previous: "Driver") -> None:
+        """This driver took over ``previous``'s workers (``backend=previous.backend``): its weight
+        versions go on after ``previous``'s (a new restore generation), so a worker never takes a
+        new snapshot for one it holds. Call before the first :meth:`step`."""
+        self.publisher.generation = previous.publisher.generation + 1
+
+    @property
+    def actor_restarts(self) -> int:
+        """How many collector / evaluator actors were restarted so far (0 in process)."""
+        return self.backend.actor_restarts
+
+    def worker_placement(self, timeout: Optional[float] = None) -> dict[str, list]:
+        """Where the collector and evaluator actors run: ``actor_placement_group_ids`` and
+        ``collector_node_ids`` / ``evaluator_node_ids`` (Ray hex ids; empty lists for in-process
+        workers). Raises ``ray.exceptions.GetTimeoutError`` when an actor is not up within
+        ``timeout`` seconds (restarted, waiting for room on a node)."""
+        groups = getattr(self.backend, "actor_placement_groups", lambda timeout: [])(timeout=timeout)
+        nodes = getattr(self.backend, "actor_node_ids",
+                        lambda timeout: {"collectors": [], "evaluators": []})(timeout=timeout)
+        return {"actor_placement_group_ids": groups, "collector_node_ids": nodes["collectors"],
+                "evaluator_node_ids": nodes["evaluators"]}
+
     def learner_placement(self, timeout: Optional[float] = None) -> dict[str, list]:
         """Where the learner workers run (``learner.num_workers >= 2``): their placement groups and
         Ray nodes and process ids in rank order; empty lists when the learner is in this process."""
@@ -741,7 +743,7 @@ class Driver:
         self.last_eval = self.best_eval = None
         self.last_eval_env_steps = None
         self._last_eval_payload = None
-        self._update_times.clear()  # train_iter jumps: lags at start count from here
+        self.policy_lag.forget_update_times()  # train_iter jumps: lags at start count from here
         self._restore(ckpt)
         if evaluated is not None and ckpt.get("eval") is None:
             self._adopt_evaluation(evaluated)

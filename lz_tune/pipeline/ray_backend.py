@@ -77,7 +77,7 @@ def init_ray(cfg: Config) -> bool:
     return True
 
 
-def _normal_priority() -> None:
+def take_normal_priority() -> None:
     """Ray starts worker processes niced; a collector is as much on the critical path as the learner
     (the driver), so it takes back normal priority where allowed. On a 2-core box this moved
     the async benchmark from 78% to 87-89% of the ideal overlap bound."""
@@ -138,11 +138,11 @@ def _store_get(object_store: Optional["LocalObjectStore"], ref):
     return ray.get(ref)
 
 
-class _WorkerBody:
+class WorkerBody:
     """What every actor body answers besides its work: liveness, process, placement group and
-    node (the last two None in-process, where ``_object_store`` is set and there is no Ray)."""
+    node (the last two None in-process, where ``object_store`` is set and there is no Ray)."""
 
-    _object_store: Optional["LocalObjectStore"]
+    object_store: Optional["LocalObjectStore"]
 
     def ping(self) -> bool:
         return True
@@ -154,7 +154,7 @@ class _WorkerBody:
         return os.getpid()
 
     def placement_group_id(self):
-        if self._object_store is not None:
+        if self.object_store is not None:
             return None
         import ray
 
@@ -162,14 +162,14 @@ class _WorkerBody:
 
     def node_id(self) -> Optional[str]:
         """Hex id of the Ray node this worker runs on (None in-process)."""
-        if self._object_store is not None:
+        if self.object_store is not None:
             return None
         import ray
 
         return ray.get_runtime_context().get_node_id()
 
 
-class CollectorWorker(_WorkerBody):
+class CollectorWorker(WorkerBody):
     """Body of a collector actor: a SegmentCollector plus snapshot caching.
 
     ``own_process`` (a Ray actor: True) lets the worker set its process's torch thread count and
@@ -187,14 +187,14 @@ class CollectorWorker(_WorkerBody):
 
         if own_process:
             torch.set_num_threads(max(1, num_threads))
-            _normal_priority()
+            take_normal_priority()
         _check_device(device, "collector_num_gpus")
-        self._object_store = object_store
+        self.object_store = object_store
         self.collector = SegmentCollector(Config.from_dict(cfg_dict), seed=seed, worker_id=worker_id, device=device)
 
     def collect(self, version: int, snapshot_box: list, temperature: float, epsilon: float = 0.0):
         if version != self.collector.policy_version:
-            self.collector.load_snapshot(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
+            self.collector.load_snapshot(_snapshot_from_store(_store_get(self.object_store, snapshot_box[0])))
         return self.collector.collect(temperature=temperature, epsilon=epsilon)
 
     def close(self) -> bool:
@@ -202,7 +202,7 @@ class CollectorWorker(_WorkerBody):
         return True
 
 
-class EvaluatorWorker(_WorkerBody):
+class EvaluatorWorker(WorkerBody):
     """Body of an evaluator actor (``own_process``, ``object_store``: as for :class:`CollectorWorker`)."""
 
     def __init__(self, cfg_dict: dict, seed: int, num_threads: int, device: str = "cpu", *,
@@ -215,12 +215,12 @@ class EvaluatorWorker(_WorkerBody):
         if own_process:
             torch.set_num_threads(max(1, num_threads))
         _check_device(device, "evaluator_num_gpus")
-        self._object_store = object_store
+        self.object_store = object_store
         # evaluators keep Ray's lower priority: they use spare cycles instead of slowing collection
         self.evaluator = Evaluator(Config.from_dict(cfg_dict), seed=seed, device=device)
 
     def evaluate(self, snapshot_box: list):
-        return self.evaluator.evaluate(_snapshot_from_store(_store_get(self._object_store, snapshot_box[0])))
+        return self.evaluator.evaluate(_snapshot_from_store(_store_get(self.object_store, snapshot_box[0])))
 
     def close(self) -> bool:
         self.evaluator.close()

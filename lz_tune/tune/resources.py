@@ -22,6 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from lz_tune.config import Config, ConfigError
 from lz_tune.parallel.resources import learner_bundle_index, learner_bundles
+from lz_tune.tune.tune_config import config_from_tune
 
 SKIP_ENV = "LZ_TUNE_SKIP_RESOURCE_CHECK"
 _EPS = 1e-9
@@ -213,8 +214,6 @@ def check_cluster_resources(tune_config: Mapping[str, Any],
       available: the cluster's resources, as one dict of totals (one node) or a list of per-node
         dicts; ``None`` asks the running Ray cluster (no check when Ray is not initialised).
     """
-    from lz_tune.tune.trainable import config_from_tune
-
     if os.environ.get(SKIP_ENV, "") not in ("", "0"):
         return
     if available is None:

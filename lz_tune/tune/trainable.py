@@ -50,14 +50,11 @@ from typing import Any, Optional
 from ray import tune
 
 from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from lz_tune.config import Config, ConfigError
-from lz_tune.config_loader import load_config_module
 from lz_tune.metrics import EVAL_FIELDS, public_metrics
 from lz_tune.tune.resources import check_cluster_resources, trial_bundles
+from lz_tune.tune.tune_config import config_from_tune
 from lz_tune.tune.trial_storage import MANIFEST_FILE, TrialStorage
 
-DEFAULT_CONFIG = "zoo.classic_control.cartpole_muzero"
-TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus")
 #: the latest evaluated snapshot inside a Tune checkpoint folder (the weights the metric belongs to)
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
 #: the learner's state at the save inside a Tune checkpoint folder (what a restore loads)
@@ -69,34 +66,6 @@ PLACEMENT_FILE = "placement.json"
 #: reached ``evaluator.stop_value``; NaN before. A time-to-solve search minimises it.
 TIME_TO_STOP_VALUE = "time_to_stop_value_s"
 logger = logging.getLogger(__name__)
-
-
-def config_from_tune(tune_config: dict[str, Any]) -> Config:
-    """Build the experiment Config from a Tune config dict (raises ConfigError naming a bad key)."""
-    for key, minimum, strict in (("step_seconds", 0.0, True), ("driver_num_cpus", 0.0, False),
-                                 ("driver_num_gpus", 0.0, False)):
-        value = tune_config.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            raise ConfigError(f"{key}: must be a number (got {value!r})")
-        if value < minimum or (strict and value == minimum):
-            raise ConfigError(f"{key}: must be {'>' if strict else '>='} {minimum:g} (got {value!r})")
-    base = load_config_module(_resolve_config_path(str(tune_config.get("config", DEFAULT_CONFIG))))
-    updates = {k: v for k, v in tune_config.items() if k not in TUNE_ONLY_KEYS}
-    return base.with_updates(updates) if updates else base
-
-
-def _resolve_config_path(path: str) -> str:
-    """A relative config FILE path is relative to the directory ``tune.run`` was called from: Tune
-    changes into the trial's folder before ``setup`` and gives the original one in the documented
-    ``TUNE_ORIG_WORKING_DIR`` variable. Dotted module names and absolute paths pass unchanged."""
-    if not (path.endswith(".py") or os.sep in path) or os.path.isabs(path):
-        return path
-    origin = os.environ.get("TUNE_ORIG_WORKING_DIR")
-    if origin and not os.path.isfile(path) and os.path.isfile(os.path.join(origin, path)):
-        return os.path.join(origin, path)
-    return path
 
 
 def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupFactory:
@@ -169,7 +138,7 @@ class MuZeroTrainable(tune.Trainable):
                              write_checkpoints=False,
                              backend=backend_from.backend if backend_from is not None else None)
         if backend_from is not None:  # versions never collide with what the workers hold
-            self.driver.publisher.generation = backend_from.publisher.generation + 1
+            self.driver.continue_weight_versions(backend_from)
         # the buffer's chunks go to the trial's folder in Tune's storage (cloud storage included)
         self._trial_storage = TrialStorage(self._current_storage(), fallback_dir=self.driver.exp_dir)
         self.driver.buffer_checkpoints = self._trial_storage.checkpointer(self.cfg, log=logger.warning)
@@ -238,23 +207,23 @@ class MuZeroTrainable(tune.Trainable):
         """Where this trial's workers live: ``lz_tune/placement.json`` in the trial folder (the
         placement strategy, the trial's placement group and each actor's, the Ray node of the
         driver and of each actor), written again after an actor restart."""
-        key = (id(self.driver), getattr(self.driver.backend, "actor_restarts", 0))  # a restarted actor may move
+        key = (id(self.driver), self.driver.actor_restarts)  # a restarted actor may move
         if getattr(self, "_placement_written", None) == key:
             return
         import ray
 
         pg = ray.util.get_current_placement_group()
-        backend = self.driver.backend
         try:  # an actor not up yet (restarted, waiting for room on a node): try again next result
-            groups = getattr(backend, "actor_placement_groups", lambda timeout: [])(timeout=5.0)
-            nodes = getattr(backend, "actor_node_ids", lambda timeout: {"collectors": [], "evaluators": []})(timeout=5.0)
+            workers = self.driver.worker_placement(timeout=5.0)
             learners = self.driver.learner_placement(timeout=5.0)
         except ray.exceptions.GetTimeoutError:
             return
-        info = {"placement_group_id": pg.id.hex() if pg is not None else None, "actor_placement_group_ids": groups,
+        info = {"placement_group_id": pg.id.hex() if pg is not None else None,
+                "actor_placement_group_ids": workers["actor_placement_group_ids"],
                 "placement_strategy": self.cfg.async_pipeline.placement_strategy,
                 "driver_node_id": ray.get_runtime_context().get_node_id(),
-                "collector_node_ids": nodes["collectors"], "evaluator_node_ids": nodes["evaluators"],
+                "collector_node_ids": workers["collector_node_ids"],
+                "evaluator_node_ids": workers["evaluator_node_ids"],
                 "learner_placement_group_ids": learners["placement_group_ids"],
                 "learner_node_ids": learners["node_ids"], "learner_pids": learners["pids"]}
         path = os.path.join(self.driver.exp_dir, PLACEMENT_FILE)

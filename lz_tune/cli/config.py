@@ -1,0 +1,143 @@
+"""``python -m lz_tune config CONFIG [key=value ...]``: every config field after the overrides and
+flags, with its value, type, default and documentation, grouped by section.
+
+    python -m lz_tune config zoo/classic_control/cartpole_muzero.py mcts.num_simulations=7
+    python -m lz_tune config zoo/atari/pong_muzero.py --changed
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from lz_tune.cli.common import CONFIG_HELP
+
+__all__ = ["add_parser", "run", "describe_config"]
+
+
+def add_parser(sub, *, epilog: str) -> argparse.ArgumentParser:
+    """The ``config`` sub-command's parser (``epilog``: the zoo list)."""
+    p = sub.add_parser("config", help="print every config field: value, type, default and its documentation",
+                       description="Print every field of a zoo config (dotted key) after the overrides, with\nits "
+                                   "type, its default and its documentation, grouped by section.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
+    p.add_argument("config", help=CONFIG_HELP)
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. mcts.num_simulations=7")
+    p.add_argument("--changed", action="store_true",
+                   help="only the fields whose value differs from the dataclass default")
+    from lz_tune.lightzero.flags import add_reference_flags
+
+    add_reference_flags(p, seed_and_async=True)  # as train takes them
+    return p
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstring below each field of a config dataclass (read from its source)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):  # no source (frozen app, REPL class)
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for stmt, nxt in zip(body, body[1:]):
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr) \
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+            docs[stmt.target.id] = inspect.cleandoc(nxt.value.value)
+    return docs
+
+
+def _type_text(tp: Any) -> str:
+    import types
+    import typing
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"tuple[{_type_text(args[0])}, ...]"
+        return f"tuple[{', '.join(_type_text(a) for a in args)}]"
+    if tp is type(None):
+        return "None"
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def describe_config(cfg: Any) -> list[dict[str, Any]]:
+    """One dict per leaf field of ``cfg`` (a :class:`lz_tune.config.Config`), in declaration order:
+    ``section`` ("" for the top level), ``key`` (dotted), ``value``, ``type`` (text), ``default``
+    (the dataclass default) and ``doc`` (the field's docstring)."""
+    import dataclasses
+    import typing
+
+    rows: list[dict[str, Any]] = []
+
+    def walk(obj: Any, prefix: str, section: str) -> None:
+        cls = type(obj)
+        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
+        nested = []
+        for f in dataclasses.fields(obj):
+            if f.name.startswith("_"):
+                continue
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(hints[f.name]):
+                nested.append((f.name, value))
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+            rows.append({"section": section, "key": prefix + f.name, "value": value,
+                         "type": _type_text(hints[f.name]), "default": default, "doc": docs.get(f.name, "")})
+        for name, value in nested:  # sections after the top-level values
+            walk(value, f"{prefix}{name}.", f"{prefix}{name}")
+
+    walk(cfg, "", "")
+    return rows
+
+
+def _section_docs(cfg: Any) -> dict[str, str]:
+    import dataclasses
+
+    return {f.name: (type(getattr(cfg, f.name)).__doc__ or "").strip().splitlines()[0]
+            for f in dataclasses.fields(cfg) if dataclasses.is_dataclass(getattr(cfg, f.name))}
+
+
+def run(args: argparse.Namespace) -> int:
+    """``python -m lz_tune config CONFIG [key=value ...]``: every field, grouped by section."""
+    from lz_tune.config_loader import build_config
+    from lz_tune.lightzero.flags import given_flags
+
+    cfg = build_config(args.config, args.overrides, given_flags(args),
+                       report=lambda line: print(line, file=sys.stderr, flush=True))
+    rows = describe_config(cfg)
+    try:
+        _print_config(args, cfg, rows)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print_config(args: argparse.Namespace, cfg: Any, rows: list[dict[str, Any]]) -> None:
+    section_docs = _section_docs(cfg)
+    shown = [r for r in rows if not args.changed or r["value"] != r["default"]]
+    print(f"# {args.config}" + (f" with {' '.join(args.overrides)}" if args.overrides else "")
+          + f": {len(shown)} of {len(rows)} fields" + (" (changed from the defaults)" if args.changed else "")
+          + "; '*' marks a value that differs from the default")
+    current = None
+    for r in shown:
+        if r["section"] != current:
+            current = r["section"]
+            title = current or "top level"
+            doc = section_docs.get(current, "") if current else (type(cfg).__doc__ or "").strip().splitlines()[0]
+            print(f"\n[{title}]" + (f"  {doc}" if doc else ""))
+        mark = "*" if r["value"] != r["default"] else " "
+        print(f"{mark} {r['key']} = {r['value']!r}    ({r['type']}; default {r['default']!r})")
+        for line in (r["doc"] or "(no documentation)").splitlines():
+            print(f"      {line.strip()}")

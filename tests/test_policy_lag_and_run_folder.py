@@ -1,0 +1,65 @@
+"""The driver's parts with one job each: policy-lag bookkeeping (lz_tune.pipeline.policy_lag) and
+the run folder's layout (lz_tune.run_folder), against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lz_tune.pipeline.policy_lag import PolicyLag
+from lz_tune.run_folder import BEST_CHECKPOINT, CKPT_DIR, LATEST_CHECKPOINT, PARAMS_FILE, RESULT_FILE, RunFolder
+
+
+def test_policy_lag_counts_updates_between_launch_start_and_return():
+    lag = PolicyLag(window=3)
+    for t in (10.0, 11.0, 12.0, 13.0, 14.0):  # updates 1..5 finished at these times
+        lag.record_update(t)
+    assert lag.train_iter_at(12.5, train_iter=5) == 3  # updates 4 and 5 came after 12.5
+    assert lag.train_iter_at(9.0, train_iter=5) == 0
+    assert lag.train_iter_at(14.0, train_iter=5) == 5  # an update finishing at t counts at t
+    lag.record_launch(2)
+    lag.record_launch(7)
+    lag.record_launch(1)
+    lag.record_launch(0)  # the window of 3 drops the 2; the run's max stays 7
+    # a collect on the weights of update 1, started at 12.5 (train_iter 3), consumed at train_iter 5
+    lag.record_return(started_at=12.5, policy_train_iter=1, train_iter=5)
+    m = lag.metrics()
+    assert list(lag.launch) == [7, 1, 0] and m["policy_lag_launch_max"] == 7
+    assert m["policy_lag_launch_mean"] == pytest.approx(8 / 3)
+    assert m["policy_lag_start_max"] == 2 and m["policy_lag_return_max"] == 4
+    lag.forget_update_times()  # a restore: train_iter jumped, earlier update times mean nothing
+    assert lag.train_iter_at(0.0, train_iter=40) == 40
+
+
+def test_policy_lag_before_any_collect_is_zero():
+    assert set(PolicyLag().metrics().values()) == {0}
+
+
+def test_run_folder_writes_the_documented_layout(tmp_path):
+    run = RunFolder(str(tmp_path / "run"))
+    run.write_config({"a": {"b": 1}}, {"a.b": 1})
+    run.append_result({"training_iteration": 1})
+    run.append_result({"training_iteration": 2})
+    root = tmp_path / "run"
+    assert json.loads((root / "config.json").read_text()) == {"a": {"b": 1}}
+    assert json.loads((root / PARAMS_FILE).read_text()) == {"a.b": 1}
+    rows = [json.loads(line) for line in (root / RESULT_FILE).read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2]  # appended, as a resumed run continues it
+    assert run.checkpoint_path(LATEST_CHECKPOINT) == str(root / CKPT_DIR / LATEST_CHECKPOINT)
+    assert run.checkpoint_path(BEST_CHECKPOINT).endswith("ckpt/ckpt_best.pt")
+
+
+def test_a_run_folder_without_its_files_writes_only_the_config(tmp_path):
+    """A Tune trial's driver: Tune writes params.json / result.json and the checkpoints itself."""
+    run = RunFolder(str(tmp_path / "trial"), write_files=False)
+    run.write_config({"a": 1}, {"a": 1})
+    run.append_result({"training_iteration": 1})
+    assert sorted(p.name for p in (tmp_path / "trial").iterdir()) == ["config.json"]
+    assert run.ckpt_dir is None and run.tb_dir == str(tmp_path / "trial" / "tb")
+    with pytest.raises(RuntimeError, match="no checkpoints"):
+        run.checkpoint_path(LATEST_CHECKPOINT)
+    nowhere = RunFolder(None)
+    nowhere.write_config({}, {})
+    nowhere.append_result({})
+    assert nowhere.tb_dir is None and nowhere.ckpt_dir is None
