@@ -229,3 +229,45 @@ def test_argument_checks(kwargs, name):
     muzero = MuZeroMLPNetwork(observation_dim=4, action_space_size=2, latent_dim=8, hidden_sizes=(8,))
     with pytest.raises(ValueError, match=name):
         EfficientZeroNetwork(muzero, **kwargs)
+
+
+@pytest.mark.parametrize("steps,horizon", [(1, 5), (4, 2), (5, 5), (7, 3), (3, 1)])
+def test_value_prefix_unroll_equals_the_step_by_step_dynamics(steps, horizon):
+    """The learner's batched value prefix (one torch.lstm call over chunks of `horizon` steps, the
+    LSTM reset after each) gives the logits and gradients of `dynamics` step by step with the
+    unroll's resets, whatever U and the horizon (a padded last chunk included)."""
+    net = _mlp()
+    _randomise_prefix_output(net)
+    batch = 6
+    obs, actions = _obs("mlp", batch), torch.randint(0, 3, (batch, steps))
+
+    def stepwise():
+        latent, hidden, out = net.initial_inference(obs).latent, net.initial_hidden(batch), []
+        for k in range(1, steps + 1):
+            latent, hidden, logits = net.dynamics(latent, hidden, actions[:, k - 1])
+            out.append(logits)
+            if k % horizon == 0:
+                hidden = net.initial_hidden(batch)
+        return torch.stack(out)
+
+    def batched():
+        latent, inputs = net.initial_inference(obs).latent, []
+        for k in range(steps):
+            latent, lstm_input = net.latent_dynamics(latent, actions[:, k])
+            inputs.append(lstm_input)
+        return net.value_prefix_unroll(torch.stack(inputs), horizon)
+
+    grads = []
+    for fn in (stepwise, batched):
+        net.zero_grad()
+        logits = fn()
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in net.named_parameters() if p.grad is not None})
+        if fn is stepwise:
+            expected = logits.detach()
+    assert logits.shape == (steps, batch, R)
+    torch.testing.assert_close(logits.detach(), expected, rtol=1e-5, atol=1e-6)
+    assert grads[0].keys() == grads[1].keys() and any(n.startswith("lstm.") for n in grads[0])
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-5,  # summation order
+                                   msg=lambda m, name=name: f"{name}: {m}")

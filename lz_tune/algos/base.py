@@ -290,6 +290,14 @@ class UnrollModel(Protocol):
     def unroll_step(self, net: torch.nn.Module, state: Any, action: torch.Tensor, k: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
         """Dynamics step k (1..U): ``(next state, next latent, reward-like logits [B, R])``."""
 
+    def unroll_all(self, net: torch.nn.Module, latent0: torch.Tensor,
+                   actions: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Dynamics steps 1..U from the root latent ``latent0`` [B, *latent] and ``actions`` [B, U]:
+        ``(latents, reward_logits)``, U+1 latents (``latent0`` first) and U reward-like logits
+        [B, R]. What the default update path unrolls; the same numbers as :meth:`initial_state`
+        then :meth:`unroll_step` step by step (MuZero's learner does exactly that), in fewer
+        calls where a model allows it (EfficientZero: the LSTM over whole sequences)."""
+
     def unroll_losses(self, net: torch.nn.Module, obs: torch.Tensor, actions: torch.Tensor, value_t: torch.Tensor,
                       reward_t: torch.Tensor, target_policy: Any, mask: torch.Tensor) -> UnrollTerms:
         """Every loss term of the batch: ``obs`` [B, U+1, *obs], ``actions`` [B, U], ``value_t``

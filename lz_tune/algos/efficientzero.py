@@ -150,6 +150,21 @@ class EfficientZeroLearner(MuZeroLearner):
         return (next_latent, h, c), next_latent, prefix_logits
 
 
+    def unroll_all(self, net, latent0: torch.Tensor, actions: torch.Tensor):
+        """The latent chain step by step (it does not read the LSTM), then the value prefix of all
+        U steps at once (:meth:`~lz_tune.models.efficientzero.EfficientZeroNetwork.value_prefix_unroll`):
+        the numbers of :meth:`unroll_step` step by step, in a few calls."""
+        latents, inputs = [latent0], []
+        for k in range(actions.shape[1]):
+            latent, lstm_input = net.latent_dynamics(scale_gradient(latents[-1], 0.5), actions[:, k])
+            latents.append(latent)
+            inputs.append(lstm_input)
+        if not inputs:
+            return latents, []
+        logits = net.value_prefix_unroll(torch.stack(inputs), self.cfg.efficientzero.lstm_horizon_len)
+        return latents, list(logits.unbind(0))
+
+
 def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
     """The value-prefix targets are built from the stored rewards: no extra column."""
     return ()

@@ -20,7 +20,8 @@ acting (:class:`MuZeroPolicy`), the policy factory, the policy loss and the targ
 (:class:`MuZeroLearner`). Gumbel MuZero is MuZero with ``search_rule=gumbel_rule`` and
 ``policy_loss=ImprovedPolicyKL()``. A type with another model supplies the model hooks
 (``build_network``, ``search_backend``, ``recurrent_inference``; ``initial_state`` /
-``unroll_step`` or the whole ``unroll_losses``), see ``efficientzero.py``.
+``unroll_step``, optionally a batched ``unroll_all``, or the whole ``unroll_losses``), see
+``efficientzero.py``.
 """
 
 from __future__ import annotations
@@ -212,6 +213,16 @@ class MuZeroLearner(Learner):
         latent, reward_logits = net.dynamics(scale_gradient(state, 0.5), action)
         return latent, latent, reward_logits
 
+    def unroll_all(self, net, latent0: torch.Tensor, actions: torch.Tensor):
+        """Steps 1..U through :meth:`initial_state` and :meth:`unroll_step` (see ``base.UnrollModel``)."""
+        state = self.initial_state(latent0)
+        latents, reward_logits = [latent0], []
+        for k in range(1, actions.shape[1] + 1):
+            state, latent, logits = self.unroll_step(net, state, actions[:, k - 1], k)
+            latents.append(latent)
+            reward_logits.append(logits)
+        return latents, reward_logits
+
     def policy_targets(self, batch: TrainBatch):
         """What :meth:`policy_loss` compares the policy output with, ``[B, U+1, ...]``: a tensor
         or a tuple of tensors (``policy_term.targets``; MuZero: the target probabilities
@@ -299,7 +310,7 @@ class MuZeroLearner(Learner):
 
     def unroll_losses_fused(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
         """The default path: the same terms as :meth:`unroll_losses_eager`, with only the dynamics
-        step by step. The latents of all U+1 steps are stacked step-major ([(U+1) B, ...]) and
+        step by step (:meth:`unroll_all`). The latents of all U+1 steps are stacked step-major ([(U+1) B, ...]) and
         run through prediction, the SSL projector and every loss once (BatchNorm layers still
         see each step as its own batch: per-step calls for prediction when the network has
         batch statistics there, grouped batch norm in the projector); the entropy is computed
@@ -307,13 +318,7 @@ class MuZeroLearner(Learner):
         lc = self.cfg.learner
         batch, num_unroll = actions.shape[:2]
         steps = num_unroll + 1
-        latent0 = net.representation(obs[:, 0])
-        state = self.initial_state(latent0)
-        latents, reward_logits = [latent0], []
-        for k in range(1, steps):
-            state, latent, logits = self.unroll_step(net, state, actions[:, k - 1], k)
-            latents.append(latent)
-            reward_logits.append(logits)
+        latents, reward_logits = self.unroll_all(net, net.representation(obs[:, 0]), actions)
         flat = torch.cat(latents)                                       # [(U+1) B, *latent]
         if net.batch_independent_prediction:
             policy_logits, value_logits = net.prediction(flat)

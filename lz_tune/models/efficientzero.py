@@ -187,6 +187,34 @@ class EfficientZeroNetwork(ComposedMuZeroNetwork):
         value_prefix_logits = self.prefix_mlp(F.relu(self.prefix_norm(h)))
         return next_latent, (h, c), value_prefix_logits
 
+    def latent_dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The latent half of :meth:`dynamics` (it does not read the LSTM state): ``(next_latent
+        [B, *latent_shape], lstm_input [B, I])``, the LSTM's input after ``prefix_reduce``."""
+        next_latent, features = self.muzero.dynamics(latent, action)
+        if isinstance(self.muzero, MuZeroMLPNetwork):
+            features = next_latent  # the fused head's reward logits are ignored
+        return next_latent, self.prefix_reduce(features)
+
+    def value_prefix_unroll(self, lstm_inputs: torch.Tensor, horizon: int) -> torch.Tensor:
+        """The value-prefix logits of U consecutive model steps, ``lstm_inputs [U, B, I]`` (from
+        :meth:`latent_dynamics`) -> ``[U, B, R]``: the LSTM starts from zero and is reset to zero
+        after every ``horizon`` steps, as a step-by-step unroll of :meth:`dynamics` does. Each
+        chunk of ``horizon`` steps is one sequence of a single ``torch.lstm`` call (the chunks side
+        by side in its batch; the last one padded at its end, which no earlier step sees), and the
+        LayerNorm and MLP run over all U steps at once: the same numbers as the step-by-step
+        unroll, in a few calls instead of ~5 per step (forward and backward)."""
+        steps, batch = lstm_inputs.shape[:2]
+        horizon = check.positive_int("horizon", horizon)
+        chunks = -(-steps // horizon)
+        pad = chunks * horizon - steps
+        x = F.pad(lstm_inputs, (0, 0, 0, 0, 0, pad)) if pad else lstm_inputs          # [C*T, B, I]
+        x = x.view(chunks, horizon, batch, -1).transpose(0, 1).reshape(horizon, chunks * batch, -1)
+        h0 = lstm_inputs.new_zeros(1, chunks * batch, self.lstm_hidden_size)
+        out = torch.lstm(x, (h0, h0), (self.lstm.weight_ih, self.lstm.weight_hh, self.lstm.bias_ih,
+                                      self.lstm.bias_hh), True, 1, 0.0, self.training, False, False)[0]
+        h = out.view(horizon, chunks, batch, -1).transpose(0, 1).reshape(chunks * horizon, batch, -1)[:steps]
+        return self.prefix_mlp(F.relu(self.prefix_norm(h)))
+
     def recurrent_inference(self, latent: torch.Tensor, hidden: Hidden, action: torch.Tensor) -> EZRecurrentOutput:
         """:meth:`dynamics` then :meth:`prediction` on the next latent."""
         next_latent, new_hidden, value_prefix_logits = self.dynamics(latent, hidden, action)
