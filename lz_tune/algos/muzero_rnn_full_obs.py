@@ -34,7 +34,8 @@ the GRU and the read-in, never the encoder or the dynamics, whose latents are sh
 value, policy, reward and consistency terms at their own step only (as MuZero's). With the
 gradient flowing back through the history, and with an unbounded read-in (see
 :mod:`lz_tune.models.rnn_full_obs`), one CartPole seed in five plateaued at eval ~112 for
-3,000+ updates; with both changes seeds 0-4 solve in 500-1,600 updates (benchmarks/README.md,
+3,000+ updates; with both changes seeds 0-4 all solve, three of them in 500-700 updates, seeds 3
+and 4 after a long plateau at eval ~130 (5,500 and 3,600 updates; benchmarks/README.md,
 "History-conditioned types on CartPole").
 
 Bootstrap values and reanalysis (buffer side) use an EMPTY history (``initial_inference``): the
