@@ -21,7 +21,6 @@ import inspect
 import pathlib
 from collections import defaultdict
 
-import pytest
 
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1] / "lz_tune"
 

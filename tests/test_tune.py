@@ -117,7 +117,6 @@ def test_cli_tune_runs_and_resumes(tmp_path):
     """`python -m lz_tune tune <space> ...` runs a 2-trial search; --resume restores it; an existing
     name without --resume is refused before Ray starts."""
     import subprocess
-    import copy
     import sys
 
     fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()] + ["step_seconds=1.5"]

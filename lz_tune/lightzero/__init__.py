@@ -17,10 +17,9 @@ Three parts: :mod:`~lz_tune.lightzero.loader` reads the file without LightZero,
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional
 
 from lz_tune.config import Config
-from lz_tune.lightzero.flags import flag_updates
 from lz_tune.lightzero.loader import is_lightzero_config, read_lightzero_file
 from lz_tune.lightzero.mapping import MappingReport, map_lightzero
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["GlobalBatchNorm", "convert_to_global_batchnorm", "has_batchnorm"]
