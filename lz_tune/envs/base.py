@@ -60,13 +60,14 @@ class VectorEnv(abc.ABC):
     """True until the first :meth:`reset` (and after a failed step): :meth:`check_ready` refuses
     to step."""
 
-    @abc.abstractmethod
     def current_batch(self, frames: np.ndarray) -> EnvBatch:
-        """The batch the envs are in now, given their latest ``frames`` [N, *frame_shape]."""
+        """The batch the envs are in now, given their latest ``frames`` [N, *frame_shape]. Needed
+        only by :meth:`begin_episodes` (the contract itself is reset / step / close)."""
+        raise NotImplementedError(f"{type(self).__name__} calls begin_episodes(): implement current_batch()")
 
-    @abc.abstractmethod
     def check_open(self) -> None:
-        """Raise RuntimeError once :meth:`close` has run."""
+        """Raise RuntimeError once :meth:`close` has run. Needed only by :meth:`check_ready`."""
+        raise NotImplementedError(f"{type(self).__name__} calls check_ready(): implement check_open()")
 
     @abc.abstractmethod
     def reset(self, seed: int | None = None) -> EnvBatch:

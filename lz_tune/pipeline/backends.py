@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Optional
 
 from lz_tune.config import Config
 from lz_tune.workers import CollectResult, EvalResult, Evaluator, SegmentCollector, WeightSnapshot
@@ -66,7 +67,17 @@ class WorkerBackend(abc.ABC):
 
     @property
     def actor_restarts(self) -> int:
+        """Worker actors restarted so far (0: workers in this process)."""
         return 0
+
+    def actor_placement_groups(self, timeout: Optional[float] = None) -> list:
+        """Placement-group id of every collector and evaluator actor ([]: workers in this process)."""
+        return []
+
+    def actor_node_ids(self, timeout: Optional[float] = None) -> dict[str, list]:
+        """Ray node id of each actor, ``{"collectors": [...], "evaluators": [...]}`` (empty lists:
+        workers in this process)."""
+        return {"collectors": [], "evaluators": []}
 
     @abc.abstractmethod
     def close(self) -> None: ...

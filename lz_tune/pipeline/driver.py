@@ -710,9 +710,8 @@ class Driver:
         ``collector_node_ids`` / ``evaluator_node_ids`` (Ray hex ids; empty lists for in-process
         workers). Raises ``ray.exceptions.GetTimeoutError`` when an actor is not up within
         ``timeout`` seconds (restarted, waiting for room on a node)."""
-        groups = getattr(self.backend, "actor_placement_groups", lambda timeout: [])(timeout=timeout)
-        nodes = getattr(self.backend, "actor_node_ids",
-                        lambda timeout: {"collectors": [], "evaluators": []})(timeout=timeout)
+        groups = self.backend.actor_placement_groups(timeout=timeout)
+        nodes = self.backend.actor_node_ids(timeout=timeout)
         return {"actor_placement_group_ids": groups, "collector_node_ids": nodes["collectors"],
                 "evaluator_node_ids": nodes["evaluators"]}
 
