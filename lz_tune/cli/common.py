@@ -7,10 +7,11 @@ command runs; the commands import what they need when they run.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 __all__ = ["ZOO_DIR", "int_at_least", "positive_int", "non_negative_int", "zoo_configs", "zoo_epilog",
-           "CONFIG_HELP"]
+           "CONFIG_HELP", "config_from_args"]
 
 #: the zoo folder next to the package (a source checkout or an editable install)
 ZOO_DIR = Path(__file__).resolve().parents[2] / "zoo"
@@ -52,3 +53,14 @@ def zoo_epilog() -> str:
         return f"zoo configs: none found (looked in {ZOO_DIR})"
     return ("zoo configs (CONFIG of train / config; a dotted module name such as "
             "zoo.classic_control.cartpole_muzero works too):\n" + "\n".join(f"  {c}" for c in configs))
+
+
+def config_from_args(args: argparse.Namespace):
+    """The Config of ``train`` / ``config``: ``args.config`` (a zoo module or a LightZero file, its
+    mapping report on stderr), the ``key=value`` overrides, then the flags (``--seed``, ``--env``,
+    ``--async-pipeline``, ...)."""
+    from lz_tune.config_loader import build_config
+    from lz_tune.lightzero.flags import given_flags
+
+    return build_config(args.config, args.overrides, given_flags(args),
+                        report=lambda line: print(line, file=sys.stderr, flush=True))

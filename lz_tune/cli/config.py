@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from lz_tune.cli.common import CONFIG_HELP
+from lz_tune.cli.common import CONFIG_HELP, config_from_args
 
 __all__ = ["add_parser", "run", "describe_config"]
 
@@ -110,11 +110,7 @@ def _section_docs(cfg: Any) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """``python -m lz_tune config CONFIG [key=value ...]``: every field, grouped by section."""
-    from lz_tune.config_loader import build_config
-    from lz_tune.lightzero.flags import given_flags
-
-    cfg = build_config(args.config, args.overrides, given_flags(args),
-                       report=lambda line: print(line, file=sys.stderr, flush=True))
+    cfg = config_from_args(args)
     rows = describe_config(cfg)
     try:
         _print_config(args, cfg, rows)

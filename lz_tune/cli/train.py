@@ -15,16 +15,15 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
 from typing import Optional
 
 from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
-from lz_tune.cli.common import CONFIG_HELP
+from lz_tune.cli.common import CONFIG_HELP, config_from_args
 from lz_tune.cli.signals import SIGNALS
-from lz_tune.config import Config, ConfigError
-from lz_tune.lightzero.flags import add_reference_flags, given_flags
+from lz_tune.config import ConfigError
+from lz_tune.lightzero.flags import add_reference_flags
 
-__all__ = ["add_parser", "run", "build_config", "resolve_resume"]
+__all__ = ["add_parser", "run", "resolve_resume"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -48,20 +47,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def build_config(config_path: str, overrides: Sequence[str], *, seed: Optional[int] = None,
-                 async_pipeline: bool = False, flags: Optional[dict] = None) -> Config:
-    """The config of ``train``: a zoo module or a LightZero file (its mapping report on stderr),
-    the ``key=value`` overrides, then the flags (``--seed``, ``--async-pipeline``, ``--env``, ...)."""
-    from lz_tune.config_loader import build_config as build
-
-    flags = dict(flags or {})
-    if seed is not None:
-        flags["seed"] = seed
-    if async_pipeline:
-        flags["async_pipeline"] = True
-    return build(config_path, overrides, flags, report=lambda line: print(line, file=sys.stderr, flush=True))
-
-
 def resolve_resume(path: Optional[str]) -> Optional[str]:
     """``--resume PATH``: a checkpoint file as it is; an experiment folder: its latest checkpoint."""
     if path is None:
@@ -83,7 +68,7 @@ def shutdown_ray_if_started() -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train; returns the exit code (0 done, 130 / 143 interrupted by Ctrl-C / SIGTERM)."""
-    cfg = build_config(args.config, args.overrides, flags=given_flags(args))
+    cfg = config_from_args(args)
     if args.address:  # the Ray back-end connects to it (lz_tune.pipeline.ray_backend)
         os.environ["RAY_ADDRESS"] = args.address
     resume = resolve_resume(args.resume)
