@@ -189,6 +189,69 @@ def test_sampled_search_mixes_noise_into_the_k_slot_priors_only_when_collecting(
     assert noisy.visit_counts.shape == (6, 3) and np.all(noisy.visit_counts.sum(axis=1) == 8)
 
 
+class _EdgeRecorder:
+    """A stub search model for :meth:`SampledActing.search` with D = 1: a node's state is a number
+    (root b: ``10 + b``; any other node: the action of its edge), its policy mean is a function
+    of that state (root b: ``0.1 (b + 1)``; else ``0.5 s + 0.2``) and its raw scale ``raw``. It
+    records every edge the search expands: ``(parent state [B], action [B])``."""
+
+    def __init__(self, real, raw: float) -> None:
+        self.cfg, self.strategy, self.raw, self.edges = real.cfg, real.strategy, raw, []
+
+    def _out(self, mean: np.ndarray) -> np.ndarray:
+        return np.stack([mean, np.full_like(mean, self.raw)], axis=1).astype(np.float32)
+
+    def search_backend(self, obs, root_latent=None):
+        from lz_tune.algos.base import SearchRoots
+        batch = obs.shape[0]
+        state = (10.0 + np.arange(batch, dtype=np.float32))[:, None]
+        return SearchRoots(state, np.zeros(batch, np.float32), self._out(0.1 * np.arange(1, batch + 1)), self.step)
+
+    def step(self, state, action):
+        self.edges.append((np.array(state[:, 0]), np.array(action[:, 0])))
+        child = np.array(action, np.float32).reshape(-1, 1)
+        zeros = np.zeros(child.shape[0], np.float32)
+        return child, zeros, zeros, self._out(0.5 * child[:, 0] + 0.2)
+
+
+def _recorded_search(raw: float, batch: int, simulations: int):
+    cfg = _cfg(PENDULUM, "sampled.num_samples=4")
+    model = _EdgeRecorder(get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg)), raw)
+    acting = get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg)).acting
+    obs = np.zeros((batch, 3), np.float32)
+    _, _, root_actions = acting.search(model, obs, np.ones((batch, 1), bool), np.full(batch, -1, np.int64),
+                                       num_simulations=simulations, noise=False, rng=np.random.default_rng(0))
+    parents = np.concatenate([p for p, _ in model.edges])
+    actions = np.concatenate([a for _, a in model.edges])
+    trees = np.tile(np.arange(batch), len(model.edges))
+    return parents, actions, trees, root_actions
+
+
+def test_every_edge_plays_a_sample_of_its_own_parents_policy():
+    """Root edges play the root's K pre-drawn samples (the stored ``sampled_actions``); an interior
+    edge draws from ITS parent's policy (std 1e-3 here: the action is tanh of that parent's mean),
+    not the root's or the child's."""
+    parents, actions, trees, root_actions = _recorded_search(raw=-30.0, batch=5, simulations=30)
+    at_root = parents >= 10.0
+    assert at_root.any() and (~at_root).any()
+    for b, a in zip(trees[at_root], actions[at_root]):
+        assert a in root_actions[b, :, 0], (b, a, root_actions[b])
+    np.testing.assert_allclose(actions[~at_root], np.tanh(0.5 * parents[~at_root] + 0.2), atol=5e-3)
+
+
+def test_interior_edge_actions_are_tanh_gaussian_draws():
+    """Interior edges' actions (drawn one per edge when it is expanded) have the moments of the
+    parent's Gaussian before the tanh: mean 0.5 s + 0.2, std softplus(raw) + min_std."""
+    raw = 0.0  # std = log 2 + 1e-3
+    parents, actions, _, _ = _recorded_search(raw=raw, batch=64, simulations=60)
+    inner = parents < 10.0
+    z = (np.arctanh(actions[inner].astype(np.float64)) - (0.5 * parents[inner] + 0.2)) / (np.log(2.0) + 1e-3)
+    n = z.size
+    assert n > 1000
+    assert abs(z.mean()) < 5 / np.sqrt(n) and abs(z.std() - 1.0) < 5 / np.sqrt(2 * n), (z.mean(), z.std(), n)
+    assert len(np.unique(actions[inner])) == n  # one fresh draw per edge
+
+
 # ------------------------------------------------------------------------------------- 2. act
 
 

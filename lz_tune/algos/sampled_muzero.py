@@ -3,13 +3,18 @@ MuZero that plans over K actions sampled from its policy, for continuous (Box) a
 and for large discrete ones.
 
 Search. The tree is MuZero's pUCT tree (:class:`lz_tune.mcts.PUCT`) over K child slots per
-node instead of A actions. When a node is expanded, K actions are drawn from its predicted
-policy (:mod:`lz_tune.algos.sampling`: i.i.d. tanh-Gaussian samples, or K distinct discrete
-actions by Gumbel-top-k) and kept in the per-node state store beside the latent, so the
-search loop, the selection kernel and the backup are the ones every type uses. The
-recurrent step looks up the real action of the chosen slot, runs the type's own model step
-(MuZero's, or EfficientZero's value prefix in ``sampled_efficientzero``) and samples the new
-node's K actions. Child priors are the paper's ``beta_hat / beta * pi`` (uniform 1/K for
+node instead of A actions. A node's K actions are samples of its predicted policy
+(:mod:`lz_tune.algos.sampling`: i.i.d. tanh-Gaussian samples, or K distinct discrete actions
+by Gumbel-top-k), kept in the per-node state store beside the latent, so the search loop, the
+selection kernel and the backup are the ones every type uses. The recurrent step takes the real
+action of the chosen slot, runs the type's own model step (MuZero's, or EfficientZero's value
+prefix in ``sampled_efficientzero``) and prepares the new node's actions. Discrete: the K
+distinct actions are drawn at the node's expansion. Continuous: the root's K are drawn at once
+(they are the step's ``sampled_actions``), an interior node keeps its policy output and each of
+its edges draws its action when the search first expands it. Under the uniform prior of i.i.d.
+samples the selection of an unexpanded slot never depends on its action, so this is the same
+distribution as K draws at expansion, with one draw per expanded edge instead of K per node
+(at D = 6, K = 20 the draws were the largest piece of a simulation). Child priors are the paper's ``beta_hat / beta * pi`` (uniform 1/K for
 i.i.d. samples; pi renormalised over a distinct discrete sample), and collection mixes
 Dirichlet noise into the root priors, which therefore changes the root selection.
 
@@ -85,18 +90,36 @@ class SampledActing:
             is_tuple = isinstance(inner_state, tuple)
             parts = inner_state if is_tuple else (inner_state,)
             width = len(parts)
-            rows = np.arange(obs.shape[0])
+            batch = obs.shape[0]
+            rows = np.arange(batch)
+            if sampler.draws_at_edges:
+                # a node keeps its policy output (+ a root flag), each edge draws its own action
+                uniform = np.zeros((batch, k), np.float32)
+                node_out = np.empty((batch, policy_out.shape[1] + 1), np.float32)
+                node_out[:, :-1], node_out[:, -1] = policy_out, 1.0
+                child_out_buf = np.zeros_like(node_out)
 
-            def recurrent_fn(state, slot: np.ndarray):
-                """state = (*model state, sampled actions [B, K, ...]); slot: [B] chosen child slots."""
-                inner, sampled = state[:width], state[width]
-                action = np.ascontiguousarray(sampled[rows, slot])
-                next_inner, reward, value, child_out = inner_fn(inner if is_tuple else inner[0], action)
-                child_actions, child_logits, _ = sampler.sample(child_out, k, rng)
-                next_parts = next_inner if is_tuple else (next_inner,)
-                return (*next_parts, child_actions), reward, value, child_logits
+                def recurrent_fn(state, slot: np.ndarray):
+                    """state = (*model state, node output [B, 2D + 1]); slot: [B] chosen child slots."""
+                    inner, parent_out = state[:width], state[width]
+                    action = sampler.edge_actions(parent_out, slot, root_actions, rng)
+                    next_inner, reward, value, child_out = inner_fn(inner if is_tuple else inner[0], action)
+                    child_out_buf[:, :-1] = child_out
+                    next_parts = next_inner if is_tuple else (next_inner,)
+                    return (*next_parts, child_out_buf), reward, value, uniform
+                node_state = node_out
+            else:
+                def recurrent_fn(state, slot: np.ndarray):
+                    """state = (*model state, sampled actions [B, K, ...]); slot: [B] chosen child slots."""
+                    inner, sampled = state[:width], state[width]
+                    action = np.ascontiguousarray(sampled[rows, slot])
+                    next_inner, reward, value, child_out = inner_fn(inner if is_tuple else inner[0], action)
+                    child_actions, child_logits, _ = sampler.sample(child_out, k, rng)
+                    next_parts = next_inner if is_tuple else (next_inner,)
+                    return (*next_parts, child_actions), reward, value, child_logits
+                node_state = root_actions
 
-            root = RootInput(latent=(*parts, root_actions), value=pred_value, policy_logits=root_logits,
+            root = RootInput(latent=(*parts, node_state), value=pred_value, policy_logits=root_logits,
                              action_mask=valid, to_play=to_play)
             out = run_search(strategy=policy.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
                              num_simulations=num_simulations, discount=policy.cfg.mcts.discount_factor, rng=rng)

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import ClassVar, Optional, Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from lz_tune.algos.common import full_precision
-from lz_tune.algos.sampling_np import gumbel_top_k_into, tanh_gaussian_into
+from lz_tune.algos.sampling_np import gumbel_top_k_into, tanh_gaussian_edges_into, tanh_gaussian_into
 
 __all__ = ["TanhGaussian", "CategoricalSampler", "Sampler", "make_sampler", "tanh_log_det_jacobian"]
 
@@ -68,6 +68,10 @@ class TanhGaussian:
     """Added to ``softplus(raw)``: the smallest standard deviation (pre-tanh units)."""
     max_std: float = 5.0
     """Upper clamp of the standard deviation (pre-tanh units)."""
+
+    draws_at_edges: ClassVar[bool] = True
+    """The K samples of a node are i.i.d. under a uniform prior, so a search may draw each one
+    when its edge is first expanded (:meth:`edge_actions`) instead of all K at the node's expansion."""
 
     def __post_init__(self) -> None:
         if self.action_dim < 1:
@@ -108,6 +112,20 @@ class TanhGaussian:
         valid.fill(True)
         return actions, np.zeros((batch, num_samples), np.float32), valid
 
+    def edge_actions(self, node_out: np.ndarray, slot: np.ndarray, root_actions: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+        """``[B, D]`` float32 actions of B edges ``(node, slot)``: a fresh sample of the node's
+        policy, or for a root (``node_out [B, 2D + 1]``: policy output, then a root flag) its
+        pre-drawn sample ``root_actions[b, slot[b]]`` (``root_actions [B, K, D]``). One sample per
+        edge: distributed as the slot's share of K i.i.d. draws made at the node's expansion."""
+        batch, dim = node_out.shape[0], self.action_dim
+        noise = rng.standard_normal((batch, 1, dim))
+        out = np.empty((batch, dim), np.float32)
+        scratch = np.empty(3 * batch * dim, np.float32)
+        tanh_gaussian_edges_into(node_out, slot, root_actions, noise, self.min_std, self.max_std, _ACTION_EPS, out,
+                                 scratch[:2 * batch * dim], scratch[2 * batch * dim:].view(np.int32))
+        return out
+
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``log pi(a_k)`` of ``actions [N, K, D]`` under ``policy_out [N, 2D]`` -> ``[N, K]``."""
         mean, std = self.params(full_precision(policy_out))
@@ -135,6 +153,9 @@ class CategoricalSampler:
 
     num_actions: int
     """A."""
+
+    draws_at_edges: ClassVar[bool] = False
+    """K distinct actions are drawn together (without replacement, priors from the draw)."""
 
     @property
     def action_shape(self) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from lz_tune.models.fast_math import tanh_rows
 
-__all__ = ["tanh_gaussian_into", "gumbel_top_k_into"]
+__all__ = ["tanh_gaussian_into", "tanh_gaussian_edges_into", "gumbel_top_k_into"]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -43,6 +43,27 @@ def tanh_gaussian_into(policy_out, noise, min_std, max_std, action_eps, out, wor
     flat = out.reshape(out.size)
     for j in range(flat.shape[0]):
         flat[j] = min(max(flat[j], lo), hi)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def tanh_gaussian_edges_into(node_out, slot, root_actions, noise, min_std, max_std, action_eps, out, work, bits):
+    """The actions of B search edges ``(node, slot)``, each drawn when the edge is expanded: one
+    tanh-Gaussian action of the node's policy per row, or the root's pre-drawn sample of the slot.
+
+    node_out: ``[B, 2D + 1]`` float32, the node's policy output (mean, raw scale) and in column
+    ``2D`` a root flag (non-zero: the node is a root); slot: ``[B]`` int64 chosen child slots;
+    root_actions: ``[B, K, D]`` float32 the roots' K samples; noise: ``[B, 1, D]`` standard normal;
+    out: ``[B, D]`` float32 C-contiguous; ``work [>= 2 B D]`` float32, ``bits [>= B D]`` int32.
+    """
+    batch, dim = out.shape
+    tanh_gaussian_into(node_out[:, :2 * dim], noise, min_std, max_std, action_eps, out.reshape(batch, 1, dim), work,
+                       bits)
+    for b in range(batch):
+        if node_out[b, 2 * dim] != 0.0:
+            src = root_actions[b, slot[b]]
+            dst = out[b]
+            for d in range(dim):
+                dst[d] = src[d]
 
 
 @numba.njit(cache=True, nogil=True)
