@@ -208,12 +208,23 @@ def test_rnn_bootstrap_values_use_an_empty_history(rnn_policy_and_env):
     np.testing.assert_allclose(policy.value_targets(obs), support_to_scalar_np(expected.numpy()), rtol=1e-5)
 
 
+def _rnn_unroll(learner, cfg, batch, obs=None, mask=None):
+    """``learner.unroll_losses`` on a TrainBatch (``obs`` / ``mask``: tensors in place of its own)."""
+    from lz_tune.models.support import scalar_to_support
+
+    value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
+    reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
+    return learner.unroll_losses(learner.policy.network, torch.from_numpy(batch.obs) if obs is None else obs,
+                                 torch.from_numpy(batch.actions), value_t, reward_t,
+                                 torch.from_numpy(batch.target_policy),
+                                 torch.from_numpy(batch.mask) if mask is None else mask)
+
+
 @pytest.mark.parametrize("policy_type, depends", [("muzero_rnn_full_obs", True), ("muzero", False)])
 def test_training_feeds_the_true_observation_of_every_unroll_step(tiny_cfg, policy_type, depends):
-    """With the consistency loss off, the policy loss over the unroll depends on o_{t+2} for
+    """With the consistency loss off, the policy loss over the unroll changes with o_{t+2} for
     muzero_rnn_full_obs (prediction reads the encoded observation) and not for MuZero (it
-    predicts from the dynamics' latent; the value head starts at zero, so the policy loss is
-    the term with a gradient at init)."""
+    predicts from the dynamics' latent)."""
     from tests.test_stochastic_muzero import _batch
 
     torch.manual_seed(0)
@@ -222,16 +233,61 @@ def test_training_feeds_the_true_observation_of_every_unroll_step(tiny_cfg, poli
     learner = get_algorithm(policy_type).make_learner(cfg, spec)
     batch = _batch(cfg, spec, np.random.default_rng(0))
     obs = torch.from_numpy(batch.obs)
-    obs.requires_grad_(True)
-    from lz_tune.models.support import scalar_to_support
+    other = obs.clone()
+    other[:, 2] = torch.from_numpy(np.random.default_rng(1).normal(size=other[:, 2].shape).astype(np.float32))
+    with torch.no_grad():
+        policy_loss, changed = (_rnn_unroll(learner, cfg, batch, obs=o)[0] for o in (obs, other))
+    assert (not torch.allclose(policy_loss, changed)) == depends
 
+
+def test_rnn_true_observation_terms_stop_at_the_episode_end(tiny_cfg):
+    """Past the episode end (mask 0) the buffer pads observations with zeros, which are no
+    observation (on CartPole, zeros are the upright centred cart): no loss term depends on them.
+    MuZero's absorbing-state terms stay (the search chain's, from dynamics latents)."""
+    from tests.test_stochastic_muzero import _batch
+
+    torch.manual_seed(0)
+    cfg = tiny_cfg("policy_type=muzero_rnn_full_obs", "context.rnn_hidden_size=8")
+    spec = env_spec_for(cfg)
+    learner = get_algorithm("muzero_rnn_full_obs").make_learner(cfg, spec)
+    with torch.no_grad():  # a non-zero read-in, so that the history reaches the losses
+        learner.policy.network.history_to_latent.weight.normal_(0, 0.5)
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    assert batch.obs.shape[1] >= 4
+    mask = torch.from_numpy(batch.mask).clone()
+    mask[:, 3:] = 0.0  # the episode ended after step t+2
+    padded, other = torch.from_numpy(batch.obs).clone(), torch.from_numpy(batch.obs).clone()
+    padded[:, 3:] = 0.0
+    other[:, 3:] = 5.0
+    with torch.no_grad():
+        terms, changed = (_rnn_unroll(learner, cfg, batch, obs=o, mask=mask) for o in (padded, other))
+        unmasked = _rnn_unroll(learner, cfg, batch, obs=other)
+    for name, a, b in zip(terms._fields, terms, changed):
+        torch.testing.assert_close(a, b, msg=lambda m, name=name: f"{name}: {m}")
+    assert not torch.allclose(terms.value, unmasked.value)  # the same observations matter where they are real
+
+
+def test_rnn_later_steps_value_and_policy_do_not_reach_the_encoder(tiny_cfg):
+    """The true chain's value / policy terms at k >= 1 train prediction and the history on
+    detached encodings: the value and policy losses send gradient to o_t only (through the k = 0
+    term and the search chain from it), never to o_{t+k}, k >= 1, as in MuZero."""
+    from tests.test_stochastic_muzero import _batch
+
+    torch.manual_seed(0)
+    cfg = tiny_cfg("policy_type=muzero_rnn_full_obs", "context.rnn_hidden_size=8")
+    spec = env_spec_for(cfg)
+    learner = get_algorithm("muzero_rnn_full_obs").make_learner(cfg, spec)
     net = learner.policy.network
-    value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
-    reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    out = learner.unroll_losses(net, obs, torch.from_numpy(batch.actions), value_t, reward_t,
-                                torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
-    out[0].sum().backward()  # the policy loss over the unroll
-    assert (float(obs.grad[:, 2].abs().sum()) > 0) == depends
+    with torch.no_grad():
+        net.history_to_latent.weight.normal_(0, 0.5)
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    obs = torch.from_numpy(batch.obs).requires_grad_(True)
+    out = _rnn_unroll(learner, cfg, batch, obs=obs)
+    (out.policy.sum() + out.value.sum()).backward()
+    assert float(obs.grad[:, 0].abs().sum()) > 0
+    assert float(obs.grad[:, 1:].abs().sum()) == 0.0
+    head = [p for n, p in net.named_parameters() if "history_to_latent" in n]
+    assert all(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in head)
 
 
 @pytest.mark.parametrize("chain", [True, False])

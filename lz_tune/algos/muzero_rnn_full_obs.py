@@ -8,13 +8,14 @@ is ``(z_t = repr(o_t), h_t)``. The history restarts from zero at each episode st
 the weights version, :class:`lz_tune.algos.history.EnvHistory`). Inside the search a node's state
 is ``(latent, h)``: MuZero's dynamics on the latent, the GRU step on the history.
 
-Training (per sample, unroll k = 0..U, history zeroed at the sampled position t):
+Training (per sample, unroll k = 0..U, history zeroed at the sampled position t; ``m_k`` = 1
+where ``o_{t+k}`` is a real observation, 0 past the episode end):
 
     z_k = repr(o_{t+k})                         the TRUE encoded observation of every step
     h_0 = 0,  h_k = GRU([sg(z_{k-1}), a_{t+k-1}], h_{k-1})
-    policy, value : f(z_k, h_k) against the targets of step k
-    reward        : dynamics(z_k, a_{t+k}) -> r_k            (k < U)
-    consistency   : -cos(proj(dynamics(z_k, a_{t+k}).latent), sg(proj(z_{k+1}))) * mask_{k+1}
+    policy, value : f(z_0, 0), f(sg(z_k), h_k) (k >= 1) against the targets of step k, * m_k
+    reward        : dynamics(z_k, a_{t+k}) -> r_k * m_k           (k < U)
+    consistency   : -cos(proj(dynamics(z_k, a_{t+k}).latent), sg(proj(z_{k+1}))) * m_{k+1}
                     (learner.ssl_loss_weight: the predicted next latent against the encoder)
 
 plus the same terms along the SEARCH's chain, the states the tree search evaluates at its interior
@@ -29,14 +30,27 @@ Without them prediction is trained on encoded observations only while the search
 dynamics latents (tied to the encoder only through the projected cosine term), and the
 CartPole runs did not learn (best eval 85 in 10 minutes, benchmarks/README.md).
 
-The GRU reads the latents detached (``sg(z)`` above, both chains): the history's gradient trains
-the GRU and the read-in, never the encoder or the dynamics, whose latents are shaped by their own
-value, policy, reward and consistency terms at their own step only (as MuZero's). With the
-gradient flowing back through the history, and with an unbounded read-in (see
-:mod:`lz_tune.models.rnn_full_obs`), one CartPole seed in five plateaued at eval ~112 for
-3,000+ updates; with both changes seeds 0-4 all solve, three of them in 500-700 updates, seeds 3
-and 4 after a long plateau at eval ~130 (5,500 and 3,600 updates; benchmarks/README.md,
-"History-conditioned types on CartPole").
+What reaches the encoder is MuZero's: the GRU reads the latents detached (``sg(z)``, both
+chains), and so does prediction at the true chain's steps k >= 1. Those terms train prediction,
+the history and its read-in on real encodings, as the roots of the search meet them; the encoder
+itself is shaped by the k = 0 terms, the dynamics terms and the search chain, as in MuZero.
+With the full gradient (U + 1 value / policy regressions per sample straight into the encoder,
+against MuZero's one), two CartPole seeds in five sat for thousands of updates at eval ~130,
+every episode ending with the cart drifting off the track while the pole stayed up (replays of
+their checkpoints); our reading is that the encoder kept what predicts the current policy's
+values and lost the slow drift, which matters only near the track's edge.
+
+Past the episode end (``m_k = 0``) there is no observation: the buffer pads with zeros, the
+absorbing state, which MuZero's chain (the search chain here) learns from its dynamics latents
+(value and reward 0). The true chain masks those steps: an encoded zero observation is no
+absorbing state, and on CartPole it is the upright, centred cart, the best state there is, which
+the unmasked terms taught a value of 0.
+
+With both (2026-12-04, ``benchmarks/cartpole_solve.py --variants muzero_rnn_full_obs --seeds 0 1 2 3 4``)
+seeds 0-4 solve in 700 / 400 / 1,900 / 900 / 600 updates, where they took 700 / 600 / 500 /
+5,500 / 3,600 (benchmarks/README.md, "History-conditioned types on CartPole"). Earlier, with the
+gradient flowing back through the history and an unbounded read-in (see
+:mod:`lz_tune.models.rnn_full_obs`), one seed in five plateaued at eval ~112.
 
 Bootstrap values and reanalysis (buffer side) use an EMPTY history (``initial_inference``): the
 buffer keeps no per-step GRU state, and an empty history is exactly the conditioning of the
@@ -166,18 +180,21 @@ class RNNFullObsLearner(MuZeroLearner):
             target_proj = self.ssl_targets(net, obs, num_unroll)
         pred_value0 = None
         for k in range(steps):
+            real = mask[:, k]  # [B] 1 where o_{t+k} is a real observation (0 past the episode end)
             if k > 0:
                 history = net.history_step(latents[:, k - 1].detach(), actions[:, k - 1], history)
-            policy_logits, value_logits = net.prediction(latents[:, k], history)
-            value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-            policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
-            policy_entropy = policy_entropy + entropy(policy_logits)
+            # k >= 1: prediction reads the encoding detached (the encoder is shaped by MuZero's terms)
+            latent_k = latents[:, 0] if k == 0 else latents[:, k].detach()
+            policy_logits, value_logits = net.prediction(latent_k, history)
+            value_loss = value_loss + real * soft_ce(value_logits, value_t[:, k])
+            policy_loss = policy_loss + real * self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
+            policy_entropy = policy_entropy + real * entropy(policy_logits)
             if k == 0:
                 with torch.no_grad():
                     pred_value0 = support_to_scalar(value_logits)
             if k < num_unroll:
                 next_latent, reward_logits = net.dynamics(scale_gradient(latents[:, k], 0.5), actions[:, k])
-                reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k])
+                reward_loss = reward_loss + real * soft_ce(reward_logits, reward_t[:, k])
                 if lc.ssl_loss_weight > 0:
                     cos = cosine(net.project(next_latent, with_grad=True), target_proj[:, k])
                     ssl_loss = ssl_loss + (-cos) * mask[:, k + 1]
