@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from lz_tune.algos.efficientzero import EfficientZeroPolicy
+from lz_tune.algos.muzero import MuZeroPolicy
 from lz_tune.algos.muzero_rnn_full_obs import RNNFullObsPolicy
 from lz_tune.algos.stochastic_muzero import StochasticMuZeroPolicy
 from lz_tune.config import Config
@@ -14,7 +16,7 @@ from lz_tune.models.rnn_inference import RNNFullObsSearchInference
 from lz_tune.models.sequential_inference import SequentialMLP
 from lz_tune.models.stochastic_inference import StochasticSearchInference
 
-from engine_checks import assert_same_search
+from engine_checks import assert_same_search, root_values
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -88,3 +90,34 @@ def test_search_with_engine_equals_search_with_torch(cls, policy_type, engine_ty
     auto, reference = _policies(cls, policy_type)
     obs = np.random.default_rng(4).normal(size=(5, 4)).astype(np.float32)
     assert_same_search(auto, reference, engine_type, obs, 3)
+
+
+@pytest.mark.parametrize("cls, policy_type", [
+    (MuZeroPolicy, "muzero"),
+    (EfficientZeroPolicy, "efficientzero"),
+    (StochasticMuZeroPolicy, "stochastic_muzero"),
+    (RNNFullObsPolicy, "muzero_rnn_full_obs"),
+])
+def test_engines_read_the_weights_once_per_weight_change(cls, policy_type):
+    """A search binds its engines; they re-read the weights only when they changed: unchanged
+    weights keep what the last bind read, and a fused optimizer step (in place, no version count)
+    is seen through ``on_weights_loaded``, which the learner calls after every update."""
+    auto, reference = _policies(cls, policy_type)
+    obs = np.random.default_rng(6).normal(size=(4, 4)).astype(np.float32)
+    before = root_values(auto, obs, 3)
+    engines = [e for e in auto.search_engines if e._bound is not None]  # the ones its searches bind
+    assert engines
+    read = [e._bound for e in engines]
+    root_values(auto, obs, 3)
+    assert all(e._bound is key for e, key in zip(engines, read))  # same weights: nothing re-read
+    params = list(auto.network.parameters())
+    versions = [p._version for p in params]
+    optimizer = torch.optim.Adam(params, lr=0.05, fused=True)
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer.step()
+    assert [p._version for p in params] == versions  # the premise: a fused step counts no version
+    auto.on_weights_loaded()
+    after = root_values(auto, obs, 3)
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, root_values(reference, obs, 3), rtol=1e-4, atol=1e-4)

@@ -78,6 +78,7 @@ class EfficientZeroPolicy(MuZeroPolicy):
         """``parts``: the search rule and acting of :class:`MuZeroPolicy` (the sampled type's)."""
         super().__init__(cfg, spec, device=device, network=network, **parts)
         self._prefix_engine = EfficientZeroSearchInference(cfg.efficientzero.lstm_horizon_len)
+        self.search_engines.append(self._prefix_engine)
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> EfficientZeroNetwork:

@@ -67,6 +67,14 @@ class MuZeroPolicy(Policy):
         self.network.eval()
         self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
         self._engine = MLPSearchInference()  # numpy search engine for MLP networks on the CPU (mcts.inference)
+        self.search_engines: list = [self._engine]
+        """The CPU engines this policy binds (a subclass adds its own): invalidated on weight changes."""
+
+    def on_weights_loaded(self) -> None:
+        """The search engines re-read the weights at their next bind (a subclass with per-env
+        state calls this too)."""
+        for engine in self.search_engines:
+            engine.invalidate()
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> torch.nn.Module:

@@ -53,6 +53,7 @@ class MuZeroContextPolicy(MuZeroPolicy):
     # ------------------------------------------------------------------ per-env state
 
     def on_weights_loaded(self) -> None:
+        super().on_weights_loaded()
         self.history.on_weights_loaded()
 
     def reset(self, env_ids: np.ndarray) -> None:

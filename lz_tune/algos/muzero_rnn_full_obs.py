@@ -93,6 +93,7 @@ class RNNFullObsPolicy(MuZeroPolicy):
         self._last_latent: Optional[torch.Tensor] = None  # [N, *latent] encoded obs of each env's last step
         self._last_history: Optional[torch.Tensor] = None  # [N, H] GRU history at each env's last step
         self._history_engine = RNNFullObsSearchInference()  # the search's CPU engine (mcts.inference)
+        self.search_engines.append(self._history_engine)
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> RNNFullObsNetwork:
@@ -101,6 +102,7 @@ class RNNFullObsPolicy(MuZeroPolicy):
     # ------------------------------------------------------------------ per-env state
 
     def on_weights_loaded(self) -> None:
+        super().on_weights_loaded()
         self.history.on_weights_loaded()
 
     def reset(self, env_ids: np.ndarray) -> None:

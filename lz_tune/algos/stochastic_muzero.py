@@ -94,6 +94,7 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
         super().__init__(cfg, spec, device=device, network=network, search_rule=stochastic_puct_rule)
         self.num_chance = cfg.stochastic.chance_space_size
         self._chance_engine = StochasticSearchInference()  # the search's CPU engine (mcts.inference)
+        self.search_engines.append(self._chance_engine)
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroNetwork:

@@ -16,9 +16,10 @@ prefix [B], depth [B])``, see :mod:`lz_tune.algos.efficientzero`):
 * prediction of the MuZero MLP on the next latent (value, policy logits).
 
 Outputs agree with ``EfficientZeroPolicy``'s torch path to float32 rounding (tested in
-``tests/test_efficientzero_inference.py``). Weights are re-read at every :meth:`bind`: views of
-the MuZero MLP's, contiguous ``[in, out]`` copies of the LSTM and prefix head (~(D + H) 4H floats,
-a few microseconds for a 64-wide LSTM; BLAS is ~3x slower on the transposed views at batch 8).
+``tests/test_efficientzero_inference.py``). Weights are read at :meth:`bind` when they changed
+(:class:`~lz_tune.models.mlp_inference.ComposedSearchInference`): views of the MuZero MLP's,
+contiguous ``[in, out]`` copies of the LSTM and prefix head (BLAS is ~3x slower on the
+transposed views at batch 8).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         self.horizon = int(horizon)
         self._lstm: Optional[tuple] = None
 
-    def bind(self, network: EfficientZeroNetwork) -> None:
+    def read_weights(self, network: EfficientZeroNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters, copies of the LSTM's and the prefix head's."""
         layers = [m for m in network.prefix_mlp if isinstance(m, torch.nn.Linear)]
         self.bind_muzero(network, (network.muzero.latent_dim, network.lstm_hidden_size,

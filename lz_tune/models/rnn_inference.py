@@ -94,7 +94,7 @@ class RNNFullObsSearchInference(ComposedSearchInference):
         super().__init__()
         self._gru: Optional[tuple] = None
 
-    def bind(self, network: RNNFullObsNetwork) -> None:
+    def read_weights(self, network: RNNFullObsNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters; contiguous ``[in, out]`` copies of the GRU's
         and the read-in's weights."""
         self.bind_muzero(network, (network.latent_size, network.hidden_size))

@@ -43,7 +43,7 @@ class StochasticSearchInference(ComposedSearchInference):
         self._chance: Optional[SequentialMLP] = None
         self._sizes: tuple[int, int, int] = (0, 0, 0)
 
-    def bind(self, network: StochasticMuZeroNetwork) -> None:
+    def read_weights(self, network: StochasticMuZeroNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters, copies of the small heads' weights."""
         self.bind_muzero(network, ())
         chance = network.chance_space_size
