@@ -503,3 +503,43 @@ def test_sync_collector_caches_are_dropped_after_every_completed_budget(tiny_cfg
     completed = driver.budgets.budgets_completed
     assert completed >= 3
     assert set(range(1, completed)) <= set(loads)  # a fresh load after each budget before the last
+
+
+def test_no_loss_term_reads_the_padding_past_the_episode_end(tiny_cfg):
+    """Past the episode end (mask 0) the buffer pads with zero observations, no state (on CartPole
+    zeros are the upright, centred cart): value, policy, entropy, reward and latent terms are all
+    masked there, as the original's ``mask_padding`` masks them, so the loss does not depend on
+    what the padding holds; where the steps are real the same observations do matter."""
+    from lz_tune.algos import get_algorithm
+    from lz_tune.workers import env_spec_for
+    from tests.test_stochastic_muzero import _batch
+
+    torch.manual_seed(0)
+    cfg = tiny_cfg(*UNI)
+    spec = env_spec_for(cfg)
+    learner = get_algorithm(cfg.policy_type).make_learner(cfg, spec)
+    net = learner.policy.network
+    _randomise(net)
+    batch = _batch(cfg, spec, np.random.default_rng(0))
+    steps = batch.obs.shape[1]
+    assert steps >= 4
+    rng = np.random.default_rng(1)
+
+    def soft(shape):
+        return torch.softmax(torch.from_numpy(rng.normal(size=shape).astype(np.float32)), -1)
+
+    value_t = soft((batch.obs.shape[0], steps, net.value_head[-1].out_features))
+    reward_t = soft((batch.obs.shape[0], steps - 1, net.reward_head[-1].out_features))
+    policy_t = torch.from_numpy(batch.target_policy)
+    actions = torch.from_numpy(batch.actions)
+    mask = torch.ones(batch.obs.shape[0], steps)
+    mask[:, 3:] = 0.0  # the episode ended after step t+2
+    padded, other = torch.from_numpy(batch.obs).clone(), torch.from_numpy(batch.obs).clone()
+    padded[:, 3:] = 0.0
+    other[:, 3:] = 5.0
+    with torch.no_grad():
+        terms, changed, unmasked = (learner.unroll_losses(net, o, actions, value_t, reward_t, policy_t, m)
+                                    for o, m in ((padded, mask), (other, mask), (other, torch.ones_like(mask))))
+    for name, a, b in zip(terms._fields, terms, changed):
+        torch.testing.assert_close(a, b, msg=lambda m, name=name: f"{name}: {m}")
+    assert not torch.allclose(terms.value, unmasked.value)

@@ -29,7 +29,10 @@ transformer at once; per sample, summed over the unroll::
     latent  : MSE(next_latent_k, sg(target_encoder(o_{t+k+1}))) learner.ssl_loss_weight, masked
     entropy : -H(policy_k)                                      learner.policy_entropy_weight
 
-divided by U + 1, PER-weighted; the target network is a momentum average
+each term only where its step is real (``m_k``: o_{t+k} exists; the latent term: o_{t+k+1}):
+past the episode end the buffer pads with zero observations, which are no state (on CartPole
+zeros are the upright, centred cart), and no absorbing-state targets are taught to them, as the
+original masks these terms with its ``mask_padding``; divided by U + 1, PER-weighted; the target network is a momentum average
 (``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step values
 bootstrap with the target world model, one teacher-forced pass per sample over the stored
 ``o_{t+n-H+1} .. o_{t+n+U}`` (H = ``infer_context_length``), so that every bootstrap position has
@@ -723,11 +726,12 @@ class UniZeroLearner(Learner):
         def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:     # [B * count] -> [B]
             return x.view(batch, count).sum(1)
 
-        value_loss = per_sample(soft_ce(value_logits, value_t.reshape(batch * steps, -1)), steps)
+        real = mask.reshape(batch * steps)  # 1 where o_{t+k} is a real observation, 0 past the episode end
+        value_loss = per_sample(soft_ce(value_logits, value_t.reshape(batch * steps, -1)) * real, steps)
         flat_target = map_policy_target(lambda t: t.reshape(batch * steps, *t.shape[2:]), target_policy)
-        policy_loss = per_sample(self.policy_loss(policy_logits, flat_target), steps)
+        policy_loss = per_sample(self.policy_loss(policy_logits, flat_target) * real, steps)
         step_entropy = self.policy_entropy(policy_logits)
-        policy_entropy = per_sample(step_entropy, steps)
+        policy_entropy = per_sample(step_entropy * real, steps)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits.view(batch, steps, -1)[:, 0])
         reward_logits, next_latent = (net.action_heads(h_act.reshape(batch * num_unroll, -1)) if num_unroll
@@ -739,7 +743,8 @@ class UniZeroLearner(Learner):
         if num_unroll == 0:
             zeros = torch.zeros_like(value_loss)
             return UnrollTerms(policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0)
-        reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)), num_unroll)
+        reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1))
+                                 * mask[:, :num_unroll].reshape(-1), num_unroll)
         with torch.no_grad():
             target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:]))
         latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
