@@ -189,7 +189,8 @@ class RNNFullObsLearner(MuZeroLearner):
             latent_k = latents[:, 0] if k == 0 else latents[:, k].detach()
             policy_logits, value_logits = net.prediction(latent_k, history)
             value_loss = value_loss + real * soft_ce(value_logits, value_t[:, k])
-            policy_loss = policy_loss + real * self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
+            target_k = map_policy_target(lambda t: t[:, k], target_policy)
+            policy_loss = policy_loss + real * self.policy_loss(policy_logits, target_k)
             policy_entropy = policy_entropy + real * entropy(policy_logits)
             if k == 0:
                 with torch.no_grad():

@@ -14,7 +14,8 @@ distinct actions are drawn at the node's expansion. Continuous: the root's K are
 its edges draws its action when the search first expands it. Under the uniform prior of i.i.d.
 samples the selection of an unexpanded slot never depends on its action, so this is the same
 distribution as K draws at expansion, with one draw per expanded edge instead of K per node
-(at D = 6, K = 20 the draws were the largest piece of a simulation). Child priors are the paper's ``beta_hat / beta * pi`` (uniform 1/K for
+(at D = 6, K = 20 the draws were the largest piece of a simulation).
+Child priors are the paper's ``beta_hat / beta * pi`` (uniform 1/K for
 i.i.d. samples; pi renormalised over a distinct discrete sample), and collection mixes
 Dirichlet noise into the root priors, which therefore changes the root selection.
 

@@ -32,8 +32,8 @@ transformer at once; per sample, summed over the unroll::
 each term only where its step is real (``m_k``: o_{t+k} exists; the latent term: o_{t+k+1}):
 past the episode end the buffer pads with zero observations, which are no state (on CartPole
 zeros are the upright, centred cart), and no absorbing-state targets are taught to them, as the
-original masks these terms with its ``mask_padding``; divided by U + 1, PER-weighted; the target network is a momentum average
-(``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step values
+original masks these terms with its ``mask_padding``; divided by U + 1, PER-weighted; the target
+network is a momentum average (``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step values
 bootstrap with the target world model, one teacher-forced pass per sample over the stored
 ``o_{t+n-H+1} .. o_{t+n+U}`` (H = ``infer_context_length``), so that every bootstrap position has
 at least H steps of context, as the policy had when it acted there (cut at the segment's first

@@ -45,8 +45,8 @@ from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.mlp import LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
-__all__ = ["ComposedSearchInference", "MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent", "parameter_state",
-           "limit_blas_threads"]
+__all__ = ["ComposedSearchInference", "MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent",
+           "limit_blas_threads", "parameter_state"]
 
 
 # ---------------------------------------------------------------------------------------- kernels
