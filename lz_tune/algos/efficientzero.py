@@ -78,7 +78,7 @@ class EfficientZeroPolicy(MuZeroPolicy):
         """``parts``: the search rule and acting of :class:`MuZeroPolicy` (the sampled type's)."""
         super().__init__(cfg, spec, device=device, network=network, **parts)
         self._prefix_engine = EfficientZeroSearchInference(cfg.efficientzero.lstm_horizon_len)
-        self.search_engines.append(self._prefix_engine)
+        self.search_engines = [self._prefix_engine]  # MuZero's MLP engine is not used by this type
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> EfficientZeroNetwork:
@@ -92,9 +92,8 @@ class EfficientZeroPolicy(MuZeroPolicy):
         engine (:class:`EfficientZeroSearchInference`) for an MLP network on the CPU under
         ``mcts.inference=auto``, else torch. Call under inference mode."""
         net = self.network
-        if self.cfg.mcts.inference == "auto" and EfficientZeroSearchInference.supports(net):
-            engine = self._prefix_engine
-            engine.bind(net)  # fresh views: the learner may have stepped since the last search
+        engine = self._prefix_engine
+        if self.cfg.mcts.inference == "auto" and engine.try_bind(net):
             state, value, policy_logits = engine.root(net.representation(self.obs_tensor(obs)).numpy())
             return SearchRoots(state, value, policy_logits, engine)
         init = net.initial_inference(self.obs_tensor(obs))

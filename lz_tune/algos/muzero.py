@@ -105,8 +105,7 @@ class MuZeroPolicy(Policy):
         then the numpy engine (root prediction included) on numpy latents. Otherwise torch
         throughout. Call under inference mode.
         """
-        if self.cfg.mcts.inference == "auto" and MLPSearchInference.supports(self.network):
-            self._engine.bind(self.network)  # fresh views: the learner may have stepped since the last search
+        if self.cfg.mcts.inference == "auto" and self._engine.try_bind(self.network):
             latent = (self.network.representation(self.obs_tensor(obs)) if root_latent is None
                       else root_latent).numpy()
             value, policy_logits = self._engine.prediction(latent)

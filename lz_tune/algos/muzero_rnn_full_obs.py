@@ -93,7 +93,7 @@ class RNNFullObsPolicy(MuZeroPolicy):
         self._last_latent: Optional[torch.Tensor] = None  # [N, *latent] encoded obs of each env's last step
         self._last_history: Optional[torch.Tensor] = None  # [N, H] GRU history at each env's last step
         self._history_engine = RNNFullObsSearchInference()  # the search's CPU engine (mcts.inference)
-        self.search_engines.append(self._history_engine)
+        self.search_engines = [self._history_engine]  # MuZero's MLP engine is not used by this type
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> RNNFullObsNetwork:
@@ -139,9 +139,8 @@ class RNNFullObsPolicy(MuZeroPolicy):
             latent, history = root_latent
         policy_logits, value_logits = self.network.prediction(latent, history)
         value = support_to_scalar_np(self.to_numpy(value_logits))
-        if self.cfg.mcts.inference == "auto" and RNNFullObsSearchInference.supports(self.network):
-            engine = self._history_engine  # numpy node states, one engine call per simulation
-            engine.bind(self.network)
+        engine = self._history_engine  # numpy node states, one engine call per simulation
+        if self.cfg.mcts.inference == "auto" and engine.try_bind(self.network):
             return SearchRoots((latent.numpy(), history.numpy()), value, self.to_numpy(policy_logits), engine)
         return SearchRoots((latent, history), value, self.to_numpy(policy_logits), self.recurrent_inference)
 

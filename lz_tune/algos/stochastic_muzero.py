@@ -94,7 +94,7 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
         super().__init__(cfg, spec, device=device, network=network, search_rule=stochastic_puct_rule)
         self.num_chance = cfg.stochastic.chance_space_size
         self._chance_engine = StochasticSearchInference()  # the search's CPU engine (mcts.inference)
-        self.search_engines.append(self._chance_engine)
+        self.search_engines = [self._chance_engine]  # MuZero's MLP engine is not used by this type
 
     @staticmethod
     def build_network(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroNetwork:
@@ -104,9 +104,8 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
         """Root state, value [K], policy logits [K, A] and the stochastic recurrent function: the
         numpy engine (:class:`StochasticSearchInference`, numpy latents) for an MLP network on the
         CPU under ``mcts.inference=auto``, else torch latents and :meth:`recurrent_inference`."""
-        if self.cfg.mcts.inference == "auto" and StochasticSearchInference.supports(self.network):
-            engine = self._chance_engine
-            engine.bind(self.network)
+        engine = self._chance_engine
+        if self.cfg.mcts.inference == "auto" and engine.try_bind(self.network):
             latent = self.network.representation(self.obs_tensor(obs)).numpy()
             value, policy_logits = engine.mlp.prediction(latent)
             return SearchRoots(latent, value, policy_logits, engine)
