@@ -310,9 +310,8 @@ class UniZeroPolicy(Policy):
         if not self.cfg.unizero.search_cache:
             return SearchRoots(self._uncached_root(window), value, self.to_numpy(policy_logits),
                                self._recurrent_uncached)
-        if self.cfg.mcts.inference == "auto" and TransformerSearchInference.supports(self.network):
-            engine = self._window_engine  # node windows in the engine's arena, one engine call per simulation
-            engine.bind(self.network)
+        engine = self._window_engine  # node windows in the engine's arena, one engine call per simulation
+        if self.cfg.mcts.inference == "auto" and engine.try_bind(self.network):
             return SearchRoots(engine.root(tuple(t.numpy() for t in window.as_tuple())), value,
                                self.to_numpy(policy_logits), engine)
         return SearchRoots(window.as_tuple(), value, self.to_numpy(policy_logits), self.recurrent_inference)

@@ -23,10 +23,10 @@ one loop per tree instead of padded batched matmuls.
 
 GEMMs run on numpy's BLAS with contiguous ``[in, out]`` copies of the Linear weights (BLAS is ~3x
 slower on transposed views at batch 8). The copies are kept between searches while the
-parameters are unchanged: :meth:`TransformerSearchInference.bind` re-copies when a parameter's
-storage or in-place version changed, or after :meth:`TransformerSearchInference.invalidate`
-(the policy calls it from ``on_weights_loaded``, which also covers fused optimizers that do not
-bump versions). Outputs agree with the torch path to float32 rounding
+parameters are unchanged (:class:`~lz_tune.models.mlp_inference.WeightReadingEngine`): a bind
+re-copies when a parameter's storage or in-place version changed, or after
+:meth:`~lz_tune.models.mlp_inference.WeightReadingEngine.invalidate` (the policy calls it from
+``on_weights_loaded``, which also covers fused optimizers that do not bump versions). Outputs agree with the torch path to float32 rounding
 (``tests/test_transformer_inference.py``).
 """
 
@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from lz_tune.models.fast_math import exp_row, gelu_erf_rows, gelu_tanh_rows, layer_norm_rows
-from lz_tune.models.mlp_inference import embed_actions_into, add_bias_decode, cpu_float32, limit_blas_threads
+from lz_tune.models.mlp_inference import WeightReadingEngine, add_bias_decode, cpu_float32, embed_actions_into
 from lz_tune.models.unizero import UniZeroWorldModel
 
 __all__ = ["TransformerSearchInference", "attend_token", "assemble_window", "token_pass"]
@@ -385,7 +385,7 @@ def _pack(net: UniZeroWorldModel) -> _Weights:
 # ---------------------------------------------------------------------------------------- engine
 
 
-class TransformerSearchInference:
+class TransformerSearchInference(WeightReadingEngine):
     """``recurrent_fn`` of UniZero's search (module docstring).
 
     The engine keeps every node's window itself, in an arena of windows (the five arrays of a
@@ -400,14 +400,15 @@ class TransformerSearchInference:
     search are valid until the next :meth:`root`.
     """
 
+    serves = "a UniZeroWorldModel"
+
     def __init__(self, *, fused: Optional[bool] = None) -> None:
+        super().__init__()
         self.fused = fused
         """Run each token (and the heads' first halves) as one numba call with in-kernel GEMMs;
         None: when ``E <= FUSED_MAX_WIDTH``."""
         self._fused = False
         self._weights: Optional[_Weights] = None
-        self._key: Optional[tuple] = None
-        self._generation = 0
         self._dims: Optional[tuple] = None
         self._buffers: dict[tuple, dict] = {}
         self._rope: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32))
@@ -449,20 +450,10 @@ class TransformerSearchInference:
         float32 on the CPU."""
         return type(network) is UniZeroWorldModel and cpu_float32(network)
 
-    def invalidate(self) -> None:
-        """The weights changed (``Policy.on_weights_loaded``): re-copy them at the next bind."""
-        self._generation += 1
-
-    def bind(self, network: UniZeroWorldModel) -> None:
-        """Copy the Linear weights if they changed since the last bind; limit numpy's BLAS threads."""
-        if not self.supports(network):
-            raise ValueError("TransformerSearchInference needs a UniZeroWorldModel with float32 parameters on the CPU")
-        limit_blas_threads(torch.get_num_threads())
-        params = list(network.parameters())
-        key = (id(network), self._generation, tuple((p.data_ptr(), p._version) for p in params))
-        if key != self._key:
-            self._weights = _pack(network)
-            self._key = key
+    def read_weights(self, network: UniZeroWorldModel) -> None:
+        """Contiguous copies of the Linear weights, the shapes (per-batch buffers dropped when they
+        change) and the rotary frequencies."""
+        self._weights = _pack(network)
         tf = network.transformer
         dims = (tf.num_layers, tf.window_slots, tf.embed_dim, tf.blocks[0].num_heads, tf.context_tokens,
                 network.policy_head[-1].out_features, network.reward_head[-1].out_features,
@@ -470,11 +461,18 @@ class TransformerSearchInference:
         if dims != self._dims:
             self._dims = dims
             self._buffers.clear()
-        self._fused = tf.embed_dim <= FUSED_MAX_WIDTH if self.fused is None else self.fused
         inv_freq = tf.inv_freq.detach().cpu().numpy()
         if self._inv_freq is None or not np.array_equal(inv_freq, self._inv_freq):
             self._inv_freq = inv_freq
             self._rope = (np.zeros((0, inv_freq.shape[0]), np.float32),) * 2
+
+    def try_bind(self, network: torch.nn.Module) -> bool:
+        """:meth:`WeightReadingEngine.try_bind`, then the kernel choice (``fused``, which may be
+        set between searches)."""
+        if not super().try_bind(network):
+            return False
+        self._fused = self._dims[2] <= FUSED_MAX_WIDTH if self.fused is None else self.fused
+        return True
 
     def _rope_tables(self, max_pos: int) -> tuple[np.ndarray, np.ndarray]:
         """cos, sin ``[P, head_dim / 2]`` float32 for positions ``0 .. P-1``, ``P > max_pos``, as
