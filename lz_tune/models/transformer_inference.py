@@ -21,8 +21,10 @@ the two tokens) is written once, by one kernel. So a simulation is ~50 BLAS/numb
 microseconds of overhead each instead of ~90 torch ops, and the attention over at most C keys is
 one loop per tree instead of padded batched matmuls.
 
-GEMMs run on numpy's BLAS with contiguous ``[in, out]`` copies of the Linear weights (BLAS is ~3x
-slower on transposed views at batch 8). The copies are kept between searches while the
+GEMMs run on contiguous ``[in, out]`` copies of the Linear weights (BLAS is ~3x slower on transposed
+views at batch 8): for wide models (E > ``FUSED_MAX_WIDTH``), whose weights do not fit the L2 cache,
+on :func:`~lz_tune.models.few_rows_matmul.few_rows_matmul` at 2-32 rows (it reads each weight once;
+BLAS packs it first: a UniZero Pong collect runs ~1.3x faster), else on numpy's BLAS. The copies are kept between searches while the
 parameters are unchanged (:class:`~lz_tune.models.mlp_inference.WeightReadingEngine`): a bind
 re-copies when a parameter's storage or in-place version changed, or after
 :meth:`~lz_tune.models.mlp_inference.WeightReadingEngine.invalidate` (the policy calls it from
@@ -43,6 +45,7 @@ import torch
 from torch import nn
 
 from lz_tune.models.fast_math import exp_row, gelu_erf_rows, gelu_tanh_rows, layer_norm_rows
+from lz_tune.models.few_rows_matmul import FewRowsScratch, FewRowsWeight
 from lz_tune.models.mlp_inference import WeightReadingEngine, add_bias_decode, cpu_float32, embed_actions_into
 from lz_tune.models.unizero import UniZeroWorldModel
 
@@ -299,6 +302,7 @@ def assemble_window(keys, values, key_pos, valid, next_pos, rows, child_rows, ne
 class _Linear:
     weight: np.ndarray  # [in, out] contiguous copy
     bias: np.ndarray    # [out] view (zeros when the layer has none)
+    rows: FewRowsWeight  # the same weight for the wide path's GEMMs (weight is its dense layout)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +321,7 @@ class _Blocks:
     fc2_b: np.ndarray    # [L, E]
     ln_final: np.ndarray  # [2, E]
     eps: float
+    layers: tuple  # per layer (qkv, out, fc1, fc2) FewRowsWeight, for the wide path's GEMMs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,7 +344,8 @@ class _Weights:
 
 def _linear(m: nn.Linear) -> _Linear:
     bias = m.bias.detach().numpy() if m.bias is not None else np.zeros(m.out_features, np.float32)
-    return _Linear(m.weight.detach().t().contiguous().numpy(), bias)
+    rows = FewRowsWeight.of(m.weight.detach().t().numpy())
+    return _Linear(rows.dense, bias, rows)
 
 
 def _head(seq: nn.Sequential) -> _Head:
@@ -366,12 +372,14 @@ def _blocks(net: UniZeroWorldModel) -> _Blocks:
         return _stack([torch.stack((get(b).weight, get(b).bias)) for b in blocks])
 
     final = net.transformer.ln_final
-    return _Blocks(ln_attn=norm(lambda b: b.ln_attn), qkv_w=linear(lambda b: b.qkv, "weight"),
-                   qkv_b=linear(lambda b: b.qkv, "bias"), out_w=linear(lambda b: b.out, "weight"),
-                   out_b=linear(lambda b: b.out, "bias"), ln_mlp=norm(lambda b: b.ln_mlp),
-                   fc1_w=linear(lambda b: b.mlp[0], "weight"), fc1_b=linear(lambda b: b.mlp[0], "bias"),
-                   fc2_w=linear(lambda b: b.mlp[2], "weight"), fc2_b=linear(lambda b: b.mlp[2], "bias"),
-                   ln_final=_stack([final.weight, final.bias]), eps=float(final.eps))
+    qkv_w, out_w = linear(lambda b: b.qkv, "weight"), linear(lambda b: b.out, "weight")
+    fc1_w, fc2_w = linear(lambda b: b.mlp[0], "weight"), linear(lambda b: b.mlp[2], "weight")
+    layers = tuple(tuple(FewRowsWeight.of(w[i]) for w in (qkv_w, out_w, fc1_w, fc2_w)) for i in range(len(blocks)))
+    return _Blocks(ln_attn=norm(lambda b: b.ln_attn), qkv_w=qkv_w, qkv_b=linear(lambda b: b.qkv, "bias"),
+                   out_w=out_w, out_b=linear(lambda b: b.out, "bias"), ln_mlp=norm(lambda b: b.ln_mlp),
+                   fc1_w=fc1_w, fc1_b=linear(lambda b: b.mlp[0], "bias"),
+                   fc2_w=fc2_w, fc2_b=linear(lambda b: b.mlp[2], "bias"),
+                   ln_final=_stack([final.weight, final.bias]), eps=float(final.eps), layers=layers)
 
 
 def _pack(net: UniZeroWorldModel) -> _Weights:
@@ -414,6 +422,7 @@ class TransformerSearchInference(WeightReadingEngine):
         self._rope: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32))
         self._inv_freq: Optional[np.ndarray] = None
         self._arena: Optional[tuple] = None  # (keys, values [R, L, S, E], key_pos, valid [R, S], next_pos [R])
+        self._gemm_scratch = FewRowsScratch()
         self._used = 0  # arena rows holding this search's nodes
 
     def root(self, window: tuple) -> np.ndarray:
@@ -527,19 +536,22 @@ class TransformerSearchInference(WeightReadingEngine):
                        w.qkv_w, w.qkv_b, w.out_w, w.out_b, w.ln_mlp, w.fc1_w, w.fc1_b, w.fc2_w, w.fc2_b, w.ln_final,
                        w.eps, normed, qkv, att, proj, mlp, out, *scratch)
             return out
-        # wide models: the same steps with the GEMMs on numpy's BLAS (scipy's is up to ~2x slower there)
+        # wide models: the same steps with the GEMMs on few_rows_matmul / numpy's BLAS (scipy's is up to
+        # ~2x slower there)
         np.add(window[4][rows], token, out=pos)
         layer_norm_rows(x, w.ln_attn[0, 0], w.ln_attn[0, 1], w.eps, normed, False)
         layers = w.qkv_w.shape[0]
+        gemm = self._gemm_scratch
         for layer in range(layers):
-            np.dot(normed, w.qkv_w[layer], out=qkv)
+            qkv_w, out_w, fc1_w, fc2_w = w.layers[layer]
+            qkv_w.matmul(normed, qkv, gemm)
             attend_token(qkv, w.qkv_b[layer], cos, sin, pos, *window[:4], rows, buf["new_keys"], buf["new_values"],
                          layer, token, context, heads, att, *scratch[:2], scratch[3])
-            np.dot(att, w.out_w[layer], out=proj)
+            out_w.matmul(att, proj, gemm)
             residual_norm(x, proj, w.out_b[layer], w.ln_mlp[layer, 0], w.ln_mlp[layer, 1], w.eps, normed)
-            np.dot(normed, w.fc1_w[layer], out=mlp)
+            fc1_w.matmul(normed, mlp, gemm)
             bias_gelu(mlp, w.fc1_b[layer], True, *scratch[2:])
-            np.dot(mlp, w.fc2_w[layer], out=proj)
+            fc2_w.matmul(mlp, proj, gemm)
             norm = w.ln_attn[layer + 1] if layer + 1 < layers else w.ln_final
             residual_norm(x, proj, w.fc2_b[layer], norm[0], norm[1], w.eps, normed if layer + 1 < layers else out)
         return out
@@ -551,10 +563,18 @@ class TransformerSearchInference(WeightReadingEngine):
         work, bits = buf["work"], buf["bits"]
         for head, mid in ((wide, buf["mid"]), (narrow, buf["narrow_mid"])):
             layer_norm_rows(h, head.norm[0], head.norm[1], eps, buf["normed"], False)
-            np.dot(buf["normed"], head.fc1.weight, out=mid)
+            head.fc1.rows.matmul(buf["normed"], mid, self._gemm_scratch)
             bias_gelu(mid, head.fc1.bias, False, work, bits)
-        np.dot(buf["narrow_mid"], narrow.fc2.weight, out=narrow_out)
+        narrow.fc2.rows.matmul(buf["narrow_mid"], narrow_out, self._gemm_scratch)
         narrow_out += narrow.fc2.bias
+
+    def _matmul(self, x: np.ndarray, linear: _Linear, out: np.ndarray) -> None:
+        """``out = x @ linear.weight``: BLAS on the fused (narrow) path, where the weights fit the L2
+        cache; :class:`FewRowsWeight` on the wide path."""
+        if self._fused:
+            np.dot(x, linear.weight, out=out)
+        else:
+            linear.rows.matmul(x, out, self._gemm_scratch)
 
     def __call__(self, rows: np.ndarray, action: np.ndarray):
         if self._weights is None:
@@ -580,7 +600,7 @@ class TransformerSearchInference(WeightReadingEngine):
             self._heads(buf, h, r, lat, buf["latent_out"])
             layer_norm_rows(buf["latent_out"], w.latent_norm[0], w.latent_norm[1], eps, x, False)
         # x: the next latent, i.e. the next token
-        np.dot(mid, r.fc2.weight, out=buf["reward_out"])
+        self._matmul(mid, r.fc2, buf["reward_out"])
         reward = add_bias_decode(buf["reward_out"], r.fc2.bias, buf["reward_logits"])
         h = self._token(buf, rows, 1, cos, sin)
         v, pol = w.value, w.policy
@@ -591,7 +611,7 @@ class TransformerSearchInference(WeightReadingEngine):
                               work, bits)
         else:
             self._heads(buf, h, v, pol, policy_logits)
-        np.dot(mid, v.fc2.weight, out=buf["value_out"])
+        self._matmul(mid, v.fc2, buf["value_out"])
         value = add_bias_decode(buf["value_out"], v.fc2.bias, buf["value_logits"])
         self._ensure_rows(self._used + batch, keep=self._used)
         child = np.arange(self._used, self._used + batch, dtype=np.int64)

@@ -1,0 +1,145 @@
+"""``x [M, K] @ W [K, N]`` for a few rows M against a weight matrix too big for the L2 cache: the
+GEMM of a search engine's wide layers (UniZero's Pong world model: ``K, N`` = 256 .. 1024, M = the
+number of envs).
+
+At M = 8 a weight is used by 8 multiply-adds only, so the cost is reading ``W``. numpy's BLAS
+(OpenBLAS) packs ``W`` into a buffer before its kernel runs, i.e. reads it, writes it and reads it
+again, and streams ~7-9 GB/s from L3 on one core of the 2-core AMD EPYC box of benchmarks/README.md.
+:func:`few_rows_matmul` reads each weight once, from a copy laid out for it
+(:class:`FewRowsWeight`): ``W`` transposed and cut along ``K`` into chunks of at most
+``CHUNK = 256``, ``[C, N, CH]``, so that one chunk of the 8 rows of ``x`` (``[8, CH]``, 8 KB) stays
+in L1 while every output column is 8 dot products over a contiguous ``CH``-run of weights, which
+LLVM vectorises (8 accumulators). On that box (2026-12-05) it streams ~12-19 GB/s where BLAS gets
+7-9, i.e. the GEMMs of one UniZero Pong simulation at 8 envs (22.7 MB of weights) take ~1.9 ms
+instead of ~3.1 ms.
+
+Rows are taken 8 at a time (a shorter last group is zero-padded), so ``W`` is read once per 8
+rows: from ``FEW_ROWS_MAX`` rows on BLAS, which reads ``W`` once for all rows, is faster (and
+for one row its matrix-vector product), and :meth:`FewRowsWeight.matmul` calls it there instead. Sums are in another order than BLAS's: results agree
+to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numba
+import numpy as np
+
+__all__ = ["CHUNK", "FEW_ROWS_MIN", "FEW_ROWS_MAX", "FewRowsScratch", "FewRowsWeight", "few_rows_matmul"]
+
+CHUNK = 256
+"""Most ``K`` per chunk: 8 rows x 256 float32 = 8 KB of ``x`` kept in L1 while a chunk of ``W``
+streams past (512 and unchunked run ~1.3-2x slower at K = 1024)."""
+
+FEW_ROWS_MIN, FEW_ROWS_MAX = 2, 32
+"""Row counts :meth:`FewRowsWeight.matmul` sends to :func:`few_rows_matmul`; BLAS takes the
+others. Measured over the GEMMs of one UniZero Pong simulation (22.7 MB of weights, one core,
+2026-12-05; BLAS time / this kernel's): 1 row 0.70 (BLAS's matrix-vector product reads ``W``
+once too), 2 rows 1.25, 4: 1.23, 8: 1.82, 12: 1.00, 16: 1.30, 24: 1.09, 32: 1.08, 64: 0.93."""
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=True)
+def few_rows_matmul(x, w_chunks, out, x_chunk, partial):
+    """``out = x @ W``.
+
+    Args:
+        x: ``[M, K]`` float32, C-contiguous.
+        w_chunks: ``[C, N, CH]`` float32: ``w_chunks[c, n, k] = W[c CH + k, n]``, zero where
+            ``c CH + k >= K`` (:class:`FewRowsWeight`).
+        out: ``[M, N]`` float32 (written).
+        x_chunk: ``[8, >= CH]`` float32 scratch (one chunk of 8 rows of ``x``).
+        partial: ``[>= 8 N]`` float32 scratch (the sums of a group of fewer than 8 rows).
+    """
+    rows_total, width = x.shape
+    chunks, columns, chunk = w_chunks.shape
+    for r0 in range(0, rows_total, 8):
+        rows = min(8, rows_total - r0)
+        for c in range(chunks):
+            k0 = c * chunk
+            span = min(chunk, width - k0)
+            if rows < 8 or span < chunk:  # zero padding (a conditional copy is ~25% slower overall)
+                x_chunk[:, :] = 0.0
+            for r in range(rows):
+                source, target = x[r0 + r], x_chunk[r]
+                for k in range(span):
+                    target[k] = source[k0 + k]
+            w = w_chunks[c]
+            for n in range(columns):
+                a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+                for k in range(chunk):
+                    wk = w[n, k]
+                    a0 += x_chunk[0, k] * wk
+                    a1 += x_chunk[1, k] * wk
+                    a2 += x_chunk[2, k] * wk
+                    a3 += x_chunk[3, k] * wk
+                    a4 += x_chunk[4, k] * wk
+                    a5 += x_chunk[5, k] * wk
+                    a6 += x_chunk[6, k] * wk
+                    a7 += x_chunk[7, k] * wk
+                if rows == 8:
+                    if c == 0:
+                        out[r0, n], out[r0 + 1, n], out[r0 + 2, n], out[r0 + 3, n] = a0, a1, a2, a3
+                        out[r0 + 4, n], out[r0 + 5, n], out[r0 + 6, n], out[r0 + 7, n] = a4, a5, a6, a7
+                    else:
+                        out[r0, n] += a0
+                        out[r0 + 1, n] += a1
+                        out[r0 + 2, n] += a2
+                        out[r0 + 3, n] += a3
+                        out[r0 + 4, n] += a4
+                        out[r0 + 5, n] += a5
+                        out[r0 + 6, n] += a6
+                        out[r0 + 7, n] += a7
+                else:
+                    sums = (a0, a1, a2, a3, a4, a5, a6, a7)
+                    for r in range(rows):
+                        if c == 0:
+                            partial[r * columns + n] = sums[r]
+                        else:
+                            partial[r * columns + n] += sums[r]
+        if rows < 8:
+            for r in range(rows):
+                for n in range(columns):
+                    out[r0 + r, n] = partial[r * columns + n]
+
+
+@dataclasses.dataclass(frozen=True)
+class FewRowsWeight:
+    """One weight matrix ``W [K, N]`` in both layouts: ``dense`` (contiguous ``[K, N]``, for BLAS)
+    and ``chunks`` (``[C, N, CH]``, for :func:`few_rows_matmul`). Build with :meth:`of`."""
+
+    dense: np.ndarray   # [K, N] float32
+    chunks: np.ndarray  # [C, N, CH] float32
+
+    @classmethod
+    def of(cls, dense: np.ndarray) -> "FewRowsWeight":
+        """From a ``[K, N]`` array (copied)."""
+        dense = np.ascontiguousarray(dense, dtype=np.float32)
+        width, columns = dense.shape
+        count = -(-width // CHUNK)
+        chunk = -(-width // count)
+        padded = np.zeros((count * chunk, columns), np.float32)
+        padded[:width] = dense
+        return cls(dense=dense, chunks=np.ascontiguousarray(padded.reshape(count, chunk, columns).transpose(0, 2, 1)))
+
+    def matmul(self, x: np.ndarray, out: np.ndarray, scratch: "FewRowsScratch") -> np.ndarray:
+        """``out [M, N] = x [M, K] @ W`` (x C-contiguous float32): :func:`few_rows_matmul` for
+        ``FEW_ROWS_MIN <= M <= FEW_ROWS_MAX``, BLAS otherwise."""
+        if FEW_ROWS_MIN <= x.shape[0] <= FEW_ROWS_MAX:
+            few_rows_matmul(x, self.chunks, out, scratch.x_chunk, scratch.partial_for(out.shape[1]))
+        else:
+            np.dot(x, self.dense, out=out)
+        return out
+
+
+class FewRowsScratch:
+    """The scratch of :func:`few_rows_matmul`, one per engine (shared by all its weights)."""
+
+    def __init__(self) -> None:
+        self.x_chunk = np.zeros((8, CHUNK), np.float32)
+        self._partial = np.zeros(8 * 1024, np.float32)
+
+    def partial_for(self, columns: int) -> np.ndarray:
+        if self._partial.shape[0] < 8 * columns:
+            self._partial = np.zeros(8 * columns, np.float32)
+        return self._partial
