@@ -9,9 +9,9 @@ again, and streams ~7-9 GB/s from L3 on one core of the 2-core AMD EPYC box of b
 (:class:`FewRowsWeight`): ``W`` transposed and cut along ``K`` into chunks of at most
 ``CHUNK = 256``, ``[C, N, CH]``, so that one chunk of the 8 rows of ``x`` (``[8, CH]``, 8 KB) stays
 in L1 while every output column is 8 dot products over a contiguous ``CH``-run of weights, which
-LLVM vectorises (8 accumulators). On that box (2026-12-05) it streams ~12-19 GB/s where BLAS gets
-7-9, i.e. the GEMMs of one UniZero Pong simulation at 8 envs (22.7 MB of weights) take ~1.9 ms
-instead of ~3.1 ms.
+LLVM vectorises (8 accumulators). On that box (2026-12-05) it streams ~11-19 GB/s per shape where
+BLAS gets 7-9, i.e. the GEMMs of one UniZero Pong simulation at 8 envs (22.7 MB of weights) take
+~2.1 ms instead of ~3.1 ms.
 
 Rows are taken 8 at a time (a shorter last group is zero-padded), so ``W`` is read once per 8
 rows: from ``FEW_ROWS_MAX`` rows on BLAS, which reads ``W`` once for all rows, is faster (and
