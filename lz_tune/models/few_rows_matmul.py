@@ -15,8 +15,8 @@ BLAS gets 7-9, i.e. the GEMMs of one UniZero Pong simulation at 8 envs (22.7 MB 
 
 Rows are taken 8 at a time (a shorter last group is zero-padded), so ``W`` is read once per 8
 rows: from ``FEW_ROWS_MAX`` rows on BLAS, which reads ``W`` once for all rows, is faster (and
-for one row its matrix-vector product), and :meth:`FewRowsWeight.matmul` calls it there instead. Sums are in another order than BLAS's: results agree
-to float32 rounding.
+for one row its matrix-vector product), and :meth:`FewRowsWeight.matmul` calls it there instead.
+Sums are in another order than BLAS's: results agree to float32 rounding.
 """
 
 from __future__ import annotations

@@ -24,11 +24,13 @@ one loop per tree instead of padded batched matmuls.
 GEMMs run on contiguous ``[in, out]`` copies of the Linear weights (BLAS is ~3x slower on transposed
 views at batch 8): for wide models (E > ``FUSED_MAX_WIDTH``), whose weights do not fit the L2 cache,
 on :func:`~lz_tune.models.few_rows_matmul.few_rows_matmul` at 2-32 rows (it reads each weight once;
-BLAS packs it first: a UniZero Pong collect runs ~1.3x faster), else on numpy's BLAS. The copies are kept between searches while the
-parameters are unchanged (:class:`~lz_tune.models.mlp_inference.WeightReadingEngine`): a bind
-re-copies when a parameter's storage or in-place version changed, or after
+BLAS packs it first: a UniZero Pong collect runs ~1.25x faster), else on numpy's BLAS. The copies
+are kept between searches while the parameters are unchanged
+(:class:`~lz_tune.models.mlp_inference.WeightReadingEngine`): a bind re-copies when a parameter's
+storage or in-place version changed, or after
 :meth:`~lz_tune.models.mlp_inference.WeightReadingEngine.invalidate` (the policy calls it from
-``on_weights_loaded``, which also covers fused optimizers that do not bump versions). Outputs agree with the torch path to float32 rounding
+``on_weights_loaded``, which also covers fused optimizers that do not bump versions). Outputs
+agree with the torch path to float32 rounding
 (``tests/test_transformer_inference.py``).
 """
 
@@ -374,7 +376,8 @@ def _blocks(net: UniZeroWorldModel) -> _Blocks:
     final = net.transformer.ln_final
     qkv_w, out_w = linear(lambda b: b.qkv, "weight"), linear(lambda b: b.out, "weight")
     fc1_w, fc2_w = linear(lambda b: b.mlp[0], "weight"), linear(lambda b: b.mlp[2], "weight")
-    layers = tuple(tuple(FewRowsWeight.of(w[i]) for w in (qkv_w, out_w, fc1_w, fc2_w)) for i in range(len(blocks)))
+    layers = tuple(tuple(FewRowsWeight.of(w[i]) for w in (qkv_w, out_w, fc1_w, fc2_w))
+                   for i in range(len(blocks)))
     return _Blocks(ln_attn=norm(lambda b: b.ln_attn), qkv_w=qkv_w, qkv_b=linear(lambda b: b.qkv, "bias"),
                    out_w=out_w, out_b=linear(lambda b: b.out, "bias"), ln_mlp=norm(lambda b: b.ln_mlp),
                    fc1_w=fc1_w, fc1_b=linear(lambda b: b.mlp[0], "bias"),
