@@ -57,10 +57,13 @@ def _grads_of_one_update(learner, batch):
     return logs, priorities, grads, buffers
 
 
-# types with one unroll path (update_path has no effect) or MuZero's learner unchanged are not rows here
+# types with one unroll path (update_path only picks the optimizer kernel) or MuZero's learner unchanged
+# are not rows here
 ONE_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "muzero_context", "unizero", "sampled_unizero"}
 CASES = [(t, kind, extra) for t in sorted(POLICY_TYPES) if t not in ONE_PATH for kind in ("mlp", "conv")
          for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
+# UniZero: one unroll path, but the fused path runs its image encoder channels-last
+CASES += [("unizero", "conv", ())]
 # continuous actions (tanh-Gaussian policy, float actions) for the sampled types
 CASES += [(t, "pendulum", extra) for t in sorted(POLICY_TYPES) if t.startswith("sampled_") and t not in ONE_PATH
           for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
@@ -98,7 +101,7 @@ def test_fused_path_equals_eager_path(tiny_cfg, policy_type, kind, extra):
             assert torch.equal(fused[3][name], v), name
 
 
-CONV_TYPES = sorted({t for t, kind, _ in CASES if kind == "conv"})
+CONV_TYPES = sorted({t for t, kind, _ in CASES if kind == "conv"} - ONE_PATH)
 
 
 @pytest.mark.parametrize("policy_type", CONV_TYPES)
@@ -117,6 +120,30 @@ def test_fused_path_runs_conv_networks_channels_last(tiny_cfg, policy_type):
         obs = torch.zeros((2, *spec.observation_shape), dtype=torch.uint8)
         latent = learner.policy.network.representation(obs)
         assert latent.is_contiguous(memory_format=torch.channels_last) == (path == "fused"), path
+
+
+@pytest.mark.parametrize("policy_type", ["unizero", "sampled_unizero"])
+def test_fused_path_runs_unizero_image_encoders_channels_last(tiny_cfg, policy_type):
+    """UniZero's image encoder (learner and target network) is channels-last on the fused path,
+    and its input too; the eager path and vector encoders keep the default layout."""
+    cfg = tiny_cfg(f"policy_type={policy_type}", "sampled.num_samples=2", *CONV)
+    spec = env_spec_for(cfg)
+    seen = []
+    for path in ("fused", "eager"):
+        c = cfg.with_overrides([f"learner.update_path={path}"])
+        learner = get_algorithm(c.policy_type).make_learner(c, spec)
+        for net in (learner.policy.network, learner.target_policy.network):
+            convs = [p for p in net.encoder.parameters() if p.dim() == 4 and p.shape[-1] > 1]
+            assert convs and all(p.is_contiguous(memory_format=torch.channels_last) == (path == "fused")
+                                 for p in convs), path
+        first_conv = next(m for m in learner.policy.network.encoder.modules() if isinstance(m, torch.nn.Conv2d))
+        hook = first_conv.register_forward_hook(lambda m, args, out: seen.append(
+            args[0].is_contiguous(memory_format=torch.channels_last)))
+        learner.policy.network.encode(torch.zeros((2, *spec.observation_shape), dtype=torch.uint8))
+        hook.remove()
+    assert seen == [True, False]
+    vector = get_algorithm("unizero").make_learner(tiny_cfg("policy_type=unizero"), env_spec_for(tiny_cfg()))
+    assert not vector.policy.network.channels_last
 
 
 def test_eager_path_is_selectable_and_validated(tiny_cfg):

@@ -10,6 +10,7 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.base import MuZeroNetwork
 from lz_tune.models.conv import MuZeroConvNetwork
+from lz_tune.models.unizero import UniZeroWorldModel
 
 __all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_rate_at", "soft_ce", "entropy",
            "cosine", "full_precision", "scale_gradient", "require_device", "learner_autocast",
@@ -107,11 +108,11 @@ def learner_autocast(cfg: Config, device: torch.device):
 
 
 def use_channels_last(network: torch.nn.Module) -> None:
-    """Every :class:`MuZeroConvNetwork` in ``network`` to the channels-last layout (the
-    learner's fused path: convolutions and batch norms on NHWC data); MLP networks are left
-    as they are."""
+    """Every :class:`MuZeroConvNetwork` and image-encoder :class:`UniZeroWorldModel` in
+    ``network`` to the channels-last layout (the learner's fused path: convolutions and batch
+    norms on NHWC data); MLP networks are left as they are."""
     for module in network.modules():
-        if isinstance(module, MuZeroConvNetwork):
+        if isinstance(module, (MuZeroConvNetwork, UniZeroWorldModel)):
             module.use_channels_last()
 
 
