@@ -5,6 +5,9 @@ are the configured ones."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -254,8 +257,8 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
     from lz_tune.algos.unizero import UniZeroPolicy
 
     seen = []
-    original = UniZeroPolicy.sequence_values
-    monkeypatch.setattr(UniZeroPolicy, "sequence_values",
+    original = UniZeroPolicy.sequence_values_and_latents
+    monkeypatch.setattr(UniZeroPolicy, "sequence_values_and_latents",
                         lambda self, hist: (seen.append((self, hist)), original(self, hist))[1])
     driver, _ = _learner_and_batch(tiny_cfg, "env.max_episode_steps=200")
     learner, buffer = driver.learner, driver.buffer
@@ -282,6 +285,57 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
         np.testing.assert_allclose(batch.target_value, expected, rtol=1e-5, atol=1e-5)
         checked += 1
     assert checked >= 3
+
+
+CONV_PONG = ("env.env_id=ALE/Pong-v5", "model.kind=conv", "model.num_channels=8", "model.downsample=True",
+             "env.frame_stack=2", "env.image_size=32", "env.max_episode_steps=40", "env.collector_env_num=2")
+
+
+@pytest.mark.parametrize("env", [(), CONV_PONG], ids=["vector", "conv"])
+def test_latent_targets_are_the_target_models_encodings_of_the_next_observations(tiny_cfg, env):
+    """make_batch hands the latent loss its targets: the target model's latents of o_{t+1} ..
+    o_{t+U}, most of them taken from the bootstrap pass's encodings (o_{t+2} .. here: H = 2,
+    n = U = 3), the others encoded on their own; where the step is real, each equals encoding
+    that observation alone."""
+    from lz_tune.algos.unizero import TARGET_LATENT
+
+    driver, _ = _learner_and_batch(tiny_cfg, *env)
+    learner, buffer = driver.learner, driver.buffer
+    _randomise(learner.target_policy.network, std=0.2)
+    learner.target_policy.on_weights_loaded()
+    index = buffer.sample(16)
+    batch = learner.make_batch(buffer, index, rng=np.random.default_rng(0))
+    got = batch.extras[TARGET_LATENT]
+    u = buffer.num_unroll_steps
+    assert got.shape == (16, u, learner.cfg.unizero.embed_dim) and got.dtype == np.float32
+    with torch.no_grad():
+        want = learner.target_policy.network.encode(torch.from_numpy(batch.obs[:, 1:].reshape(16 * u, *batch.obs.shape[2:])))
+    want = want.numpy().reshape(16, u, -1)
+    real = batch.mask[:, 1:] > 0
+    assert real.sum() >= 16 and np.abs(want[real]).max() > 0.1  # the comparison has teeth
+    np.testing.assert_allclose(got[real], want[real], rtol=1e-4, atol=1e-5)
+    assert np.isfinite(got).all()
+
+
+def test_learn_with_make_batch_latent_targets_equals_encoding_them_in_the_loss(tiny_cfg):
+    from lz_tune.algos.unizero import TARGET_LATENT
+
+    driver, batch = _learner_and_batch(tiny_cfg)
+    learner = driver.learner
+    twin = copy.deepcopy(learner)
+    own = dataclasses.replace(batch, extras={k: v for k, v in batch.extras.items() if k != TARGET_LATENT})
+    encodes = []
+    for lrn in (learner, twin):
+        net = lrn.target_policy.network
+        net.encode = lambda obs, net=net, original=net.encode: (encodes.append(net), original(obs))[1]
+    logs, priorities = learner.learn(batch, train_iter=0)
+    assert not encodes  # the loss read make_batch's targets
+    twin_logs, twin_priorities = twin.learn(own, train_iter=0)
+    assert encodes == [twin.target_policy.network]
+    assert logs["loss/latent"] > 0
+    for key in ("loss/total", "loss/latent", "loss/value", "loss/policy"):
+        np.testing.assert_allclose(logs[key], twin_logs[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    np.testing.assert_allclose(priorities, twin_priorities, rtol=1e-5, atol=1e-6)
 
 
 def test_driver_hands_train_iter_to_learn_and_it_drives_label_smoothing(tiny_cfg, monkeypatch):

@@ -92,6 +92,9 @@ __all__ = ["UniZeroPolicy", "UniZeroLearner", "make_policy", "make_learner", "st
 _NEVER = np.iinfo(np.int64).max // 4
 _log = logging.getLogger(__name__)
 
+TARGET_LATENT = "target_latent"
+"""``TrainBatch.extras`` key of the latent loss's targets ``[B, U, E]`` (:meth:`UniZeroLearner.make_batch`)."""
+
 
 def should_run_periodic_monitor(train_iter: int, frequency: int, last_check_iter: int) -> bool:
     """The original's periodic check: at the first update of a process or after a restore
@@ -281,19 +284,20 @@ class UniZeroPolicy(Policy):
     def history_roots(self, hist: History):
         """Roots from stored contexts (learner side): ``(window [K], policy logits, value logits)``
         after the teacher-forced pass over each :class:`History`."""
-        h_obs, window = self._history_pass(hist)
+        h_obs, window, _ = self._history_pass(hist)
         policy_logits, value_logits = self.network.observation_heads(h_obs[:, -1])
         return window, policy_logits, value_logits
 
-    def _history_pass(self, hist: History) -> tuple[torch.Tensor, KVWindow]:
-        """Teacher-forced pass over stored steps: (observation-token outputs [K, H, E], window)."""
+    def _history_pass(self, hist: History) -> tuple[torch.Tensor, KVWindow, torch.Tensor]:
+        """Teacher-forced pass over stored steps: (observation-token outputs [K, H, E], window,
+        the observations' latents [K, H, E])."""
         net = self.network
         k, h = hist.valid.shape
         latents = net.encode(self.obs_tensor(hist.obs.reshape(k * h, *hist.obs.shape[2:]))).view(k, h, -1)
         actions = torch.from_numpy(np.ascontiguousarray(hist.actions)).to(self.device)
         token_valid = torch.from_numpy(history_token_valid(hist.valid)).to(self.device)
         h_obs, _, window = net.sequence(latents, actions, token_valid=token_valid)
-        return h_obs, window
+        return h_obs, window, latents
 
     # ------------------------------------------------------------------ search
 
@@ -376,11 +380,22 @@ class UniZeroPolicy(Policy):
     def sequence_values(self, hist: History) -> np.ndarray:
         """[K, H] values at every observation of each stored sequence, in one teacher-forced pass
         (each sees the steps of the sequence before it, up to the attention window)."""
+        return self.sequence_values_and_latents(hist)[0]
+
+    def sequence_values_and_latents(self, hist: History) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sequence_values` and the pass's observation latents ``[K, H, E]`` float32 (the
+        learner reuses the target model's as latent targets)."""
         k, h = hist.valid.shape
         with torch.inference_mode():
-            h_obs, _ = self._history_pass(hist)
+            h_obs, _, latents = self._history_pass(hist)
             logits = self.network.value_head(h_obs.reshape(k * h, -1))
-            return support_to_scalar_np(self.to_numpy(logits)).reshape(k, h)
+            values = support_to_scalar_np(self.to_numpy(logits)).reshape(k, h)
+            return values, self.to_numpy(latents.float())
+
+    def encode_numpy(self, obs: np.ndarray) -> np.ndarray:
+        """Latents ``[K, E]`` float32 of observations ``[K, *obs_shape]``."""
+        with torch.inference_mode():
+            return self.to_numpy(self.network.encode(self.obs_tensor(obs)).float())
 
     def reanalyze_history(self, hist: History, action_mask: np.ndarray, to_play: np.ndarray,
                           rng: np.random.Generator) -> Reanalysis:
@@ -499,6 +514,8 @@ class UniZeroLearner(Learner):
         t = self._schedule_iter = self.train_iter if train_iter is None else int(train_iter)
         self._monitor_now = should_run_periodic_monitor(t, self.cfg.unizero.monitor_norm_freq, self._last_monitor_iter)
         self._update = {"logs": {}, "monitor": {}}
+        if TARGET_LATENT in batch.extras:
+            self._update[TARGET_LATENT] = torch.from_numpy(batch.extras[TARGET_LATENT]).to(self.device)
         logs, priorities = unrolled_update(self, batch)
         logs["learner/policy_label_smoothing"] = self.policy_label_smoothing(t)
         logs.update({k: float(v) for k, v in self._update["logs"].items()})
@@ -665,10 +682,12 @@ class UniZeroLearner(Learner):
         ends = win.positions[:, -1] + buffer.td_steps
         seq = buffer.gather_history(seg_ids, ends, seq_len)
         chunk = max(1, buffer.mini_infer_size // seq_len)
-        seq_values = np.concatenate([
-            target.sequence_values(History(seq.obs[i:i + chunk], seq.actions[i:i + chunk], seq.valid[i:i + chunk]))
-            for i in range(0, len(seg_ids), chunk)])
+        passes = [target.sequence_values_and_latents(History(seq.obs[i:i + chunk], seq.actions[i:i + chunk],
+                                                             seq.valid[i:i + chunk]))
+                  for i in range(0, len(seg_ids), chunk)]
+        seq_values = np.concatenate([values for values, _ in passes])
         first = ends - seq_len + 1
+        target_latent = self._latent_targets(win, seq.valid, first, np.concatenate([lat for _, lat in passes]))
         covered_pos = (first[:, None] + np.arange(length - 1, seq_len)).ravel()
         covered_seg = np.repeat(seg_ids, seq_len - length + 1)
         covered_ok = seq.valid[:, length - 1:].ravel()
@@ -697,10 +716,31 @@ class UniZeroLearner(Learner):
             target_policy[:num_reanalyzed][sel] = fresh.policy_target
             for name, value in fresh.extras.items():  # sampled_unizero: the new K root actions too
                 extras[name][:num_reanalyzed][sel] = value
+        extras[TARGET_LATENT] = target_latent
         return TrainBatch(obs=win.obs, actions=win.actions, target_value=target_value, target_reward=win.rewards,
                           target_policy=target_policy, mask=win.mask, weights=np.asarray(index.weights, np.float32),
                           to_play=win.to_play, action_mask=win.action_mask, timesteps=win.timesteps, index=index,
                           num_reanalyzed=num_reanalyzed, extras=extras)
+
+    def _latent_targets(self, win, seq_valid: np.ndarray, first: np.ndarray, seq_latents: np.ndarray) -> np.ndarray:
+        """``[B, U, E]`` float32: the target model's latents of o_{t+1} .. o_{t+U}, the latent loss's
+        targets. The bootstrap pass of :meth:`make_batch` has already encoded most of them (its
+        sequences ``[B, S]`` start at o_{first}: o_{t+2} .. o_{t+U} when td_steps + 1 >= H), with the
+        same target model the loss would use (UniZero's target moves at every update, so batches
+        are never prepared ahead of the update before them); the others are encoded here. Steps
+        past the episode end (mask 0, never read by the loss) hold the latent of the nearest
+        stored frame."""
+        positions = win.positions[:, 1:]                                     # [B, U]
+        seq_len = seq_valid.shape[1]
+        index = positions - first[:, None]
+        inside = (index >= 0) & (index < seq_len)
+        index = np.clip(index, 0, seq_len - 1)
+        have = inside & np.take_along_axis(seq_valid, index, 1)
+        out = np.take_along_axis(seq_latents, index[..., None], 1)          # [B, U, E]
+        missing = ~have & (win.mask[:, 1:] > 0)
+        if missing.any():
+            out[missing] = self.target_policy.encode_numpy(win.obs[:, 1:][missing])
+        return np.ascontiguousarray(out, np.float32)
 
     def reanalyze_segments(self, buffer: GameBuffer, segment_ids: np.ndarray, *, rng: np.random.Generator) -> None:
         """Periodic buffer reanalyze: every step of these segments searched by the target world
@@ -744,8 +784,13 @@ class UniZeroLearner(Learner):
             return UnrollTerms(policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0)
         reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1))
                                  * mask[:, :num_unroll].reshape(-1), num_unroll)
-        with torch.no_grad():
-            target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:]))
+        shared = self._update.get(TARGET_LATENT) if self._update else None
+        if shared is not None:  # make_batch's, from its bootstrap pass (same target model, same frames)
+            target_latent = shared.reshape(batch * num_unroll, -1)
+        else:
+            with torch.no_grad():
+                target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll,
+                                                                                     *obs.shape[2:]))
         latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
         latent_loss = (latent_mse * mask[:, 1:]).sum(1)
         return UnrollTerms(policy_loss, value_loss, reward_loss, latent_loss, policy_entropy, pred_value0)
