@@ -309,7 +309,8 @@ def test_latent_targets_are_the_target_models_encodings_of_the_next_observations
     u = buffer.num_unroll_steps
     assert got.shape == (16, u, learner.cfg.unizero.embed_dim) and got.dtype == np.float32
     with torch.no_grad():
-        want = learner.target_policy.network.encode(torch.from_numpy(batch.obs[:, 1:].reshape(16 * u, *batch.obs.shape[2:])))
+        frames = torch.from_numpy(batch.obs[:, 1:].reshape(16 * u, *batch.obs.shape[2:]))
+        want = learner.target_policy.network.encode(frames)
     want = want.numpy().reshape(16, u, -1)
     real = batch.mask[:, 1:] > 0
     assert real.sum() >= 16 and np.abs(want[real]).max() > 0.1  # the comparison has teeth
