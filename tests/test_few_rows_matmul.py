@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lz_tune.models.few_rows_matmul import (
-    CHUNK, FEW_ROWS_MAX, FEW_ROWS_MIN, FewRowsScratch, FewRowsWeight, few_rows_matmul,
+    CHUNK, FEW_ROWS_MAX, FEW_ROWS_MIN, FewRowsWeight, few_rows_matmul,
 )
 
 
@@ -16,9 +16,9 @@ def test_kernel_matches_float64_reference(width, rows):
     rng = np.random.default_rng(width * 100 + rows)
     dense = rng.normal(size=(width, 37)).astype(np.float32)
     x = rng.normal(size=(rows, width)).astype(np.float32)
-    weight, scratch = FewRowsWeight.of(dense), FewRowsScratch()
+    weight = FewRowsWeight.of(dense)
     out = np.full((rows, 37), np.nan, np.float32)
-    few_rows_matmul(x, weight.chunks, out, scratch.x_chunk, scratch.partial_for(37))
+    few_rows_matmul(x, weight.chunks, out, np.full((8, CHUNK), np.nan, np.float32))  # stale scratch
     want = x.astype(np.float64) @ dense.astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.sqrt(width))
 
@@ -38,7 +38,7 @@ def test_matmul_uses_the_kernel_between_the_thresholds_and_blas_outside(monkeypa
 
     calls = []
     monkeypatch.setattr(module, "few_rows_matmul", lambda *a: calls.append(a[0].shape[0]))
-    weight, scratch = FewRowsWeight.of(np.ones((4, 2), np.float32)), FewRowsScratch()
+    weight, scratch = FewRowsWeight.of(np.ones((4, 2), np.float32)), np.zeros((8, CHUNK), np.float32)
     for rows in (1, FEW_ROWS_MIN, FEW_ROWS_MAX, FEW_ROWS_MAX + 1):
         out = np.zeros((rows, 2), np.float32)
         weight.matmul(np.ones((rows, 4), np.float32), out, scratch)
@@ -47,9 +47,9 @@ def test_matmul_uses_the_kernel_between_the_thresholds_and_blas_outside(monkeypa
     assert calls == [FEW_ROWS_MIN, FEW_ROWS_MAX]
 
 
-def test_partial_scratch_grows_for_wide_outputs():
+def test_a_short_row_group_of_a_wide_output():
     rng = np.random.default_rng(0)
     dense = rng.normal(size=(8, 3000)).astype(np.float32)
     x = rng.normal(size=(3, 8)).astype(np.float32)
-    out = FewRowsWeight.of(dense).matmul(x, np.empty((3, 3000), np.float32), FewRowsScratch())
+    out = FewRowsWeight.of(dense).matmul(x, np.empty((3, 3000), np.float32), np.zeros((8, CHUNK), np.float32))
     np.testing.assert_allclose(out, x @ dense, rtol=1e-5, atol=1e-5)

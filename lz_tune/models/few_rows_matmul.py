@@ -13,10 +13,10 @@ LLVM vectorises (8 accumulators). On that box (2026-12-05) it streams ~11-19 GB/
 BLAS gets 7-9, i.e. the GEMMs of one UniZero Pong simulation at 8 envs (22.7 MB of weights) take
 ~2.1 ms instead of ~3.1 ms.
 
-Rows are taken 8 at a time (a shorter last group is zero-padded), so ``W`` is read once per 8
-rows: from ``FEW_ROWS_MAX`` rows on BLAS, which reads ``W`` once for all rows, is faster (and
-for one row its matrix-vector product), and :meth:`FewRowsWeight.matmul` calls it there instead.
-Sums are in another order than BLAS's: results agree to float32 rounding.
+Rows are taken 8 at a time (a shorter last group computes 8 sums and keeps its own), so ``W`` is
+read once per 8 rows: from ``FEW_ROWS_MAX`` rows on BLAS, which reads ``W`` once for all rows, is
+faster (and for one row its matrix-vector product), and :meth:`FewRowsWeight.matmul` calls it there
+instead. Sums are in another order than BLAS's: results agree to float32 rounding.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import dataclasses
 import numba
 import numpy as np
 
-__all__ = ["CHUNK", "FEW_ROWS_MIN", "FEW_ROWS_MAX", "FewRowsScratch", "FewRowsWeight", "few_rows_matmul"]
+__all__ = ["CHUNK", "FEW_ROWS_MIN", "FEW_ROWS_MAX", "FewRowsWeight", "few_rows_matmul"]
 
 CHUNK = 256
 """Most ``K`` per chunk: 8 rows x 256 float32 = 8 KB of ``x`` kept in L1 while a chunk of ``W``
@@ -40,7 +40,7 @@ once too), 2 rows 1.25, 4: 1.23, 8: 1.82, 12: 1.00, 16: 1.30, 24: 1.09, 32: 1.08
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=True)
-def few_rows_matmul(x, w_chunks, out, x_chunk, partial):
+def few_rows_matmul(x, w_chunks, out, x_chunk):
     """``out = x @ W``.
 
     Args:
@@ -49,7 +49,6 @@ def few_rows_matmul(x, w_chunks, out, x_chunk, partial):
             ``c CH + k >= K`` (:class:`FewRowsWeight`).
         out: ``[M, N]`` float32 (written).
         x_chunk: ``[8, >= CH]`` float32 scratch (one chunk of 8 rows of ``x``).
-        partial: ``[>= 8 N]`` float32 scratch (the sums of a group of fewer than 8 rows).
     """
     rows_total, width = x.shape
     chunks, columns, chunk = w_chunks.shape
@@ -58,12 +57,13 @@ def few_rows_matmul(x, w_chunks, out, x_chunk, partial):
         for c in range(chunks):
             k0 = c * chunk
             span = min(chunk, width - k0)
-            if rows < 8 or span < chunk:  # zero padding (a conditional copy is ~25% slower overall)
-                x_chunk[:, :] = 0.0
+            # rows past the group's end keep stale values: their sums are dropped below
             for r in range(rows):
                 source, target = x[r0 + r], x_chunk[r]
                 for k in range(span):
                     target[k] = source[k0 + k]
+                for k in range(span, chunk):  # padded K (zero weights): no stale inf / nan
+                    target[k] = 0.0
             w = w_chunks[c]
             for n in range(columns):
                 a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
@@ -90,17 +90,13 @@ def few_rows_matmul(x, w_chunks, out, x_chunk, partial):
                         out[r0 + 5, n] += a5
                         out[r0 + 6, n] += a6
                         out[r0 + 7, n] += a7
-                else:
+                else:  # the last, shorter group: its padded rows' sums are dropped
                     sums = (a0, a1, a2, a3, a4, a5, a6, a7)
                     for r in range(rows):
                         if c == 0:
-                            partial[r * columns + n] = sums[r]
+                            out[r0 + r, n] = sums[r]
                         else:
-                            partial[r * columns + n] += sums[r]
-        if rows < 8:
-            for r in range(rows):
-                for n in range(columns):
-                    out[r0 + r, n] = partial[r * columns + n]
+                            out[r0 + r, n] += sums[r]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,24 +118,12 @@ class FewRowsWeight:
         padded[:width] = dense
         return cls(dense=dense, chunks=np.ascontiguousarray(padded.reshape(count, chunk, columns).transpose(0, 2, 1)))
 
-    def matmul(self, x: np.ndarray, out: np.ndarray, scratch: "FewRowsScratch") -> np.ndarray:
+    def matmul(self, x: np.ndarray, out: np.ndarray, x_chunk: np.ndarray) -> np.ndarray:
         """``out [M, N] = x [M, K] @ W`` (x C-contiguous float32): :func:`few_rows_matmul` for
-        ``FEW_ROWS_MIN <= M <= FEW_ROWS_MAX``, BLAS otherwise."""
+        ``FEW_ROWS_MIN <= M <= FEW_ROWS_MAX``, BLAS otherwise. ``x_chunk``: ``[8, CHUNK]``
+        float32 scratch (one per engine, shared by all its weights)."""
         if FEW_ROWS_MIN <= x.shape[0] <= FEW_ROWS_MAX:
-            few_rows_matmul(x, self.chunks, out, scratch.x_chunk, scratch.partial_for(out.shape[1]))
+            few_rows_matmul(x, self.chunks, out, x_chunk)
         else:
             np.dot(x, self.dense, out=out)
         return out
-
-
-class FewRowsScratch:
-    """The scratch of :func:`few_rows_matmul`, one per engine (shared by all its weights)."""
-
-    def __init__(self) -> None:
-        self.x_chunk = np.zeros((8, CHUNK), np.float32)
-        self._partial = np.zeros(8 * 1024, np.float32)
-
-    def partial_for(self, columns: int) -> np.ndarray:
-        if self._partial.shape[0] < 8 * columns:
-            self._partial = np.zeros(8 * columns, np.float32)
-        return self._partial

@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from lz_tune.models.fast_math import exp_row, gelu_erf_rows, gelu_tanh_rows, layer_norm_rows
-from lz_tune.models.few_rows_matmul import FewRowsScratch, FewRowsWeight
+from lz_tune.models.few_rows_matmul import CHUNK, FewRowsWeight
 from lz_tune.models.mlp_inference import WeightReadingEngine, add_bias_decode, cpu_float32, embed_actions_into
 from lz_tune.models.unizero import UniZeroWorldModel
 
@@ -302,9 +302,13 @@ def assemble_window(keys, values, key_pos, valid, next_pos, rows, child_rows, ne
 
 @dataclasses.dataclass(frozen=True)
 class _Linear:
-    weight: np.ndarray  # [in, out] contiguous copy
-    bias: np.ndarray    # [out] view (zeros when the layer has none)
-    rows: FewRowsWeight  # the same weight for the wide path's GEMMs (weight is its dense layout)
+    rows: FewRowsWeight  # the weight: [in, out] contiguous copy (rows.dense) and its chunked layout
+    bias: np.ndarray     # [out] view (zeros when the layer has none)
+
+    @property
+    def weight(self) -> np.ndarray:
+        """``[in, out]`` contiguous (BLAS and the fused kernels)."""
+        return self.rows.dense
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,8 +350,7 @@ class _Weights:
 
 def _linear(m: nn.Linear) -> _Linear:
     bias = m.bias.detach().numpy() if m.bias is not None else np.zeros(m.out_features, np.float32)
-    rows = FewRowsWeight.of(m.weight.detach().t().numpy())
-    return _Linear(rows.dense, bias, rows)
+    return _Linear(FewRowsWeight.of(m.weight.detach().t().numpy()), bias)
 
 
 def _head(seq: nn.Sequential) -> _Head:
@@ -425,7 +428,7 @@ class TransformerSearchInference(WeightReadingEngine):
         self._rope: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32))
         self._inv_freq: Optional[np.ndarray] = None
         self._arena: Optional[tuple] = None  # (keys, values [R, L, S, E], key_pos, valid [R, S], next_pos [R])
-        self._gemm_scratch = FewRowsScratch()
+        self._gemm_scratch = np.zeros((8, CHUNK), np.float32)  # few_rows_matmul's chunk of x
         self._used = 0  # arena rows holding this search's nodes
 
     def root(self, window: tuple) -> np.ndarray:
