@@ -33,7 +33,6 @@ composed networks (EfficientZero, Stochastic MuZero, muzero_rnn_full_obs) reuse 
 from __future__ import annotations
 
 import abc
-
 import dataclasses
 import sys
 import threading
