@@ -8,7 +8,7 @@ from lz_tune.algos.muzero import MuZeroPolicy
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.mlp import MuZeroMLPNetwork
-from lz_tune.models.mlp_inference import MLPSearchInference
+from lz_tune.models.mlp_inference import MLPSearchInference, parameter_state
 from lz_tune.models.support_np import support_to_scalar_np
 
 
@@ -70,6 +70,28 @@ def test_engine_sees_optimizer_steps_and_loaded_weights():
     net.load_state_dict(other.state_dict())
     engine.bind(net)
     _assert_same_step(engine(latent, action), _torch_step(other, latent, action))
+
+
+def test_parameter_state_covers_every_parameter_and_each_kind_of_change():
+    """The bind key lists every parameter of the network (nested modules, ``None`` slots skipped)
+    and changes on an in-place op, a replaced parameter and a cast, not on a read."""
+    net = _network(actions=3, hidden=(8, 8), layer_norm=True)
+    net.register_module("unused_slot", None)
+    net.register_parameter("unused_param", None)
+    state = parameter_state(net)
+    assert state[0] == id(net)
+    assert sorted(state[1]) == sorted((p.data_ptr(), p._version) for p in net.parameters())
+    assert parameter_state(net) == state
+    with torch.no_grad():
+        next(net.parameters()).add_(1.0)
+    moved = parameter_state(net)
+    assert moved != state
+    last = list(net.modules())[-1]
+    name, param = next(iter(last.named_parameters(recurse=False)))
+    setattr(last, name, torch.nn.Parameter(param.detach().clone()))
+    replaced = parameter_state(net)
+    assert replaced != moved
+    assert parameter_state(net.double()) != replaced
 
 
 def test_engine_rebinds_to_another_shape():
