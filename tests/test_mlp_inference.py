@@ -84,13 +84,13 @@ def test_parameter_state_covers_every_parameter_and_each_kind_of_change():
     assert parameter_state(net) == state
     with torch.no_grad():
         next(net.parameters()).add_(1.0)
-    moved = parameter_state(net)
-    assert moved != state
+    changed = parameter_state(net)
+    assert changed != state
     last = list(net.modules())[-1]
     name, param = next(iter(last.named_parameters(recurse=False)))
     setattr(last, name, torch.nn.Parameter(param.detach().clone()))
     replaced = parameter_state(net)
-    assert replaced != moved
+    assert replaced != changed
     assert parameter_state(net.double()) != replaced
 
 
