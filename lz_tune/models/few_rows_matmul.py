@@ -109,7 +109,9 @@ class FewRowsWeight:
 
     @classmethod
     def of(cls, dense: np.ndarray) -> "FewRowsWeight":
-        """From a ``[K, N]`` array (copied)."""
+        """From a ``[K, N]`` array: ``dense`` is that array itself when it is C-contiguous float32
+        (e.g. a view of the engine's stacked weights), else a contiguous float32 copy; ``chunks``
+        is always a new array."""
         dense = np.ascontiguousarray(dense, dtype=np.float32)
         width, columns = dense.shape
         count = -(-width // CHUNK)
