@@ -178,9 +178,27 @@ class EnvConfig(_Section):
     """OpenSpiel games (``env_id="openspiel:<game>"``): observations as ``[C + 2, H, W]`` planes (the
     game's tensor and one to-play plane per player; for ``model.kind=conv``) instead of a flat
     vector (for ``mlp``)."""
+    observation_layout: Literal["auto", "chw", "hwc"] = "auto"
+    """Gymnasium envs with image observations: ``chw`` (channels first, ``[C, H, W]``) or ``hwc``
+    (channels last, ``[H, W, C]``, as MinAtar and raw ALE frames); served channels-first to the
+    network either way. ``auto``: what the env declares (MinAtar: ``hwc``; any env through
+    ``metadata["observation_layout"]``), else the shape when it is unambiguous (``[84, 84, 3]``,
+    ``[4, 84, 84]``); an ambiguous shape such as ``[10, 10, 10]`` is an error naming this key."""
+    import_modules: tuple[str, ...] = ()
+    """Code that registers the env with gymnasium, run in every process that makes or probes an env
+    (the driver, each collector / evaluator actor, Tune trials, learner workers) before it does:
+    ``"package.module"`` imports the module, ``"package.module:function"`` also calls
+    ``function()`` once per process, e.g. ``("minatar.gym:register_envs",)``. (lz_tune registers
+    ``MinAtar/*`` and ALE ids by itself.)"""
 
     def _check(self) -> None:
         self._require(bool(self.env_id.strip()), "env_id", "must not be empty")
+        for i, name in enumerate(self.import_modules):
+            module, _, function = name.partition(":")
+            if not module.strip() or not all(part.isidentifier() for part in module.split(".")) or (
+                    function and not function.isidentifier()):
+                raise ConfigError(f"env.import_modules[{i}]: {name!r} is not 'package.module' or "
+                                  "'package.module:function'")
         self._positive("collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps",
                        "frame_skip", "action_repeat")
         self._require(self.image_size >= 32, "image_size", "must be >= 32")

@@ -12,7 +12,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from lz_tune.envs import game_2048
 
-__all__ = ["ResolvedEnvId", "resolve_env_id", "ALE_ENTRY_POINT", "LZ_TUNE_ENV_ALIASES"]
+__all__ = ["ResolvedEnvId", "resolve_env_id", "ALE_ENTRY_POINT", "LZ_TUNE_ENV_ALIASES", "MINATAR_NAMESPACE"]
 
 ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 """Entry point of every env that ale_py registers (``ALE/Pong-v5``, ``PongNoFrameskip-v4``)."""
@@ -69,6 +69,26 @@ def _register_ale() -> None:
     _ale_registered = True
 
 
+MINATAR_NAMESPACE = "MinAtar"
+"""Ids ``MinAtar/<Game>-v0`` (all 6 actions) and ``MinAtar/<Game>-v1`` (the game's minimal action set),
+for Asterix, Breakout, Freeway, Seaquest and SpaceInvaders; registered on first need when the
+``minatar`` package is installed (``pip install -e ".[minatar]"``). MinAtar's own defaults hold:
+sticky actions with probability 0.1 and difficulty ramping on; observations ``[10, 10, C]`` bool,
+channels last (served as ``[C, 10, 10]`` float32)."""
+
+
+def _register_minatar(env_id: str) -> None:
+    """Register MinAtar's ids with gymnasium, once; a clear error when ``minatar`` is missing."""
+    if env_id in gymnasium.registry:
+        return
+    try:
+        import minatar.gym
+    except ImportError as e:
+        raise ValueError(f"env id {env_id!r} needs the MinAtar package, which is not installed here: "
+                         f"pip install minatar (or the project's extra: pip install -e \".[minatar]\"); {e}") from e
+    minatar.gym.register_envs()
+
+
 def _unknown_id_error(env_id: str) -> ValueError:
     ids = list(gymnasium.registry.keys()) + list(LZ_TUNE_ENV_ALIASES)
     by_lower = {i.lower(): i for i in ids}
@@ -84,7 +104,7 @@ def _unknown_id_error(env_id: str) -> ValueError:
 def resolve_env_id(env_id: str) -> ResolvedEnvId:
     """Look ``env_id`` up in the gymnasium registry without creating anything.
 
-    ALE ids are registered on first need. A ``module:EnvId`` id imports ``module`` first
+    ALE and MinAtar (``MinAtar/Breakout-v1``) ids are registered on first need. A ``module:EnvId`` id imports ``module`` first
     (as ``gymnasium.make`` does). ``Game2048-v0`` stands for ``lz_tune/Game2048-v0``.
 
     Raises:
@@ -102,7 +122,9 @@ def resolve_env_id(env_id: str) -> ResolvedEnvId:
     name = LZ_TUNE_ENV_ALIASES.get(name, name)
     if name in LZ_TUNE_ENV_ALIASES.values():
         game_2048.register_gymnasium_env()
-    if name not in gymnasium.registry or name.startswith("ALE/"):
+    if name.startswith(MINATAR_NAMESPACE + "/"):
+        _register_minatar(name)
+    elif name not in gymnasium.registry or name.startswith("ALE/"):
         _register_ale()
     spec = gymnasium.registry.get(name)
     if spec is None:

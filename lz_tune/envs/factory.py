@@ -13,6 +13,7 @@ from lz_tune.envs.env_ids import resolve_env_id
 from lz_tune.envs.frame_stack import stacked_shape
 from lz_tune.envs.game_2048 import CHANCE_SPACE_SIZE, NUM_ACTIONS, OBSERVATION_SIZE, Game2048VectorEnv
 from lz_tune.envs.gym_vector import GymVectorEnv, check_gym_spaces, observation_dtype_of
+from lz_tune.envs.observation_format import observation_format
 from lz_tune.envs.openspiel_bots import OpponentOptions
 from lz_tune.envs.openspiel_env import OpenSpielVectorEnv, probe_openspiel
 from lz_tune.envs.openspiel_game import is_openspiel_id
@@ -61,6 +62,8 @@ def make_vector_env(
     action_repeat: int = 1,
     openspiel_planes: bool = False,
     opponent: OpponentOptions | None = None,
+    observation_layout: str = "auto",
+    flatten: bool | None = None,
 ) -> VectorEnv:
     """Create N envs of ``env_id`` stepped together.
 
@@ -89,10 +92,15 @@ def make_vector_env(
         openspiel_planes, opponent: ``openspiel:<game>`` ids (an
             :class:`~lz_tune.envs.openspiel_env.OpenSpielVectorEnv`): observations as planes;
             the bot the agent plays in ``eval`` mode (``collect`` mode is self-play).
+        observation_layout, flatten: gymnasium ids: the layout of image observations
+            (``"auto"`` / ``"chw"`` / ``"hwc"``; served channels-first) and whether to flatten
+            them to vectors (True / False / None: every observation neither a vector nor a 3-D
+            image); see :mod:`lz_tune.envs.observation_format`.
 
     Raises:
         ValueError: unknown id (the message names it and suggests close matches),
-            non-Discrete action space, non-Box observations, bad mode or sizes.
+            non-Discrete action space, non-Box observations, bad mode or sizes, an ambiguous
+            image layout.
     """
     check_mode(mode)
     if is_openspiel_id(env_id):
@@ -123,6 +131,8 @@ def make_vector_env(
         frame_stack=1 if frame_stack is None else frame_stack,
         max_episode_steps=max_episode_steps,
         action_repeat=action_repeat,
+        observation_layout=observation_layout,
+        flatten=flatten,
     )
 
 
@@ -147,6 +157,8 @@ def probe_env_spec(
     atari: AtariOptions | None = None,
     action_repeat: int = 1,
     openspiel_planes: bool = False,
+    observation_layout: str = "auto",
+    flatten: bool | None = None,
 ) -> EnvSpecInfo:
     """Shapes, action count and dtype of ``env_id`` as :func:`make_vector_env` would serve it.
 
@@ -190,9 +202,12 @@ def probe_env_spec(
         raise ValueError(f"{env_id}: needs a package that is not installed: {e}") from e
     try:
         action_space, observation_space = check_gym_spaces(resolved.env_id, env)
+        metadata = dict(env.unwrapped.metadata or {})
     finally:
         env.close()
-    frame_shape = tuple(int(d) for d in observation_space.shape)
+    fmt = observation_format(resolved.env_id, tuple(observation_space.shape), layout=observation_layout,
+                             flatten=flatten, entry_point=resolved.spec.entry_point, metadata=metadata)
+    frame_shape = fmt.frame_shape
     dtype = observation_dtype_of(observation_space)
     if isinstance(action_space, gymnasium.spaces.Box):
         continuous = dict(action_space_size=1, action_dim=int(action_space.shape[0]),
@@ -206,5 +221,8 @@ def probe_env_spec(
         frame_stack=stack,
         is_atari=False,
         observation_dtype=dtype,
+        raw_observation_shape=fmt.raw_shape,
+        observation_layout=fmt.layout or "",
+        observation_layout_reason=fmt.reason,
         **continuous,
     )

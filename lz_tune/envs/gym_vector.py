@@ -12,6 +12,7 @@ from gymnasium import spaces
 from lz_tune.envs.base import VectorEnv
 from lz_tune.envs.episode_tracker import EpisodeTracker
 from lz_tune.envs.frame_stack import FrameStack
+from lz_tune.envs.observation_format import ObservationFormat, observation_format
 from lz_tune.envs.types import EnvBatch, StepResult
 
 __all__ = ["GymVectorEnv", "check_gym_spaces"]
@@ -51,7 +52,9 @@ class GymVectorEnv(VectorEnv):
     """A plain list of ``gymnasium.make(env_id)`` envs stepped one after another in-process.
 
     Cheap for small vector envs (CartPole, LunarLander, board games): no subprocesses.
-    Observations are float32 (uint8 for uint8 Box spaces); with ``frame_stack > 1`` the
+    Observations are float32 (uint8 for uint8 Box spaces), images channels-first ``[C, H, W]``
+    (a channels-last env's ``[H, W, C]`` is transposed; ``observation_layout``), or flattened to
+    ``[D]`` (``flatten``); with ``frame_stack > 1`` the
     observation of each env is its last ``frame_stack`` observations concatenated on
     axis 0, oldest first, so a ``[D]`` observation becomes ``[frame_stack * D]``.
     ``action_mask`` is all-True unless the env puts ``info["action_mask"]`` (``[A]``) in
@@ -68,6 +71,10 @@ class GymVectorEnv(VectorEnv):
         action_repeat: env steps per :meth:`step`, the same action each, rewards summed; an
             episode end inside ends the repeat (episode lengths count :meth:`step` calls).
         make_kwargs: extra keyword arguments for ``gymnasium.make``.
+        observation_layout: ``"auto"`` / ``"chw"`` / ``"hwc"``: the layout of a 3-D observation
+            (:func:`~lz_tune.envs.observation_format.resolve_observation_layout`).
+        flatten: flatten observations to ``[D]``: True always, False never, None every observation
+            that is neither a vector nor a 3-D image.
     """
 
     def __init__(
@@ -80,6 +87,8 @@ class GymVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         action_repeat: int = 1,
         make_kwargs: Mapping[str, Any] | None = None,
+        observation_layout: str = "auto",
+        flatten: bool | None = None,
     ) -> None:
         self.check_sizes(num_envs, frame_stack, max_episode_steps)
         if action_repeat < 1:
@@ -113,7 +122,15 @@ class GymVectorEnv(VectorEnv):
             self._action_start = int(action_space.start)
         self.frame_stack = frame_stack
         self.observation_dtype = observation_dtype_of(observation_space)
-        self.frame_shape = tuple(int(d) for d in observation_space.shape)
+        try:
+            self.observation_format: ObservationFormat = observation_format(
+                env_id, tuple(observation_space.shape), layout=observation_layout, flatten=flatten,
+                entry_point=first.spec.entry_point if first.spec is not None else None,
+                metadata=first.unwrapped.metadata)
+        except BaseException:
+            self.close()
+            raise
+        self.frame_shape = self.observation_format.frame_shape
         self.frame_stacker = FrameStack(
             num_envs=num_envs,
             frame_shape=self.frame_shape,
@@ -131,12 +148,12 @@ class GymVectorEnv(VectorEnv):
         """Reset every env, env ``i`` with seed ``seed + i``; returns ``[N, ...]`` batches."""
         self.check_open()
         seed = self.take_seed(seed)
-        frames = np.empty((self.num_envs, *self.frame_shape), dtype=self.observation_dtype)
+        frames = np.empty((self.num_envs, *self.observation_format.raw_shape), dtype=self.observation_dtype)
         for i, env in enumerate(self.gym_envs):
             obs, info = env.reset(seed=None if seed is None else seed + i)
             frames[i] = obs
             self._read_info(i, info)
-        return self.begin_episodes(frames)
+        return self.begin_episodes(self.observation_format(frames))
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every env with ``actions`` ``[N]`` int (``[N, D]`` float in [-1, 1] for Box
@@ -147,7 +164,7 @@ class GymVectorEnv(VectorEnv):
             scaled = np.clip(self._action_low + (actions.astype(np.float64) + 1.0) * self._action_scale,
                              self._action_low, self._action_low + 2.0 * self._action_scale).astype(np.float32)
         n = self.num_envs
-        frames = np.empty((n, *self.frame_shape), dtype=self.observation_dtype)
+        frames = np.empty((n, *self.observation_format.raw_shape), dtype=self.observation_dtype)
         final = np.empty_like(frames)
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
@@ -165,6 +182,7 @@ class GymVectorEnv(VectorEnv):
                 obs, info = env.reset()
             frames[i] = obs
             self._read_info(i, info)
+        frames, final = self.observation_format(frames), self.observation_format(final)
         done = terminated | truncated
         episode_return, episode_length = self.episode_tracker.update(reward, done)
         self.frame_stacker.push(frames)

@@ -109,6 +109,12 @@ class EnvSpecInfo:
             a 4); 0: the env reports none.
         num_players: 1, or 2 for two-player zero-sum board games (``openspiel:<game>``):
             ``to_play`` is 0 or 1, rewards are the mover's, values the player-to-move's.
+        raw_observation_shape: one observation as a gymnasium env gives it, before the layout
+            transpose and flattening (:mod:`lz_tune.envs.observation_format`); () for envs
+            lz_tune serves itself (Atari, 2048, OpenSpiel), whose frames are already channels-first.
+        observation_layout: ``"hwc"`` / ``"chw"``: the layout a gymnasium env's images came in
+            (served channels-first either way); "" for non-images and lz_tune's own envs.
+        observation_layout_reason: why that layout (the user's key, the env's declaration, the shape).
     """
 
     observation_shape: tuple[int, ...]
@@ -122,6 +128,9 @@ class EnvSpecInfo:
     action_high: tuple[float, ...] = ()
     chance_space_size: int = 0
     num_players: int = 1
+    raw_observation_shape: tuple[int, ...] = ()
+    observation_layout: str = ""
+    observation_layout_reason: str = ""
 
     @property
     def is_continuous(self) -> bool:

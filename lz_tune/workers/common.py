@@ -12,6 +12,7 @@ import torch
 from lz_tune.config import Config, EnvConfig
 from lz_tune.envs import AtariOptions, EnvSpecInfo, VectorEnv, make_vector_env, probe_env_spec
 from lz_tune.envs.openspiel_bots import OpponentOptions
+from lz_tune.envs.registration import run_env_imports
 
 
 @dataclass(frozen=True)
@@ -44,22 +45,33 @@ def opponent_options(cfg: Config) -> OpponentOptions:
 def make_env(cfg: Config, *, num_envs: int, seed: int, mode: str) -> VectorEnv:
     """The vector env a config describes (``mode``: "collect" or "eval")."""
     e = cfg.env
+    run_env_imports(e.import_modules)
     return make_vector_env(env_id=e.env_id, num_envs=num_envs, seed=seed, mode=mode,  # type: ignore[arg-type]
                            frame_stack=e.frame_stack, atari=atari_options(e), max_episode_steps=e.max_episode_steps,
                            action_repeat=e.action_repeat, openspiel_planes=e.openspiel_planes,
-                           opponent=opponent_options(cfg))
+                           opponent=opponent_options(cfg), observation_layout=e.observation_layout,
+                           flatten=flatten_observations(cfg))
+
+
+def flatten_observations(cfg: Config) -> bool | None:
+    """Whether gymnasium observations are flattened to vectors, from ``model.kind``: ``mlp``
+    always (a vector network reads any observation), ``conv`` never, ``auto`` all but vectors
+    and 3-D images."""
+    return {"mlp": True, "conv": False}.get(cfg.model.kind)
 
 
 @functools.lru_cache(maxsize=32)
-def _probe(env: EnvConfig) -> EnvSpecInfo:
+def _probe(env: EnvConfig, flatten: bool | None) -> EnvSpecInfo:
+    run_env_imports(env.import_modules)
     return probe_env_spec(env.env_id, frame_stack=env.frame_stack, atari=atari_options(env),
-                          action_repeat=env.action_repeat, openspiel_planes=env.openspiel_planes)
+                          action_repeat=env.action_repeat, openspiel_planes=env.openspiel_planes,
+                          observation_layout=env.observation_layout, flatten=flatten)
 
 
 def env_spec_for(cfg: Config) -> EnvSpecInfo:
-    """Observation / frame shapes and action count of the config's env (cached; raises
-    ValueError naming the env id if it does not exist)."""
-    return _probe(cfg.env)
+    """Observation / frame shapes and action count of the config's env as :func:`make_env` serves
+    it (cached; raises ValueError naming the env id if it does not exist, or the key at fault)."""
+    return _probe(cfg.env, flatten_observations(cfg))
 
 
 def no_previous_action(num_envs: int, action_dim: int) -> np.ndarray:
