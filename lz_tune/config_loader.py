@@ -15,7 +15,7 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.lightzero import is_lightzero_config, load_lightzero_config
 from lz_tune.lightzero.flags import flag_updates
 
-__all__ = ["build_config", "load_config_module"]
+__all__ = ["build_config", "build_config_for_env", "load_config_module"]
 
 
 def load_config_module(path: str) -> Config:
@@ -53,6 +53,34 @@ def build_config(path: str, overrides: Sequence[str] = (), flags: Optional[Mappi
     LightZero file, then the ``key=value`` overrides, then the flags (``--seed 3`` is ``seed=3``)."""
     flags = dict(flags or {})
     cfg = load_lightzero_config(path, flags, report=report) if is_lightzero_config(path) else load_config_module(path)
+    if overrides:
+        cfg = cfg.with_overrides(list(overrides))
+    updates = flag_updates(flags)
+    return cfg.with_updates(updates) if updates else cfg
+
+
+def build_config_for_env(env_id: str, overrides: Sequence[str] = (), flags: Optional[Mapping[str, Any]] = None, *,
+                         policy_type: Optional[str] = None,
+                         report: Optional[Callable[[str], None]] = None) -> Config:
+    """What ``python -m lz_tune train --env ENV_ID [--policy-type T] key=value ...`` runs with no config
+    file: the generic config :func:`lz_tune.env_defaults.config_for_env` derives from the env (its
+    choices and reasons passed to ``report``), then the overrides, then the other flags.
+
+    The overrides ``policy_type=``, ``seed=``, ``env.import_modules=`` and ``env.observation_layout=``
+    (and the ``--seed`` flag) are read first: they change what is derived."""
+    from lz_tune.env_defaults import config_for_env
+
+    flags = dict(flags or {})
+    flags.pop("env", None)
+    given = Config().with_overrides(list(overrides)) if overrides else Config()
+    if policy_type is None and any(o.strip().startswith("policy_type=") for o in overrides):
+        policy_type = given.policy_type
+    generated = config_for_env(env_id, policy_type=policy_type, import_modules=given.env.import_modules,
+                               observation_layout=given.env.observation_layout,
+                               seed=int(flags.get("seed", given.seed)))
+    if report is not None:
+        report(generated.describe())
+    cfg = generated.config
     if overrides:
         cfg = cfg.with_overrides(list(overrides))
     updates = flag_updates(flags)

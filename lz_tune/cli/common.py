@@ -11,13 +11,17 @@ import sys
 from pathlib import Path
 
 __all__ = ["ZOO_DIR", "int_at_least", "positive_int", "non_negative_int", "zoo_configs", "zoo_epilog",
-           "CONFIG_HELP", "config_from_args"]
+           "CONFIG_HELP", "POLICY_TYPE_HELP", "config_from_args"]
 
 #: the zoo folder next to the package (a source checkout or an editable install)
 ZOO_DIR = Path(__file__).resolve().parents[2] / "zoo"
 
 CONFIG_HELP = ("zoo config: a .py file with make_config() or a dotted module name; or a LightZero config file "
-               "(main_config / create_config; README: Coming from LightZero)")
+               "(main_config / create_config; README: Coming from LightZero); leave it out and give --env ENV_ID "
+               "to derive a config from the env")
+
+POLICY_TYPE_HELP = ("policy_type (muzero, efficientzero, gumbel_muzero, sampled_muzero, ...); with --env and no "
+                    "config: which type the derived config is for")
 
 
 def int_at_least(minimum: int):
@@ -58,9 +62,21 @@ def zoo_epilog() -> str:
 def config_from_args(args: argparse.Namespace):
     """The Config of ``train`` / ``config``: ``args.config`` (a zoo module or a LightZero file, its
     mapping report on stderr), the ``key=value`` overrides, then the flags (``--seed``, ``--env``,
-    ``--async-pipeline``, ...)."""
-    from lz_tune.config_loader import build_config
+    ``--async-pipeline``, ...). With no config file and ``--env ENV_ID``: the config derived from the
+    env (:mod:`lz_tune.env_defaults`), its choices printed on stderr."""
+    from lz_tune.config import ConfigError
+    from lz_tune.config_loader import build_config, build_config_for_env
     from lz_tune.lightzero.flags import given_flags
 
-    return build_config(args.config, args.overrides, given_flags(args),
-                        report=lambda line: print(line, file=sys.stderr, flush=True))
+    report = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.config is not None and "=" in args.config and not Path(args.config).exists():
+        args.overrides = [args.config, *args.overrides]  # `train --env X key=value`: no config file
+        args.config = None
+    policy_type = getattr(args, "policy_type", None)
+    if args.config is None:
+        if not getattr(args, "env", None):
+            raise ConfigError("CONFIG: give a config file, or --env ENV_ID to derive a config from the env")
+        return build_config_for_env(args.env, args.overrides, given_flags(args), policy_type=policy_type,
+                                    report=report)
+    overrides = list(args.overrides) + ([f"policy_type={policy_type!r}"] if policy_type else [])
+    return build_config(args.config, overrides, given_flags(args), report=report)

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from lz_tune.cli.common import CONFIG_HELP, config_from_args
+from lz_tune.cli.common import CONFIG_HELP, POLICY_TYPE_HELP, config_from_args
 
 __all__ = ["add_parser", "run", "describe_config"]
 
@@ -23,7 +23,8 @@ def add_parser(sub, *, epilog: str) -> argparse.ArgumentParser:
                        description="Print every field of a zoo config (dotted key) after the overrides, with\nits "
                                    "type, its default and its documentation, grouped by section.",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
-    p.add_argument("config", help=CONFIG_HELP)
+    p.add_argument("config", nargs="?", default=None, help=CONFIG_HELP)
+    p.add_argument("--policy-type", default=None, metavar="TYPE", help=POLICY_TYPE_HELP)
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. mcts.num_simulations=7")
     p.add_argument("--changed", action="store_true",
                    help="only the fields whose value differs from the dataclass default")
@@ -123,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
 def _print_config(args: argparse.Namespace, cfg: Any, rows: list[dict[str, Any]]) -> None:
     section_docs = _section_docs(cfg)
     shown = [r for r in rows if not args.changed or r["value"] != r["default"]]
-    print(f"# {args.config}" + (f" with {' '.join(args.overrides)}" if args.overrides else "")
+    source = args.config if args.config is not None else f"derived from --env {args.env}"
+    print(f"# {source}" + (f" with {' '.join(args.overrides)}" if args.overrides else "")
           + f": {len(shown)} of {len(rows)} fields" + (" (changed from the defaults)" if args.changed else "")
           + "; '*' marks a value that differs from the default")
     current = None

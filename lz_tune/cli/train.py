@@ -18,7 +18,7 @@ import time
 from typing import Optional
 
 from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
-from lz_tune.cli.common import CONFIG_HELP, config_from_args
+from lz_tune.cli.common import CONFIG_HELP, POLICY_TYPE_HELP, config_from_args
 from lz_tune.cli.signals import SIGNALS
 from lz_tune.config import ConfigError
 from lz_tune.lightzero.flags import add_reference_flags
@@ -30,7 +30,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """The ``train`` sub-command's parser."""
     p = sub.add_parser("train", help="train one agent (sync by default, --async-pipeline for Ray actors)",
                        description="Train one agent from a zoo config module.")
-    p.add_argument("config", help=CONFIG_HELP)
+    p.add_argument("config", nargs="?", default=None, help=CONFIG_HELP)
+    p.add_argument("--policy-type", default=None, metavar="TYPE", help=POLICY_TYPE_HELP)
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, e.g. learner.learning_rate=3e-3 mcts.num_simulations=25")
     p.add_argument("--exp-dir", default=None,

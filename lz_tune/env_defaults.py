@@ -1,0 +1,380 @@
+"""A config for any env from its id: ``python -m lz_tune train --env ID`` with no config file.
+
+Reads top to bottom: :func:`profile_env` learns what the env is (its spec: observation shape and
+layout, action space, players, time limit, reward threshold; and a short uniformly random rollout:
+reward scale, episode lengths, whether the per-step reward is a constant), then
+:func:`config_for_env` derives each setting from that profile and records why
+(:class:`Choice`). One generic config per family (vector, small image, large image, continuous
+actions, two-player board game), not a zoo file per task.
+
+The rules, each with its reason in :func:`config_for_env`:
+- observation -> network: vectors (and anything flattened) an MLP; 3-D images a conv network,
+  without the stride-16 down-sampling when the image is small (MinAtar's 10 x 10);
+- action space -> policy types that fit (continuous: the sampled types), a clear error otherwise;
+- reward scale and discount -> the categorical supports: the value support covers ``h(V)`` for the
+  largest value the returns can reach, the reward support ``h(max |r|)`` (``h`` = MuZero's value
+  transform), so small tasks do not pay for Atari's 601 bins;
+- episode length -> discount and n-step horizon (board games: no discount, Monte-Carlo targets);
+- a constant per-step reward (Acrobot, MountainCar: -1 until the goal) -> temporally extended
+  epsilon-greedy exploration and no SSL consistency loss (with constant rewards nothing else
+  shapes the latent and the consistency loss alone collapses it);
+- two-player games -> self-play settings and evaluation against OpenSpiel's MCTS bot.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from lz_tune.config import Config, ConfigError
+
+__all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for_env", "CONTINUOUS_POLICY_TYPES",
+           "DISCRETE_POLICY_TYPES"]
+
+CONTINUOUS_POLICY_TYPES = ("sampled_muzero", "sampled_efficientzero", "sampled_unizero")
+"""Types that plan over sampled actions, the only ones for a continuous (Box) action space."""
+DISCRETE_POLICY_TYPES = ("muzero", "efficientzero", "gumbel_muzero", "muzero_context", "muzero_rnn_full_obs",
+                         "stochastic_muzero", "unizero") + CONTINUOUS_POLICY_TYPES
+"""Types for a Discrete action space (the sampled ones sample among its actions)."""
+TWO_PLAYER_POLICY_TYPES = ("muzero", "gumbel_muzero", "efficientzero", "sampled_muzero", "sampled_efficientzero")
+"""Types with a two-player search (values from the player to move's side)."""
+
+SMALL_IMAGE_SIDE = 32
+"""Images whose sides are all at most this keep their resolution (no stride-16 down-sampling)."""
+
+
+@dataclass(frozen=True)
+class EnvProfile:
+    """What :func:`profile_env` found out about an env.
+
+    Attributes:
+        env_id: the id.
+        spec: the shapes as lz_tune serves them (:class:`lz_tune.envs.EnvSpecInfo`).
+        time_limit: the registered time limit in agent steps (None: none registered).
+        reward_threshold: the registered "solved" return (None: none).
+        max_abs_reward: the largest |reward| of one step in the random rollout (Atari: 1, clipped).
+        step_cost: every non-final step of the random rollout gave the same NEGATIVE reward
+            (Acrobot, MountainCar: -1 until the goal): nothing but reaching the goal tells states
+            apart, and random play rarely reaches it. (CartPole's constant +1 is not a cost: there
+            the episode's end is what is bad, and random play meets it at once.)
+        random_return_mean, random_return_std: over the random rollout's finished episodes
+            (NaN when none finished).
+        mean_episode_length: of those episodes (NaN when none finished).
+        rollout_steps: agent steps the rollout played (0: not rolled out).
+        max_game_length: two-player games: the longest game in moves; else 0.
+    """
+
+    env_id: str
+    spec: Any
+    time_limit: Optional[int]
+    reward_threshold: Optional[float]
+    max_abs_reward: float
+    step_cost: bool
+    random_return_mean: float
+    random_return_std: float
+    mean_episode_length: float
+    rollout_steps: int
+    max_game_length: int = 0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One derived setting: ``key`` (dotted config key), ``value``, and ``why`` in words."""
+
+    key: str
+    value: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class GeneratedConfig:
+    """A config derived from an env, with the choices behind it."""
+
+    config: Config
+    profile: EnvProfile
+    choices: tuple[Choice, ...] = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        """The choices, one line each, for ``train --env`` / ``config --env`` to print."""
+        p, s = self.profile, self.profile.spec
+        lines = [f"config derived from env {p.env_id}: observations {list(s.observation_shape)} "
+                 f"{s.observation_dtype}, " + (f"{s.action_dim}-D continuous actions" if s.action_dim else
+                                               f"{s.action_space_size} actions")
+                 + (f", {s.num_players} players" if s.num_players > 1 else "")
+                 + (f", time limit {p.time_limit}" if p.time_limit else "")
+                 + (f", solved at {p.reward_threshold:g}" if p.reward_threshold is not None else "")]
+        if p.rollout_steps:
+            lines.append(f"  random play ({p.rollout_steps} steps): return {p.random_return_mean:.1f} +- "
+                         f"{p.random_return_std:.1f}, episode length {p.mean_episode_length:.0f}, max |reward| "
+                         f"{p.max_abs_reward:g}" + (", a constant cost per step" if p.step_cost else ""))
+        width = max(len(c.key) for c in self.choices)
+        lines += [f"  {c.key:<{width}} = {c.value!r:<12}  {c.why}" for c in self.choices]
+        return "\n".join(lines)
+
+
+def value_transform(x: float, eps: float = 0.001) -> float:
+    """MuZero's h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x."""
+    return math.copysign(math.sqrt(abs(x) + 1.0) - 1.0, x) + eps * x
+
+
+def support_size_for(bound: float) -> int:
+    """The smallest categorical support ``[-S, S]`` that holds ``h(bound)``, with one bin of margin."""
+    return max(2, int(math.ceil(value_transform(abs(bound)))) + 1)
+
+
+def _random_rollout(cfg: Config, steps: int, seed: int) -> dict[str, Any]:
+    """Play uniformly random legal actions in ``cfg``'s env (collect mode) for ``steps`` agent steps."""
+    from lz_tune.workers.common import make_env
+
+    n = 8
+    rng = np.random.default_rng(seed)
+    rewards, done_flags, returns, lengths = [], [], [], []
+    with make_env(cfg, num_envs=n, seed=seed, mode="collect") as env:
+        batch = env.reset()
+        for _ in range(max(1, steps // n)):
+            if env.action_dim:
+                action = rng.uniform(-1.0, 1.0, size=(n, env.action_dim)).astype(np.float32)
+            else:
+                logits = np.where(batch.action_mask, rng.random(batch.action_mask.shape), -1.0)
+                action = logits.argmax(axis=1)
+            result = env.step(action)
+            rewards.append(result.reward.astype(np.float64))
+            done_flags.append(result.done)
+            finished = result.real_episode_end
+            returns.extend(result.episode_return[finished].tolist())
+            lengths.extend(result.episode_length[finished].tolist())
+            batch = result.batch
+    reward = np.stack(rewards)
+    done = np.stack(done_flags)
+    mid = reward[~done]
+    return {"steps": int(reward.size), "max_abs_reward": float(np.abs(reward).max()) if reward.size else 0.0,
+            "step_cost": bool(mid.size > 0 and np.ptp(mid) == 0.0 and mid[0] < 0.0),
+            "returns": np.asarray(returns, np.float64), "lengths": np.asarray(lengths, np.float64)}
+
+
+def profile_env(env_id: str, *, import_modules: Sequence[str] = (), observation_layout: str = "auto",
+                rollout_steps: int = 2000, seed: int = 0) -> EnvProfile:
+    """Read ``env_id``'s spec and play ``rollout_steps`` uniformly random steps in it.
+
+    Raises:
+        ValueError / ConfigError: an unknown id, an env lz_tune cannot serve, an ambiguous layout.
+    """
+    from lz_tune.envs import resolve_env_id
+    from lz_tune.envs.openspiel_game import is_openspiel_id, load_openspiel_game
+    from lz_tune.envs.registration import run_env_imports
+    from lz_tune.workers.common import env_spec_for
+
+    run_env_imports(import_modules)
+    probe_cfg = Config.from_dict({"env": {"env_id": env_id, "import_modules": list(import_modules),
+                                          "observation_layout": observation_layout}})
+    spec = env_spec_for(probe_cfg)
+    time_limit = threshold = None
+    max_game_length = 0
+    if is_openspiel_id(env_id):
+        max_game_length = load_openspiel_game(env_id).max_game_length
+        time_limit = max_game_length
+    else:
+        registration = resolve_env_id(env_id).spec
+        time_limit, threshold = registration.max_episode_steps, registration.reward_threshold
+    if spec.is_atari:  # rewards clipped to {-1, 0, 1} in collection; a rollout would cost an emulator
+        return EnvProfile(env_id=env_id, spec=spec, time_limit=time_limit, reward_threshold=threshold,
+                          max_abs_reward=1.0, step_cost=False, random_return_mean=math.nan,
+                          random_return_std=math.nan, mean_episode_length=math.nan, rollout_steps=0)
+    # long enough for 8 envs to finish an episode that runs to its time limit (Acrobot: 4,000 steps)
+    steps = min(max(rollout_steps, 8 * (time_limit or 0)), 20_000)
+    r = _random_rollout(probe_cfg, steps, seed)
+    returns, lengths = r["returns"], r["lengths"]
+    return EnvProfile(env_id=env_id, spec=spec, time_limit=time_limit,
+                      reward_threshold=None if threshold is None else float(threshold),
+                      max_abs_reward=r["max_abs_reward"], step_cost=r["step_cost"],
+                      random_return_mean=float(returns.mean()) if returns.size else math.nan,
+                      random_return_std=float(returns.std()) if returns.size else math.nan,
+                      mean_episode_length=float(lengths.mean()) if lengths.size else math.nan,
+                      rollout_steps=r["steps"], max_game_length=max_game_length)
+
+
+def _slug(env_id: str) -> str:
+    name = env_id.split(":")[-1].split("/")[-1]
+    name = re.sub(r"-v\d+$", "", name)
+    return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower() or "env"
+
+
+class _Builder:
+    """Collects ``key -> value`` settings and the reason for each."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.choices: list[Choice] = []
+
+    def set(self, key: str, value: Any, why: str = "") -> None:
+        self.values[key] = value
+        if why:
+            self.choices.append(Choice(key, value, why))
+
+
+def check_policy_type_fits(policy_type: str, spec: Any, env_id: str) -> None:
+    """A ConfigError naming ``policy_type`` when it cannot act in ``env_id``'s action space or game."""
+    base = policy_type.split(":")[-1]
+    if spec.action_dim and base not in CONTINUOUS_POLICY_TYPES:
+        raise ConfigError(f"policy_type: {policy_type!r} plans over discrete actions; {env_id} has {spec.action_dim}-D "
+                          f"continuous actions: use one of {list(CONTINUOUS_POLICY_TYPES)}")
+    if spec.num_players > 1 and base not in TWO_PLAYER_POLICY_TYPES:
+        raise ConfigError(f"policy_type: {policy_type!r} has no two-player search; {env_id} is a two-player game: "
+                          f"use one of {list(TWO_PLAYER_POLICY_TYPES)}")
+
+
+def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_modules: Sequence[str] = (),
+                   observation_layout: str = "auto", seed: int = 0,
+                   profile: Optional[EnvProfile] = None) -> GeneratedConfig:
+    """The generic config for ``env_id`` (see the module docstring for the rules).
+
+    Args:
+        env_id: any id lz_tune serves (gymnasium, ALE, ``MinAtar/...``, ``openspiel:<game>``).
+        policy_type: None: ``muzero`` (discrete actions) or ``sampled_muzero`` (continuous).
+        import_modules: ``env.import_modules`` (registration code the env needs).
+        observation_layout: ``env.observation_layout``.
+        seed: of the run and of the profiling rollout.
+        profile: a profile already made (tests); None: :func:`profile_env`.
+
+    Raises:
+        ConfigError: the policy type does not fit the env (the message names ``policy_type``).
+        ValueError: the env cannot be served (unknown id, ambiguous layout, ...).
+    """
+    p = profile or profile_env(env_id, import_modules=import_modules, observation_layout=observation_layout,
+                               seed=seed)
+    s = p.spec
+    b = _Builder()
+    if policy_type is None:
+        policy_type = "sampled_muzero" if s.action_dim else "muzero"
+        b.set("policy_type", policy_type, "continuous actions: sampled actions" if s.action_dim else
+              "discrete actions: MuZero")
+    else:
+        b.set("policy_type", policy_type)
+    check_policy_type_fits(policy_type, s, env_id)
+    b.set("exp_name", f"{_slug(env_id)}_{policy_type.split(':')[-1]}")
+    b.set("seed", seed)
+    b.set("env.env_id", env_id)
+    if import_modules:
+        b.set("env.import_modules", tuple(import_modules))
+    b.set("env.observation_layout", observation_layout)
+    board = s.num_players > 1
+    image = len(s.observation_shape) == 3
+
+    # --- network, from the observation
+    if image:
+        side = max(s.observation_shape[1:])
+        small = side <= SMALL_IMAGE_SIDE
+        b.set("model.kind", "conv", f"image observations {list(s.observation_shape)}"
+              + (f" ({s.observation_layout_reason})" if s.observation_layout_reason else ""))
+        b.set("model.downsample", not small, f"{side}-pixel sides: " + ("kept at full resolution" if small else
+                                                                         "down-sampled x16 (Atari-sized)"))
+        b.set("model.num_channels", 32 if small else 64, "small image: a narrow network" if small else "")
+        b.set("model.num_res_blocks", 1)
+        b.set("model.projection_dim", 64 if small else 256)
+        b.set("model.projection_hidden_dim", 64 if small else 256)
+    else:
+        b.set("model.kind", "mlp", f"{len(s.observation_shape)}-D observations {list(s.observation_shape)}"
+              + (f" (flattened from {list(s.raw_observation_shape)})" if s.raw_observation_shape and
+                 len(s.raw_observation_shape) != 1 else ""))
+        b.set("model.latent_dim", 128)
+        b.set("model.hidden_sizes", (128,))
+        b.set("model.layer_norm", True, "vector observations: layer-normalised MLP (the CartPole config's)")
+        b.set("model.projection_dim", 128)
+        b.set("model.projection_hidden_dim", 64)
+
+    # --- horizon, from the episode length
+    if board:
+        length = max(p.max_game_length, 1)
+        b.set("mcts.discount_factor", 1.0, "two-player game: no discount, the outcome is the value")
+        b.set("buffer.td_steps", length, f"Monte-Carlo value targets (games last at most {length} moves)")
+        b.set("buffer.num_unroll_steps", 3, "")
+        b.set("buffer.game_segment_length", length + 3, "one game per segment")
+    else:
+        gamma = 0.997
+        b.set("mcts.discount_factor", gamma, "horizon ~333 steps" + (f" (time limit {p.time_limit})"
+                                                                   if p.time_limit else ""))
+        b.set("buffer.td_steps", 5, "")
+        b.set("buffer.num_unroll_steps", 5, "")
+        segment = 50 if not p.time_limit else max(10, min(50, p.time_limit))
+        b.set("buffer.game_segment_length", segment, "")
+
+    # --- supports, from the reward scale
+    gamma = b.values["mcts.discount_factor"]
+    max_r = max(p.max_abs_reward, 1e-3)
+    if board:
+        value_bound, why = max_r, "outcomes in [-1, 1]"
+    else:
+        horizon = 1.0 / (1.0 - gamma)
+        value_bound = max_r * (min(horizon, p.time_limit) if p.time_limit else horizon)
+        why = (f"|value| <= {max_r:g} x " + (f"min(1/(1-gamma), time limit) = {value_bound:.0f}" if p.time_limit
+                                              else f"1/(1-gamma) = {value_bound:.0f}"))
+        if p.reward_threshold is not None and np.isfinite(p.random_return_mean):
+            # shaped rewards (LunarLander: +-100 at the end, small ones on the way): a bound from
+            # the returns the task can reach is much tighter than max |r| per step times the horizon
+            seen = 2.0 * max(abs(p.reward_threshold), abs(p.random_return_mean) + 3 * p.random_return_std)
+            if seen < value_bound:
+                value_bound, why = seen, f"|value| <= 2 x max(|solved return|, |random returns|) = {seen:.0f}"
+    b.set("model.value_support_size", support_size_for(value_bound), f"h({value_bound:.0f}) fits; " + why)
+    b.set("model.reward_support_size", support_size_for(max_r), f"h(max |reward| = {max_r:g}) fits")
+
+    # --- search and exploration
+    b.set("mcts.num_simulations", 25 if board else 16, "")
+    if s.action_dim or policy_type.split(":")[-1] in CONTINUOUS_POLICY_TYPES:
+        k = 8 if s.action_dim else min(s.action_space_size, 8)
+        b.set("sampled.num_samples", k, "sampled actions per node")
+    sparse = p.step_cost and not board
+    if sparse:
+        b.set("collector.eps_greedy_start", 1.0, "a constant cost per step: explore with random actions held "
+              "for up to 20 steps, epsilon 1 -> 0.05 over 20k env steps")
+        b.set("collector.eps_greedy_end", 0.05)
+        b.set("collector.eps_greedy_decay_env_steps", 20_000)
+        b.set("collector.eps_greedy_max_duration", 20)
+    if board:
+        b.set("collector.temperature", 1.0, "self-play explores; 0.25 after 60k updates")
+        b.set("collector.manual_temperature_decay", True)
+        b.set("collector.threshold_training_steps_for_final_temperature", 60_000)
+        b.set("collector.eps_greedy_start", 0.25, "random legal moves 0.25 -> 0 over 80k env steps")
+        b.set("collector.eps_greedy_decay_env_steps", 80_000)
+    else:
+        b.set("collector.temperature", 1.0 if s.action_dim else 0.25, "")
+
+    # --- learner
+    b.set("learner.optim_type", "adam", "")
+    b.set("learner.learning_rate", 3e-3, "")
+    b.set("learner.piecewise_decay_lr_scheduler", False, "")
+    b.set("learner.weight_decay", 1e-4, "")
+    b.set("learner.batch_size", 128 if board else 64, "")
+    b.set("learner.replay_ratio", 0.25, "updates per env step")
+    b.set("learner.target_update_freq", 20 if not image else 100, "")
+    ssl = 0.0 if (sparse or board) else (2.0 if image else 0.5)
+    b.set("learner.ssl_loss_weight", ssl, "constant rewards: the consistency loss alone would collapse the latent"
+          if sparse else "")
+    if board:
+        b.set("learner.grad_clip_value", 0.5, "")
+        b.set("buffer.use_priority", False, "")
+    if s.action_dim:
+        b.set("learner.policy_entropy_weight", 5e-3, "keeps the Gaussian policy from collapsing")
+    b.set("learner.num_threads", 2, "")
+    b.set("buffer.replay_buffer_size", 1_000_000 if image else 200_000, "")
+
+    # --- collection, evaluation, budget
+    b.set("env.collector_env_num", 8)
+    b.set("env.evaluator_env_num", 8)
+    if board:
+        b.set("evaluator.opponent", "mcts", "evaluated against OpenSpiel's MCTS bot")
+        b.set("evaluator.opponent_mcts_simulations", 1000)
+        b.set("evaluator.n_evaluator_episode", 50)
+        b.set("evaluator.eval_freq", 1000)
+    else:
+        b.set("evaluator.n_evaluator_episode", 8)
+        b.set("evaluator.eval_freq", 500, "every ~2,000 env steps")
+        if p.reward_threshold is not None:
+            b.set("evaluator.stop_value", float(p.reward_threshold), "the env's registered reward threshold")
+    budget = 500_000 if board else (250_000 if image else 200_000)
+    b.set("max_env_step", budget, "env-step budget (--max-env-step changes it)")
+    cfg = Config().with_updates(b.values)
+    return GeneratedConfig(config=cfg, profile=p, choices=tuple(b.choices))

@@ -1,0 +1,111 @@
+"""The config derived from an env (``train --env ID`` with no config file): each rule on the env that
+motivates it, the printed reasons, and the clear errors. Whether the derived configs LEARN is a
+benchmark (``benchmarks/generic_config.py``; slow tests in tests/test_generic_config_learns.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from lz_tune.config import ConfigError
+from lz_tune.env_defaults import config_for_env, support_size_for, value_transform
+from tests.conftest import run_cli
+
+
+def test_value_transform_and_support_golden_values():
+    # h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x
+    assert value_transform(0.0) == 0.0
+    assert value_transform(3.0) == pytest.approx(1.003)
+    assert value_transform(-99.0) == pytest.approx(-(math.sqrt(100.0) - 1.0) - 0.099)
+    assert support_size_for(333.3) == 19  # h(333.3) = 17.59
+    assert support_size_for(1.0) == 2
+    assert support_size_for(100.0) == 11  # h(100) = 9.15
+
+
+def test_cartpole_gets_the_vector_family_and_its_threshold():
+    g = config_for_env("CartPole-v1")
+    cfg = g.config
+    assert cfg.policy_type == "muzero" and cfg.model.kind == "mlp" and cfg.model.layer_norm
+    assert cfg.model.value_support_size == 19 and cfg.model.reward_support_size == 2
+    assert cfg.evaluator.stop_value == 475.0 and cfg.exp_name == "cartpole_muzero"
+    # +1 per step is no cost: no forced exploration, the consistency loss stays
+    assert cfg.collector.eps_greedy_start == 0.0 and cfg.learner.ssl_loss_weight > 0
+    assert not g.profile.step_cost and g.profile.time_limit == 500
+    text = g.describe()
+    assert "model.kind" in text and "1-D observations [4]" in text and "solved at 475" in text
+
+
+def test_acrobot_a_cost_per_step_explores_and_drops_the_consistency_loss():
+    g = config_for_env("Acrobot-v1")
+    assert g.profile.step_cost and g.profile.random_return_mean == -500.0  # random play never reaches the goal
+    assert g.config.collector.eps_greedy_start == 1.0 and g.config.collector.eps_greedy_max_duration == 20
+    assert g.config.learner.ssl_loss_weight == 0.0
+    assert "a constant cost per step" in g.describe()
+
+
+def test_lunar_lander_supports_from_its_shaped_rewards():
+    pytest.importorskip("Box2D")
+    cfg = config_for_env("LunarLander-v3").config
+    assert cfg.model.reward_support_size == 11  # +-100 for a landing or a crash: h(100) ~ 9.15
+    assert 25 <= cfg.model.value_support_size <= 40  # from the returns, not 100 x 333 per step
+
+
+def test_minatar_gets_a_full_resolution_conv_network():
+    pytest.importorskip("minatar")
+    g = config_for_env("MinAtar/Breakout-v1")
+    m = g.config.model
+    assert m.kind == "conv" and not m.downsample and m.num_channels == 32
+    assert g.profile.spec.observation_shape == (4, 10, 10)
+    assert "declared by the env (hwc)" in g.describe()
+
+
+def test_continuous_actions_get_a_sampled_type_and_others_a_clear_error():
+    g = config_for_env("Pendulum-v1")
+    assert g.config.policy_type == "sampled_muzero" and g.config.sampled.num_samples == 8
+    with pytest.raises(ConfigError, match="policy_type: 'muzero' plans over discrete actions.*sampled_muzero"):
+        config_for_env("Pendulum-v1", policy_type="muzero")
+    assert config_for_env("Pendulum-v1", policy_type="sampled_efficientzero").config.policy_type == \
+        "sampled_efficientzero"
+
+
+def test_two_player_games_get_self_play_settings():
+    pytest.importorskip("pyspiel")
+    cfg = config_for_env("openspiel:tic_tac_toe").config
+    assert cfg.mcts.discount_factor == 1.0 and cfg.buffer.td_steps == 9
+    assert cfg.evaluator.opponent == "mcts" and cfg.collector.temperature == 1.0
+    with pytest.raises(ConfigError, match="policy_type: 'unizero' has no two-player search"):
+        config_for_env("openspiel:tic_tac_toe", policy_type="unizero")
+
+
+def test_an_unknown_env_is_an_error_naming_it():
+    with pytest.raises(ValueError, match="unknown env id 'CartPol-v1'.*CartPole-v1"):
+        config_for_env("CartPol-v1")
+
+
+def test_cli_config_env_prints_the_choices_and_the_fields(repo_root, capsys):
+    code, out, err = run_cli(capsys, "config", "--env", "Acrobot-v1", "--changed", "learner.learning_rate=1e-3",
+                             cwd=repo_root)
+    assert code == 0, err
+    assert "config derived from env Acrobot-v1" in err and "collector.eps_greedy_start" in err
+    assert "# derived from --env Acrobot-v1 with learner.learning_rate=1e-3" in out
+    assert "* learner.learning_rate = 0.001" in out  # the override wins over the derived value
+
+
+def test_cli_without_config_or_env_is_a_clear_error(repo_root, capsys):
+    code, _, err = run_cli(capsys, "train", "learner.learning_rate=1e-3", cwd=repo_root)
+    assert code == 2 and "--env ENV_ID" in err
+
+
+def test_cli_train_env_runs_the_derived_config(repo_root, tmp_path, capsys):
+    exp_dir = tmp_path / "exp"
+    code, out, err = run_cli(capsys, "train", "--env", "CartPole-v1", "--policy-type", "efficientzero",
+                             "max_env_step=120", "mcts.num_simulations=4", "learner.batch_size=16",
+                             "env.collector_env_num=2", "evaluator.n_evaluator_episode=2", "evaluator.eval_freq=20",
+                             "learner.num_threads=1", "--exp-dir", str(exp_dir), cwd=repo_root)
+    assert code == 0, err[-3000:]
+    assert "config derived from env CartPole-v1" in err
+    saved = json.loads((exp_dir / "config.json").read_text())
+    assert saved["policy_type"] == "efficientzero" and saved["model"]["value_support_size"] == 19
+    assert "done:" in out.splitlines()[-1]
