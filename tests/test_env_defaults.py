@@ -31,17 +31,17 @@ def test_cartpole_gets_the_vector_family_and_its_threshold():
     assert cfg.model.value_support_size == 19 and cfg.model.reward_support_size == 2
     assert cfg.evaluator.stop_value == 475.0 and cfg.exp_name == "cartpole_muzero"
     # +1 per step is no cost: no forced exploration, the consistency loss stays
-    assert cfg.collector.eps_greedy_start == 0.0 and cfg.learner.ssl_loss_weight > 0
+    assert cfg.collector.eps_greedy_start == 0.0 and cfg.learner.ssl_loss_weight > 0 and cfg.env.action_repeat == 1
     assert not g.profile.step_cost and g.profile.time_limit == 500
     text = g.describe()
     assert "model.kind" in text and "1-D observations [4]" in text and "solved at 475" in text
 
 
-def test_acrobot_a_cost_per_step_explores_and_drops_the_consistency_loss():
+def test_acrobot_a_cost_per_step_repeats_actions_explores_and_drops_the_consistency_loss():
     g = config_for_env("Acrobot-v1")
     assert g.profile.step_cost and g.profile.random_return_mean == -500.0  # random play never reaches the goal
     assert g.config.collector.eps_greedy_start == 1.0 and g.config.collector.eps_greedy_max_duration == 20
-    assert g.config.learner.ssl_loss_weight == 0.0
+    assert g.config.learner.ssl_loss_weight == 0.0 and g.config.env.action_repeat == 3
     assert "a constant cost per step" in g.describe()
 
 
