@@ -67,8 +67,9 @@ def build_config_for_env(env_id: str, overrides: Sequence[str] = (), flags: Opti
     choices and reasons passed to ``report``), then the overrides, then the other flags.
 
     The overrides ``policy_type=``, ``seed=``, ``env.import_modules=`` and ``env.observation_layout=``
-    (and the ``--seed`` flag) are read first: they change what is derived."""
-    from lz_tune.env_defaults import config_for_env
+    (and the ``--seed`` flag) are read first: they change what is derived. The step-size schedule
+    is fitted to the final budget (``max_env_step``) unless the overrides set it."""
+    from lz_tune.env_defaults import config_for_env, fit_schedule_to_budget
 
     flags = dict(flags or {})
     flags.pop("env", None)
@@ -84,4 +85,8 @@ def build_config_for_env(env_id: str, overrides: Sequence[str] = (), flags: Opti
     if overrides:
         cfg = cfg.with_overrides(list(overrides))
     updates = flag_updates(flags)
-    return cfg.with_updates(updates) if updates else cfg
+    if updates:
+        cfg = cfg.with_updates(updates)
+    if not any(o.strip().startswith("learner.threshold_training_steps_for_final_lr=") for o in overrides):
+        cfg = fit_schedule_to_budget(cfg)  # the step-size schedule follows a budget given on the command line
+    return cfg

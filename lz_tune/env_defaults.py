@@ -34,7 +34,7 @@ import numpy as np
 
 from lz_tune.config import Config, ConfigError
 
-__all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for_env", "CONTINUOUS_POLICY_TYPES",
+__all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for_env", "fit_schedule_to_budget", "CONTINUOUS_POLICY_TYPES",
            "DISCRETE_POLICY_TYPES"]
 
 CONTINUOUS_POLICY_TYPES = ("sampled_muzero", "sampled_efficientzero", "sampled_unizero")
@@ -349,7 +349,8 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     # --- learner
     b.set("learner.optim_type", "adam", "")
     b.set("learner.learning_rate", 3e-3, "")
-    b.set("learner.piecewise_decay_lr_scheduler", False, "")
+    b.set("learner.piecewise_decay_lr_scheduler", True, "step size x0.1 after half the budget's updates, x0.01 "
+          "at its end: at the full step size evaluations swing (Acrobot, LunarLander)")
     b.set("learner.weight_decay", 1e-4, "")
     b.set("learner.batch_size", 128 if board else 64, "")
     b.set("learner.replay_ratio", 0.25, "updates per env step")
@@ -380,5 +381,19 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
             b.set("evaluator.stop_value", float(p.reward_threshold), "the env's registered reward threshold")
     budget = 500_000 if board else (250_000 if image else 200_000)
     b.set("max_env_step", budget, "env-step budget (--max-env-step changes it)")
-    cfg = Config().with_updates(b.values)
+    cfg = fit_schedule_to_budget(Config().with_updates(b.values))
     return GeneratedConfig(config=cfg, profile=p, choices=tuple(b.choices))
+
+
+def fit_schedule_to_budget(cfg: Config) -> Config:
+    """``cfg`` with ``learner.threshold_training_steps_for_final_lr`` set to the updates its env-step
+    budget buys (``max_env_step x replay_ratio``, or ``update_per_collect`` per collect of
+    ``collector_env_num x game_segment_length`` steps), so the piecewise step size drops to 1/10
+    half way through the budget and to 1/100 at its end, whatever budget the user gives."""
+    lc = cfg.learner
+    if lc.update_per_collect is not None:
+        per_step = lc.update_per_collect / (cfg.env.collector_env_num * cfg.buffer.game_segment_length)
+    else:
+        per_step = lc.replay_ratio
+    updates = max(1, int(round(cfg.max_env_step * per_step)))
+    return cfg.with_updates({"learner.threshold_training_steps_for_final_lr": updates})

@@ -109,3 +109,15 @@ def test_cli_train_env_runs_the_derived_config(repo_root, tmp_path, capsys):
     saved = json.loads((exp_dir / "config.json").read_text())
     assert saved["policy_type"] == "efficientzero" and saved["model"]["value_support_size"] == 19
     assert "done:" in out.splitlines()[-1]
+
+
+def test_the_step_size_schedule_follows_the_budget():
+    from lz_tune.config_loader import build_config_for_env
+
+    cfg = build_config_for_env("CartPole-v1", ["learner.replay_ratio=0.5"], {"max_env_step": 10_000})
+    assert cfg.learner.piecewise_decay_lr_scheduler and cfg.learner.threshold_training_steps_for_final_lr == 5_000
+    cfg = build_config_for_env("CartPole-v1", ["learner.threshold_training_steps_for_final_lr=7"])
+    assert cfg.learner.threshold_training_steps_for_final_lr == 7  # the user's own value stays
+    cfg = build_config_for_env("CartPole-v1", ["learner.update_per_collect=100", "buffer.game_segment_length=50"],
+                               {"max_env_step": 40_000})
+    assert cfg.learner.threshold_training_steps_for_final_lr == 10_000  # 100 updates per 8 x 50 steps
