@@ -211,8 +211,14 @@ class ModelConfig(_Section):
     """Network shapes. The kind is picked from the observation unless given."""
 
     _prefix = "model"
-    kind: Literal["auto", "mlp", "conv"] = "auto"
-    """``mlp`` for vector observations, ``conv`` for images; ``auto`` decides from the env."""
+    kind: Literal["auto", "mlp", "conv", "conv_mlp"] = "auto"
+    """``mlp`` for vector observations (any other observation is flattened), ``conv`` for images (MuZero's
+    conv network: convolutional latent, dynamics and heads); ``conv_mlp`` for small images: a conv stem
+    (``num_channels``, ``num_res_blocks``, ``downsample``) in front of the MLP network, whose dynamics
+    and prediction work on a vector latent (the search's numba engine, an update without convolutions
+    in the unroll; MinAtar). ``auto``: ``conv`` for 3-D observations, else ``mlp``.
+    Types with their own networks: ``unizero`` / ``sampled_unizero`` follow the observation (a conv
+    encoder for images); ``stochastic_muzero`` takes vectors only."""
     latent_dim: int = 128
     """MLP: size of the latent state."""
     hidden_sizes: tuple[int, ...] = (128,)

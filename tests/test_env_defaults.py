@@ -52,13 +52,23 @@ def test_lunar_lander_supports_from_its_shaped_rewards():
     assert 25 <= cfg.model.value_support_size <= 40  # from the returns, not 100 x 333 per step
 
 
-def test_minatar_gets_a_full_resolution_conv_network():
+def test_minatar_gets_a_full_resolution_conv_stem_and_a_vector_latent():
     pytest.importorskip("minatar")
     g = config_for_env("MinAtar/Breakout-v1")
     m = g.config.model
-    assert m.kind == "conv" and not m.downsample and m.num_channels == 32
+    assert m.kind == "conv_mlp" and not m.downsample and m.num_channels == 16 and m.num_res_blocks == 0
     assert g.profile.spec.observation_shape == (4, 10, 10)
     assert "declared by the env (hwc)" in g.describe()
+    # the collection temperature follows the budget as the step size does
+    c = g.config
+    assert c.collector.manual_temperature_decay
+    assert c.collector.threshold_training_steps_for_final_temperature == c.learner.threshold_training_steps_for_final_lr \
+        == int(c.max_env_step * c.learner.replay_ratio)
+
+
+def test_atari_sized_images_get_the_conv_network():
+    cfg = config_for_env("ALE/Pong-v5").config
+    assert cfg.model.kind == "conv" and cfg.model.downsample and cfg.env.frame_stack == 4
 
 
 def test_continuous_actions_get_a_sampled_type_and_others_a_clear_error():

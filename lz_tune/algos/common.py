@@ -3,6 +3,8 @@ schedule, soft cross-entropy and gradient scaling."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -18,33 +20,38 @@ __all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_ra
 
 
 def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
-    """``mlp`` or ``conv`` (``model.kind``; ``auto`` decides from the observation rank); raises
-    ConfigError naming model.kind when the kind does not fit the env's observations."""
+    """``mlp``, ``conv`` or ``conv_mlp`` (``model.kind``; ``auto`` decides from the observation rank);
+    raises ConfigError naming model.kind when the kind does not fit the env's observations."""
     kind = cfg.model.kind
     if kind == "auto":
         kind = "conv" if len(spec.observation_shape) == 3 else "mlp"
     if kind == "mlp" and len(spec.observation_shape) != 1:
         raise ConfigError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
                           f"{spec.observation_shape}; use model.kind=conv")
-    if kind == "conv" and len(spec.observation_shape) != 3:
-        raise ConfigError(f"model.kind: 'conv' needs image observations [C, H, W], {cfg.env.env_id} gives "
-                         f"{spec.observation_shape}; use model.kind=mlp")
+    if kind in ("conv", "conv_mlp") and len(spec.observation_shape) != 3:
+        raise ConfigError(f"model.kind: {kind!r} needs image observations [C, H, W], {cfg.env.env_id} gives "
+                          f"{spec.observation_shape}; use model.kind=mlp")
     return kind
 
 
 def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
-    """The MuZero MLP network for vector observations, the conv network for images (model.kind);
-    for a continuous action space (``spec.action_dim``) with a Gaussian policy output."""
+    """The MuZero MLP network for vector observations (``mlp``) and, behind a conv stem, for small
+    images (``conv_mlp``); the conv network for images (``conv``); for a continuous action space
+    (``spec.action_dim``) with a Gaussian policy output."""
     m = cfg.model
-    if resolve_model_kind(cfg, spec) == "mlp":
+    kind = resolve_model_kind(cfg, spec)
+    if kind in ("mlp", "conv_mlp"):
         from lz_tune.models.mlp import MuZeroMLPNetwork
 
-        return MuZeroMLPNetwork(observation_dim=spec.observation_shape[0], action_space_size=spec.action_space_size,
+        image = dict(image_shape=spec.observation_shape, encoder_channels=m.num_channels,
+                     encoder_res_blocks=m.num_res_blocks, encoder_downsample=m.downsample) if kind == "conv_mlp" else {}
+        return MuZeroMLPNetwork(observation_dim=math.prod(spec.observation_shape),
+                                action_space_size=spec.action_space_size,
                                 action_dim=spec.action_dim,
                                 latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
                                 value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
                                 projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim,
-                                layer_norm=m.layer_norm)
+                                layer_norm=m.layer_norm, **image)
     from lz_tune.models.conv import MuZeroConvNetwork
 
     return MuZeroConvNetwork(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,

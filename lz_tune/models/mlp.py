@@ -1,4 +1,5 @@
-"""MuZero MLP network for vector observations, tuned for the tree-search hot path.
+"""MuZero MLP network for vector observations, tuned for the tree-search hot path; with an image
+encoder (a small conv stem in front of the representation) also for small images.
 
 The search calls :meth:`MuZeroNetwork.recurrent_inference` once per simulation at
 batch 8..64, where per-op dispatch and Python overhead matter as much as FLOPs.
@@ -30,11 +31,31 @@ from torch import nn
 
 from lz_tune.models import _validation as check
 from lz_tune.models.base import MuZeroNetwork, normalize_latent, observation_to_float
+from lz_tune.models.blocks import DownsampleStem, ResidualBlock, downsampled_size
 from lz_tune.models.projection import SimSiamProjector
 
 __all__ = ["MuZeroMLPNetwork"]
 
 LAYER_NORM_EPS = 1e-5
+
+
+def _image_encoder(image_shape: tuple[int, ...], channels: int, res_blocks: int,
+                   downsample: bool) -> tuple[nn.Sequential, int]:
+    """The conv stem of an MLP network on images ``[C, H, W]``: 3x3 conv + BatchNorm + ReLU to
+    ``channels`` (MuZero's stride-16 :class:`DownsampleStem` when ``downsample``), ``res_blocks``
+    residual blocks, flattened. Returns the stem and its output width ``channels * H' * W'``."""
+    if len(image_shape) != 3:
+        raise ValueError(f"image_shape must be [C, H, W], got {image_shape}")
+    check.positive_int("encoder_channels", channels)
+    c, h, w = image_shape
+    if downsample:
+        layers: list[nn.Module] = [DownsampleStem(c, channels)]
+        h, w = downsampled_size(h), downsampled_size(w)
+    else:
+        layers = [nn.Conv2d(c, channels, kernel_size=3, padding=1, bias=False), nn.BatchNorm2d(channels),
+                  nn.ReLU(inplace=True)]
+    layers += [ResidualBlock(channels) for _ in range(check.non_negative_int("encoder_res_blocks", res_blocks))]
+    return nn.Sequential(*layers, nn.Flatten()), channels * h * w
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> nn.Parameter:
@@ -73,6 +94,14 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         projection_hidden_dim: SimSiam projection hidden width.
         predictor_hidden_dim: SimSiam prediction-head hidden width.
         layer_norm: LayerNorm before every hidden ReLU (one extra op per hidden layer).
+        image_shape: ``[C, H, W]`` for image observations (``model.kind=conv_mlp``): a conv stem
+            (``image_encoder``: 3x3 conv + BatchNorm + ReLU to ``encoder_channels``, then
+            ``encoder_res_blocks`` residual blocks; MuZero's stride-16 stem when
+            ``encoder_downsample``) reads ``obs [B, C, H, W]`` and the representation MLP its
+            flattened features (``observation_dim`` is then their width). Dynamics and
+            prediction stay MLPs on the latent, so the tree search keeps the numba engine and
+            an update unrolls matrix products instead of convolutions. None: vector observations.
+        encoder_channels, encoder_res_blocks, encoder_downsample: the conv stem's shape.
     """
 
     batch_independent_prediction = True  # LayerNorm and ReLU only: per sample
@@ -91,6 +120,10 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         predictor_hidden_dim: int = 64,
         layer_norm: bool = False,
         action_dim: int = 0,
+        image_shape: Sequence[int] | None = None,
+        encoder_channels: int = 32,
+        encoder_res_blocks: int = 0,
+        encoder_downsample: bool = False,
     ) -> None:
         super().__init__(
             action_space_size=action_space_size,
@@ -99,6 +132,10 @@ class MuZeroMLPNetwork(MuZeroNetwork):
             reward_support_size=reward_support_size,
             projection_dim=projection_dim,
         )
+        self.image_encoder: nn.Module | None = None
+        if image_shape is not None:  # images: a conv stem reads them, the MLP works on its flattened features
+            self.image_encoder, observation_dim = _image_encoder(tuple(image_shape), encoder_channels,
+                                                                 encoder_res_blocks, encoder_downsample)
         self.observation_dim = check.positive_int("observation_dim", observation_dim)
         self.latent_dim = check.positive_int("latent_dim", latent_dim)
         self.hidden_sizes = check.positive_int_tuple("hidden_sizes", hidden_sizes, allow_empty=False)
@@ -184,9 +221,11 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         return hidden
 
     def representation(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs [B, O]`` (float, or uint8 scaled by 1/255) -> normalised ``latent [B, D]``."""
+        """``obs [B, O]`` (``[B, C, H, W]`` with an image encoder; float, or uint8 scaled by 1/255) ->
+        normalised ``latent [B, D]``."""
         p = self._parameters
-        x = observation_to_float(obs, p["representation_in_weight"].dtype).flatten(1)
+        x = observation_to_float(obs, p["representation_in_weight"].dtype)
+        x = self.image_encoder(x) if self.image_encoder is not None else x.flatten(1)
         pre = torch.addmm(p["representation_in_bias"], x, p["representation_in_weight"])
         hidden = self._trunk(p, "representation", pre)
         return normalize_latent(torch.addmm(p["representation_head_bias"], hidden, p["representation_head_weight"]))

@@ -57,7 +57,7 @@ def flatten_observations(cfg: Config) -> bool | None:
     """Whether gymnasium observations are flattened to vectors, from ``model.kind``: ``mlp``
     always (a vector network reads any observation), ``conv`` never, ``auto`` all but vectors
     and 3-D images."""
-    return {"mlp": True, "conv": False}.get(cfg.model.kind)
+    return {"mlp": True, "conv": False, "conv_mlp": False}.get(cfg.model.kind)
 
 
 @functools.lru_cache(maxsize=32)
