@@ -62,6 +62,10 @@ def _grads_of_one_update(learner, batch):
 ONE_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "muzero_context", "unizero", "sampled_unizero"}
 CASES = [(t, kind, extra) for t in sorted(POLICY_TYPES) if t not in ONE_PATH for kind in ("mlp", "conv")
          for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
+# the MLP network behind a conv stem (model.kind=conv_mlp) on a small channels-last image env
+CONV_MLP = ("env.env_id='LzTuneTest/HwcRows-v0'", "env.import_modules=('tests.registered_env:register',)",
+            "model.kind=conv_mlp", "model.num_channels=4", "model.num_res_blocks=1")
+CASES += [(t, "conv_mlp", ()) for t in ("muzero", "efficientzero", "gumbel_muzero", "sampled_efficientzero")]
 # UniZero: one unroll path, but the fused path runs its image encoder channels-last
 CASES += [("unizero", "conv", ())]
 # continuous actions (tanh-Gaussian policy, float actions) for the sampled types
@@ -73,7 +77,8 @@ CASES += [(t, "pendulum", extra) for t in sorted(POLICY_TYPES) if t.startswith("
                          ids=[f"{t}-{k}-{'ssl' if not e else 'entropy'}" for t, k, e in CASES])
 def test_fused_path_equals_eager_path(tiny_cfg, policy_type, kind, extra):
     torch.manual_seed(0)
-    env = CONV if kind == "conv" else ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if kind == "pendulum" else ()
+    env = CONV if kind == "conv" else CONV_MLP if kind == "conv_mlp" else (
+        ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if kind == "pendulum" else ())
     cfg = tiny_cfg(f"policy_type={policy_type}", "efficientzero.lstm_hidden_size=8",
                    "efficientzero.lstm_horizon_len=2", "sampled.num_samples=2", *env, *extra)
     batch, learners = _batch_and_learners(cfg)
