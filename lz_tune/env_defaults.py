@@ -293,9 +293,10 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
             b.set("model.projection_dim", 256)
             b.set("model.projection_hidden_dim", 256)
     else:
+        how = (s.observation_layout_reason if "one-hot" in s.observation_layout_reason else
+               f"flattened from {list(s.raw_observation_shape)}" if len(s.raw_observation_shape) > 1 else "")
         b.set("model.kind", "mlp", f"{len(s.observation_shape)}-D observations {list(s.observation_shape)}"
-              + (f" (flattened from {list(s.raw_observation_shape)})" if s.raw_observation_shape and
-                 len(s.raw_observation_shape) != 1 else ""))
+              + (f" ({how})" if how else ""))
         b.set("model.latent_dim", 128)
         b.set("model.hidden_sizes", (128,))
         b.set("model.layer_norm", True, "vector observations: layer-normalised MLP (the CartPole config's)")

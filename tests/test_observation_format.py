@@ -99,3 +99,28 @@ def test_mlp_flattens_any_observation_and_conv_takes_the_image():
     np.testing.assert_array_equal(batch.frame[0], registered_env.rows_image(
         int(batch.frame[0].reshape(C, H, W)[0].argmax(axis=0)[0])).transpose(2, 0, 1).reshape(-1))
     assert env_spec_for(_cfg("model.kind='conv'")).observation_shape == (C, H, W)
+
+
+@pytest.mark.parametrize("env_id, width, parts", [("FrozenLake-v1", 16, 1), ("Blackjack-v1", 32 + 11 + 2, 3)])
+def test_discrete_observations_are_served_one_hot(env_id, width, parts):
+    cfg = Config.from_dict({"env": {"env_id": env_id}})
+    spec = env_spec_for(cfg)
+    assert spec.observation_shape == spec.frame_shape == (width,) and spec.observation_dtype == np.float32
+    assert "one-hot" in spec.observation_layout_reason
+    with make_env(cfg, num_envs=3, seed=0, mode="collect") as env:
+        batch = env.reset()
+        raw = [e.unwrapped.s if env_id == "FrozenLake-v1" else e.unwrapped._get_obs() for e in env.gym_envs]
+        step = env.step(np.zeros(3, np.int64))
+    for b in (batch, step.batch):
+        assert b.frame.dtype == np.float32 and set(np.unique(b.frame)) <= {0.0, 1.0}
+        np.testing.assert_array_equal(b.frame.sum(axis=1), parts)  # one hot per part
+    if env_id == "FrozenLake-v1":
+        np.testing.assert_array_equal(batch.frame.argmax(axis=1), raw)
+    else:  # (player sum, dealer card, usable ace): offsets 0, 32, 43
+        for frame, (total, dealer, ace) in zip(batch.frame, raw):
+            assert frame[total] == frame[32 + dealer] == frame[43 + int(ace)] == 1.0
+
+
+def test_a_layout_for_discrete_observations_is_refused():
+    with pytest.raises(ValueError, match="env.observation_layout='hwc': FrozenLake-v1 has discrete observations"):
+        env_spec_for(Config.from_dict({"env": {"env_id": "FrozenLake-v1", "observation_layout": "hwc"}}))

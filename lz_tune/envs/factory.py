@@ -205,8 +205,9 @@ def probe_env_spec(
         metadata = dict(env.unwrapped.metadata or {})
     finally:
         env.close()
-    fmt = observation_format(resolved.env_id, tuple(observation_space.shape), layout=observation_layout,
-                             flatten=flatten, entry_point=resolved.spec.entry_point, metadata=metadata)
+    fmt = observation_format(resolved.env_id, tuple(observation_space.shape or ()), layout=observation_layout,
+                             flatten=flatten, entry_point=resolved.spec.entry_point, metadata=metadata,
+                             space=observation_space)
     frame_shape = fmt.frame_shape
     dtype = observation_dtype_of(observation_space)
     if isinstance(action_space, gymnasium.spaces.Box):

@@ -12,15 +12,15 @@ from gymnasium import spaces
 from lz_tune.envs.base import VectorEnv
 from lz_tune.envs.episode_tracker import EpisodeTracker
 from lz_tune.envs.frame_stack import FrameStack
-from lz_tune.envs.observation_format import ObservationFormat, observation_format
+from lz_tune.envs.observation_format import ObservationFormat, discrete_components, observation_format
 from lz_tune.envs.types import EnvBatch, StepResult
 
 __all__ = ["GymVectorEnv", "check_gym_spaces"]
 
 
-def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete | spaces.Box, spaces.Box]:
-    """Return the env's (Discrete or 1-D finite Box action, Box observation) spaces or raise
-    ``ValueError`` naming the env."""
+def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete | spaces.Box, spaces.Space]:
+    """Return the env's (Discrete or 1-D finite Box action, Box or discrete observation) spaces or
+    raise ``ValueError`` naming the env."""
     action_space, observation_space = env.action_space, env.observation_space
     if isinstance(action_space, spaces.Box):
         if len(action_space.shape) != 1 or action_space.shape[0] < 1:
@@ -35,17 +35,20 @@ def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete |
             f"env {env_id!r} has action space {action_space}; only Discrete and Box action spaces "
             "are supported"
         )
-    if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) < 1:
+    discrete = discrete_components(observation_space) is not None
+    if not discrete and (not isinstance(observation_space, spaces.Box) or len(observation_space.shape) < 1):
         raise ValueError(
-            f"env {env_id!r} has observation space {observation_space}; only Box observation "
-            "spaces with at least one axis are supported"
+            f"env {env_id!r} has observation space {observation_space}; supported are Box spaces with at "
+            "least one axis and discrete ones (Discrete, MultiDiscrete, a Tuple of Discrete: served one-hot)"
         )
     return action_space, observation_space
 
 
-def observation_dtype_of(observation_space: spaces.Box) -> np.dtype:
-    """uint8 images stay uint8; every other Box is served as float32."""
-    return np.dtype(np.uint8) if observation_space.dtype == np.uint8 else np.dtype(np.float32)
+def observation_dtype_of(observation_space: spaces.Space) -> np.dtype:
+    """uint8 images stay uint8; every other Box (and a discrete space, one-hot) is served as float32."""
+    if isinstance(observation_space, spaces.Box) and observation_space.dtype == np.uint8:
+        return np.dtype(np.uint8)
+    return np.dtype(np.float32)
 
 
 class GymVectorEnv(VectorEnv):
@@ -124,9 +127,9 @@ class GymVectorEnv(VectorEnv):
         self.observation_dtype = observation_dtype_of(observation_space)
         try:
             self.observation_format: ObservationFormat = observation_format(
-                env_id, tuple(observation_space.shape), layout=observation_layout, flatten=flatten,
+                env_id, tuple(observation_space.shape or ()), layout=observation_layout, flatten=flatten,
                 entry_point=first.spec.entry_point if first.spec is not None else None,
-                metadata=first.unwrapped.metadata)
+                metadata=first.unwrapped.metadata, space=observation_space)
         except BaseException:
             self.close()
             raise
@@ -148,7 +151,8 @@ class GymVectorEnv(VectorEnv):
         """Reset every env, env ``i`` with seed ``seed + i``; returns ``[N, ...]`` batches."""
         self.check_open()
         seed = self.take_seed(seed)
-        frames = np.empty((self.num_envs, *self.observation_format.raw_shape), dtype=self.observation_dtype)
+        frames = np.empty((self.num_envs, *self.observation_format.raw_shape),
+                          dtype=self.observation_format.raw_dtype or self.observation_dtype)
         for i, env in enumerate(self.gym_envs):
             obs, info = env.reset(seed=None if seed is None else seed + i)
             frames[i] = obs
@@ -164,7 +168,8 @@ class GymVectorEnv(VectorEnv):
             scaled = np.clip(self._action_low + (actions.astype(np.float64) + 1.0) * self._action_scale,
                              self._action_low, self._action_low + 2.0 * self._action_scale).astype(np.float32)
         n = self.num_envs
-        frames = np.empty((n, *self.observation_format.raw_shape), dtype=self.observation_dtype)
+        frames = np.empty((n, *self.observation_format.raw_shape),
+                          dtype=self.observation_format.raw_dtype or self.observation_dtype)
         final = np.empty_like(frames)
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)

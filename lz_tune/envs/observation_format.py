@@ -18,7 +18,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
-__all__ = ["LAYOUTS", "DECLARED_LAYOUTS", "ObservationFormat", "resolve_observation_layout", "declared_layout",
+__all__ = ["LAYOUTS", "DECLARED_LAYOUTS", "ObservationFormat", "discrete_components", "resolve_observation_layout", "declared_layout",
            "observation_format"]
 
 Layout = Literal["auto", "chw", "hwc"]
@@ -92,26 +92,53 @@ def resolve_observation_layout(env_id: str, shape: tuple[int, ...], requested: s
                      f"or env.observation_layout=hwc")
 
 
+def discrete_components(space: object) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """``(sizes, starts)`` of an observation space made of discrete parts (``Discrete(n)``,
+    ``MultiDiscrete`` of one axis, a ``Tuple`` of ``Discrete``: FrozenLake, Taxi, Blackjack), each
+    part served one-hot; None for any other space."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        return (int(space.n),), (int(space.start),)
+    if isinstance(space, spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
+        return tuple(int(n) for n in space.nvec), tuple(int(x) for x in np.broadcast_to(space.start, space.nvec.shape))
+    if isinstance(space, spaces.Tuple) and space.spaces and all(isinstance(p, spaces.Discrete) for p in space.spaces):
+        return tuple(int(p.n) for p in space.spaces), tuple(int(p.start) for p in space.spaces)
+    return None
+
+
 @dataclass(frozen=True)
 class ObservationFormat:
     """Raw env observations ``[N, *raw_shape]`` -> lz_tune frames ``[N, *frame_shape]``.
 
     Attributes:
-        raw_shape: one observation as the env gives it.
+        raw_shape: one observation as the env gives it (``(K,)`` int64 for K discrete parts).
         layout: ``"hwc"`` (transposed to ``[C, H, W]``), ``"chw"`` or None (kept).
         flatten: reshape each observation to ``[D]`` (after the transpose: a vector network
             reads channels-first order, the same for either layout).
         reason: why the layout was chosen (printed by ``config --env``).
+        one_hot_sizes, one_hot_starts: a discrete observation space's parts (sizes ``n_k`` and
+            first values): each part becomes a one-hot vector, concatenated to ``[sum n_k]``
+            float32. Empty for Box spaces.
     """
 
     raw_shape: tuple[int, ...]
     layout: Optional[str] = None
     flatten: bool = False
     reason: str = ""
+    one_hot_sizes: tuple[int, ...] = ()
+    one_hot_starts: tuple[int, ...] = ()
+
+    @property
+    def raw_dtype(self) -> Optional[np.dtype]:
+        """int64 for discrete parts; None: the env's own (Box) dtype."""
+        return np.dtype(np.int64) if self.one_hot_sizes else None
 
     @property
     def frame_shape(self) -> tuple[int, ...]:
         """Shape of one frame after the transform."""
+        if self.one_hot_sizes:
+            return (sum(self.one_hot_sizes),)
         shape = self.raw_shape
         if self.layout == "hwc":
             shape = (shape[2], shape[0], shape[1])
@@ -121,13 +148,22 @@ class ObservationFormat:
 
     @property
     def is_identity(self) -> bool:
-        return self.layout != "hwc" and not self.flatten
+        return self.layout != "hwc" and not self.flatten and not self.one_hot_sizes
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
         """``frames`` ``[N, *raw_shape]`` -> ``[N, *frame_shape]`` (a new contiguous array unless
         the transform is the identity)."""
         if self.is_identity:
             return frames
+        if self.one_hot_sizes:
+            index = frames.reshape(frames.shape[0], -1) - np.asarray(self.one_hot_starts)
+            sizes = np.asarray(self.one_hot_sizes)
+            if (index < 0).any() or (index >= sizes).any():
+                raise ValueError(f"observation {frames.tolist()} outside the discrete space's sizes {self.one_hot_sizes}")
+            out = np.zeros((frames.shape[0], int(sizes.sum())), np.float32)
+            offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            out[np.arange(frames.shape[0])[:, None], offsets + index] = 1.0
+            return out
         if self.layout == "hwc":
             frames = frames.transpose(0, 3, 1, 2)
         return np.ascontiguousarray(frames).reshape(frames.shape[0], *self.frame_shape)
@@ -135,7 +171,7 @@ class ObservationFormat:
 
 def observation_format(env_id: str, raw_shape: tuple[int, ...], *, layout: str = "auto",
                        flatten: Optional[bool] = None, entry_point: object = None,
-                       metadata: Optional[dict] = None) -> ObservationFormat:
+                       metadata: Optional[dict] = None, space: object = None) -> ObservationFormat:
     """The :class:`ObservationFormat` of an env.
 
     Args:
@@ -146,7 +182,16 @@ def observation_format(env_id: str, raw_shape: tuple[int, ...], *, layout: str =
             (``model.kind=conv``); None (``model.kind=auto``): flatten every observation that is
             neither a vector nor a 3-D image.
         entry_point, metadata: the env's registration entry point and ``metadata`` (what it declares).
+        space: the env's observation space; a discrete one (:func:`discrete_components`) is served
+            one-hot, and ``raw_shape`` is then ignored.
     """
+    parts = discrete_components(space) if space is not None else None
+    if parts is not None:
+        if layout != "auto":
+            raise ValueError(f"env.observation_layout={layout!r}: {env_id} has discrete observations {space}, "
+                             "not images; leave it 'auto'")
+        return ObservationFormat(raw_shape=(len(parts[0]),), one_hot_sizes=parts[0], one_hot_starts=parts[1],
+                                 reason=f"discrete observations {space}, one-hot")
     declared = declared_layout(entry_point, metadata) if len(raw_shape) == 3 else None
     try:
         resolved, reason = resolve_observation_layout(env_id, tuple(raw_shape), layout, declared)
