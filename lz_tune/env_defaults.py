@@ -10,7 +10,8 @@ actions, two-player board game), not a zoo file per task.
 The rules, each with its reason in :func:`config_for_env`:
 - observation -> network: vectors (and anything flattened) an MLP; 3-D images a conv network,
   without the stride-16 down-sampling when the image is small (MinAtar's 10 x 10);
-- action space -> policy types that fit (continuous: the sampled types), a clear error otherwise;
+- action space -> the policy type (continuous: ``sampled_muzero``); a type asked for that does not
+  fit is refused by its own check, naming ``policy_type``, before anything starts;
 - reward scale and discount -> the categorical supports: the value support covers ``h(V)`` for the
   largest value the returns can reach, the reward support ``h(max |r|)`` (``h`` = MuZero's value
   transform), so small tasks do not pay for Atari's 601 bins;
@@ -34,16 +35,11 @@ import numpy as np
 
 from lz_tune.config import Config, ConfigError
 
-__all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for_env", "fit_schedule_to_budget", "CONTINUOUS_POLICY_TYPES",
-           "DISCRETE_POLICY_TYPES"]
+__all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for_env", "fit_schedule_to_budget",
+           "check_policy_type_fits", "DEFAULT_CONTINUOUS_POLICY_TYPE"]
 
-CONTINUOUS_POLICY_TYPES = ("sampled_muzero", "sampled_efficientzero", "sampled_unizero")
-"""Types that plan over sampled actions, the only ones for a continuous (Box) action space."""
-DISCRETE_POLICY_TYPES = ("muzero", "efficientzero", "gumbel_muzero", "muzero_context", "muzero_rnn_full_obs",
-                         "stochastic_muzero", "unizero") + CONTINUOUS_POLICY_TYPES
-"""Types for a Discrete action space (the sampled ones sample among its actions)."""
-TWO_PLAYER_POLICY_TYPES = ("muzero", "gumbel_muzero", "efficientzero", "sampled_muzero", "sampled_efficientzero")
-"""Types with a two-player search (values from the player to move's side)."""
+DEFAULT_CONTINUOUS_POLICY_TYPE = "sampled_muzero"
+"""The type a Box action space gets when none is asked for (planning over sampled actions)."""
 
 SMALL_IMAGE_SIDE = 32
 """Images whose sides are all at most this keep their resolution (no stride-16 down-sampling)."""
@@ -218,15 +214,13 @@ class _Builder:
             self.choices.append(Choice(key, value, why))
 
 
-def check_policy_type_fits(policy_type: str, spec: Any, env_id: str) -> None:
-    """A ConfigError naming ``policy_type`` when it cannot act in ``env_id``'s action space or game."""
-    base = policy_type.split(":")[-1]
-    if spec.action_dim and base not in CONTINUOUS_POLICY_TYPES:
-        raise ConfigError(f"policy_type: {policy_type!r} plans over discrete actions; {env_id} has {spec.action_dim}-D "
-                          f"continuous actions: use one of {list(CONTINUOUS_POLICY_TYPES)}")
-    if spec.num_players > 1 and base not in TWO_PLAYER_POLICY_TYPES:
-        raise ConfigError(f"policy_type: {policy_type!r} has no two-player search; {env_id} is a two-player game: "
-                          f"use one of {list(TWO_PLAYER_POLICY_TYPES)}")
+def check_policy_type_fits(cfg: Config, spec: Any) -> None:
+    """Build ``cfg``'s policy once for ``spec``, so that a type that cannot act in the env (discrete
+    search on continuous actions, a network kind that does not fit the observations) fails here with
+    its own ConfigError naming the key, before anything starts."""
+    from lz_tune.algos import get_algorithm
+
+    get_algorithm(cfg.policy_type).make_policy(cfg, spec)
 
 
 def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_modules: Sequence[str] = (),
@@ -251,12 +245,11 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     s = p.spec
     b = _Builder()
     if policy_type is None:
-        policy_type = "sampled_muzero" if s.action_dim else "muzero"
+        policy_type = DEFAULT_CONTINUOUS_POLICY_TYPE if s.action_dim else "muzero"
         b.set("policy_type", policy_type, "continuous actions: sampled actions" if s.action_dim else
               "discrete actions: MuZero")
     else:
         b.set("policy_type", policy_type)
-    check_policy_type_fits(policy_type, s, env_id)
     b.set("exp_name", f"{_slug(env_id)}_{policy_type.split(':')[-1]}")
     b.set("seed", seed)
     b.set("env.env_id", env_id)
@@ -340,9 +333,8 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
 
     # --- search and exploration
     b.set("mcts.num_simulations", 25 if board else 16, "")
-    if s.action_dim or policy_type.split(":")[-1] in CONTINUOUS_POLICY_TYPES:
-        k = 8 if s.action_dim else min(s.action_space_size, 8)
-        b.set("sampled.num_samples", k, "sampled actions per node")
+    k = 8 if s.action_dim else min(s.action_space_size, 8)
+    b.set("sampled.num_samples", k, "sampled actions per node (types that sample)" if s.action_dim else "")
     sparse = p.step_cost and not board
     if sparse:
         b.set("env.action_repeat", 3, "a cost per step until a goal that random play rarely reaches: each decision "
@@ -400,6 +392,7 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     budget = 500_000 if board else (250_000 if image else 200_000)
     b.set("max_env_step", budget, "env-step budget (--max-env-step changes it)")
     cfg = fit_schedule_to_budget(Config().with_updates(b.values))
+    check_policy_type_fits(cfg, s)
     return GeneratedConfig(config=cfg, profile=p, choices=tuple(b.choices))
 
 

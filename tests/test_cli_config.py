@@ -51,7 +51,7 @@ def test_config_prints_every_field_with_value_type_default_and_doc(capsys):
                  "doc": "Simulations per search during collection (and reanalyze). "}
     assert fields["mcts.pb_c_init"]["changed"] is False and fields["mcts.pb_c_init"]["value"] == "1.25"
     assert fields["env.max_episode_steps"]["type"] == "int | None"
-    assert fields["model.kind"]["type"] == "one of 'auto', 'mlp', 'conv'"
+    assert fields["model.kind"]["type"] == "one of 'auto', 'mlp', 'conv', 'conv_mlp'"
     assert fields["model.hidden_sizes"]["type"] == "tuple[int, ...]"
     assert fields["exp_name"] == {"changed": True, "value": "'cartpole_muzero'", "type": "str",
                                   "default": "'muzero'", "section": "top level",

@@ -85,8 +85,8 @@ def test_two_player_games_get_self_play_settings():
     cfg = config_for_env("openspiel:tic_tac_toe").config
     assert cfg.mcts.discount_factor == 1.0 and cfg.buffer.td_steps == 9
     assert cfg.evaluator.opponent == "mcts" and cfg.collector.temperature == 1.0
-    with pytest.raises(ConfigError, match="policy_type: 'unizero' has no two-player search"):
-        config_for_env("openspiel:tic_tac_toe", policy_type="unizero")
+    with pytest.raises(ConfigError, match="model.kind: stochastic_muzero has an MLP network only"):
+        config_for_env("MinAtar/Breakout-v1", policy_type="stochastic_muzero")
 
 
 def test_an_unknown_env_is_an_error_naming_it():
