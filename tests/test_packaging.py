@@ -21,7 +21,7 @@ DIST_OF = {"PIL": "pillow", "ale_py": "ale-py", "tensorboardX": "tensorboardx"}
 #: modules that arrive with a core dependency (no own requirement needed)
 COMES_WITH = {"pyarrow": "ray[tune,train] (Tune's storage layer)"}
 #: modules of an optional extra (imported only where that feature is used): import name -> (extra, distribution)
-OPTIONAL = {"pyspiel": ("games", "open_spiel")}
+OPTIONAL = {"pyspiel": ("games", "open_spiel"), "minatar": ("minatar", "minatar")}
 
 
 def _third_party_imports() -> set[str]:
@@ -65,7 +65,7 @@ def test_ale_py_is_at_least_the_version_with_the_vector_env():
 
 def test_the_readme_install_line_installs_what_its_notebook_command_needs():
     readme = (REPO_ROOT / "README.md").read_text()
-    install = re.search(r'pip install -c constraints.txt -e "\.\[([a-z,]+)\]"', readme)
+    install = re.search(r'pip install -c constraints.txt -e "\.\[([a-z0-9,]+)\]"', readme)
     assert install is not None
     extras = set(install.group(1).split(","))
     optional = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]

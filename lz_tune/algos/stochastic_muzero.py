@@ -65,7 +65,7 @@ def check_chance_config(cfg: Config, spec: EnvSpecInfo) -> None:
     st = cfg.stochastic
     if resolve_model_kind(cfg, spec) != "mlp":
         raise ConfigError(f"model.kind: stochastic_muzero has an MLP network only; env {cfg.env.env_id!r} gives "
-                          f"observations {spec.observation_shape}")
+                          f"observations {spec.observation_shape}; set model.kind=mlp (images are then flattened)")
     if st.use_true_chance_label:
         if spec.chance_space_size == 0:
             raise ConfigError(f"stochastic.use_true_chance_label: env {cfg.env.env_id!r} reports no chance outcomes; "
