@@ -240,8 +240,14 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
         ConfigError: the policy type does not fit the env (the message names ``policy_type``).
         ValueError: the env cannot be served (unknown id, ambiguous layout, ...).
     """
-    p = profile or profile_env(env_id, import_modules=import_modules, observation_layout=observation_layout,
-                               seed=seed)
+    try:
+        p = profile or profile_env(env_id, import_modules=import_modules, observation_layout=observation_layout,
+                                   seed=seed)
+    except ConfigError:
+        raise
+    except ValueError as e:  # unknown id, a missing package, an ambiguous layout: a config error of the env
+        message = str(e)
+        raise ConfigError(message if message.startswith("env.") else f"env.env_id: {message}") from e
     s = p.spec
     b = _Builder()
     if policy_type is None:

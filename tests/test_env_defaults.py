@@ -131,3 +131,11 @@ def test_the_step_size_schedule_follows_the_budget():
     cfg = build_config_for_env("CartPole-v1", ["learner.update_per_collect=100", "buffer.game_segment_length=50"],
                                {"max_env_step": 40_000})
     assert cfg.learner.threshold_training_steps_for_final_lr == 10_000  # 100 updates per 8 x 50 steps
+
+
+def test_cli_env_errors_exit_2_naming_the_key(repo_root, capsys):
+    code, _, err = run_cli(capsys, "train", "--env", "CartPol-v1", cwd=repo_root)
+    assert code == 2 and "error: env.env_id: unknown env id 'CartPol-v1'" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, "config", "--env", "CartPole-v1", "env.import_modules=('no_such_pkg_xyz',)",
+                           cwd=repo_root)
+    assert code == 2 and "error: env.import_modules[0]: cannot import 'no_such_pkg_xyz'" in err
