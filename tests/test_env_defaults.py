@@ -139,3 +139,19 @@ def test_cli_env_errors_exit_2_naming_the_key(repo_root, capsys):
     code, _, err = run_cli(capsys, "config", "--env", "CartPole-v1", "env.import_modules=('no_such_pkg_xyz',)",
                            cwd=repo_root)
     assert code == 2 and "error: env.import_modules[0]: cannot import 'no_such_pkg_xyz'" in err
+
+
+def test_resume_without_a_config_continues_the_runs_own(repo_root, tmp_path, capsys):
+    exp_dir = tmp_path / "exp"
+    tiny = ("mcts.num_simulations=4", "learner.batch_size=16", "env.collector_env_num=2",
+            "evaluator.n_evaluator_episode=2", "evaluator.eval_freq=20", "learner.num_threads=1")
+    code, _, err = run_cli(capsys, "train", "--env", "CartPole-v1", "max_env_step=100", *tiny,
+                           "--exp-dir", str(exp_dir), cwd=repo_root)
+    assert code == 0, err[-3000:]
+    code, out, err = run_cli(capsys, "train", "--resume", str(exp_dir), "max_env_step=200", cwd=repo_root)
+    assert code == 0, err[-3000:]
+    assert "config derived" not in err  # nothing re-derived: the run's config.json
+    saved = json.loads((exp_dir / "config.json").read_text())
+    assert saved["max_env_step"] == 200 and saved["mcts"]["num_simulations"] == 4
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"), cwd=repo_root)
+    assert code == 2 and "error:" in err

@@ -63,7 +63,8 @@ def config_from_args(args: argparse.Namespace):
     """The Config of ``train`` / ``config``: ``args.config`` (a zoo module or a LightZero file, its
     mapping report on stderr), the ``key=value`` overrides, then the flags (``--seed``, ``--env``,
     ``--async-pipeline``, ...). With no config file and ``--env ENV_ID``: the config derived from the
-    env (:mod:`lz_tune.env_defaults`), its choices printed on stderr."""
+    env (:mod:`lz_tune.env_defaults`), its choices printed on stderr; with neither but ``--resume
+    RUN``: the run's own ``config.json``."""
     from lz_tune.config import ConfigError
     from lz_tune.config_loader import build_config, build_config_for_env
     from lz_tune.lightzero.flags import given_flags
@@ -73,6 +74,8 @@ def config_from_args(args: argparse.Namespace):
         args.overrides = [args.config, *args.overrides]  # `train --env X key=value`: no config file
         args.config = None
     policy_type = getattr(args, "policy_type", None)
+    if args.config is None and not getattr(args, "env", None) and getattr(args, "resume", None):
+        return _config_of_run(args.resume, args.overrides, given_flags(args))
     if args.config is None:
         if not getattr(args, "env", None):
             raise ConfigError("CONFIG: give a config file, or --env ENV_ID to derive a config from the env")
@@ -80,3 +83,28 @@ def config_from_args(args: argparse.Namespace):
                                     report=report)
     overrides = list(args.overrides) + ([f"policy_type={policy_type!r}"] if policy_type else [])
     return build_config(args.config, overrides, given_flags(args), report=report)
+
+
+def _config_of_run(resume: str, overrides, flags):
+    """``train --resume RUN`` with no config: the run's own ``config.json`` (what it was started
+    with, however it was built), then the overrides and flags."""
+    import json
+    import os
+
+    from lz_tune.config import Config, ConfigError
+    from lz_tune.lightzero.flags import flag_updates
+    from lz_tune.run_folder import CONFIG_FILE
+
+    folder = resume if os.path.isdir(resume) else os.path.dirname(os.path.dirname(os.path.abspath(resume)))
+    path = os.path.join(folder, CONFIG_FILE)
+    try:
+        with open(path) as f:
+            cfg = Config.from_dict(json.load(f))
+    except FileNotFoundError:
+        raise ConfigError(f"--resume {resume}: no {CONFIG_FILE} in {folder}; give the run's CONFIG (or --env)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--resume {resume}: {path} is not a config ({e}); give the run's CONFIG (or --env)") from None
+    if overrides:
+        cfg = cfg.with_overrides(list(overrides))
+    updates = flag_updates(flags)
+    return cfg.with_updates(updates) if updates else cfg
