@@ -41,6 +41,9 @@ __all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for
 DEFAULT_CONTINUOUS_POLICY_TYPE = "sampled_muzero"
 """The type a Box action space gets when none is asked for (planning over sampled actions)."""
 
+NO_TIME_LIMIT_CAP = 10_000
+"""``env.max_episode_steps`` for an env that registers no time limit (agent steps)."""
+
 SMALL_IMAGE_SIDE = 32
 """Images whose sides are all at most this keep their resolution (no stride-16 down-sampling)."""
 
@@ -301,6 +304,12 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
         b.set("model.layer_norm", True, "vector observations: layer-normalised MLP (the CartPole config's)")
         b.set("model.projection_dim", 128)
         b.set("model.projection_hidden_dim", 64)
+
+    # --- episode cap, where the env has no time limit (a policy that stalls must not stall the run)
+    if not board and not p.time_limit and not s.is_atari:
+        b.set("env.max_episode_steps", NO_TIME_LIMIT_CAP, f"no registered time limit: episodes end after "
+              f"{NO_TIME_LIMIT_CAP:,} steps (truncated, values bootstrapped), so a policy that only waits "
+              "(MinAtar Seaquest at the surface) cannot hold up collection and evaluation")
 
     # --- horizon, from the episode length
     if board:

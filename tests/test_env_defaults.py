@@ -59,6 +59,8 @@ def test_minatar_gets_a_full_resolution_conv_stem_and_a_vector_latent():
     assert m.kind == "conv_mlp" and not m.downsample and m.num_channels == 16 and m.num_res_blocks == 0
     assert g.profile.spec.observation_shape == (4, 10, 10)
     assert "declared by the env (hwc)" in g.describe()
+    # MinAtar registers no time limit: episodes are capped (CartPole keeps its own limit)
+    assert g.config.env.max_episode_steps == 10_000 and config_for_env("CartPole-v1").config.env.max_episode_steps is None
     # the collection temperature follows the budget as the step size does
     c = g.config
     assert c.collector.manual_temperature_decay
