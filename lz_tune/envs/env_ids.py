@@ -98,7 +98,8 @@ def _unknown_id_error(env_id: str) -> ValueError:
         if close
         else "gymnasium.pprint_registry() lists the known ids."
     )
-    return ValueError(f"unknown env id {env_id!r}: {hint}")
+    return ValueError(f"unknown env id {env_id!r}: {hint} (an env that a function of yours registers: name it in "
+                      f"env.import_modules, e.g. env.import_modules=('my_package.envs:register',))")
 
 
 def resolve_env_id(env_id: str) -> ResolvedEnvId:
