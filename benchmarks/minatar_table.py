@@ -191,7 +191,9 @@ def main() -> None:
                     row |= final_eval(folder, args.final_episodes, args.final_seed)
                 table.setdefault(game, {"random": rnd, "runs": []})["runs"].append(row)
         plot_game(game, curves, Path(args.plots) / f"{game.lower()}.png", rnd)
-    print(f"\n| game | type | seeds | env steps | held-out return per seed (last weights) | mean | random | DQN 5M | AC 5M |"
+    measure = (f"last weights, {args.final_episodes} held-out episodes" if args.final_episodes
+               else "last training evaluation, 8 episodes")
+    print(f"\n| game | type | seeds | env steps | return per seed ({measure}) | mean | random | DQN 5M | AC 5M |"
           f"\n|---|---|---|---|---|---|---|---|---|")
     for game, entry in table.items():
         for policy_type in args.policy_types:
