@@ -1,0 +1,46 @@
+"""The configs derived from the env (``train --env ID``, no config file) learn their tasks within the
+budgets benchmarks/README.md states ("Configs derived from the env"). Real runs of the CLI: slow,
+deselected by default (``python -m pytest -m slow tests/test_generic_config_learns.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _train(tmp_path, *args: str, timeout: float) -> dict:
+    exp_dir = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "lz_tune", "train", *args, "learner.num_threads=1", "--quiet", "--exp-dir", str(exp_dir)]
+    out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+                         env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in (exp_dir / "result.json").read_text().splitlines()]
+    evals = [r["evaluation/env_runners/episode_return_mean"] for r in rows
+             if "evaluation/env_runners/episode_return_mean" in r]
+    return {"best": max(evals), "env_steps": rows[-1]["num_env_steps_sampled_lifetime"]}
+
+
+def test_cartpole_reaches_195_within_50k_env_steps(tmp_path):
+    r = _train(tmp_path, "--env", "CartPole-v1", "evaluator.stop_value=195.0", "--max-env-step", "50000", timeout=1800)
+    assert r["best"] >= 195.0 and r["env_steps"] <= 50_000
+
+
+def test_acrobot_reaches_minus_100_within_200k_env_steps(tmp_path):
+    r = _train(tmp_path, "--env", "Acrobot-v1", "--max-env-step", "200000", timeout=5400)
+    assert r["best"] >= -100.0
+
+
+def test_minatar_breakout_learns_within_250k_env_steps(tmp_path):
+    """The bar of this test is what the derived config reaches (benchmarks/README.md, MinAtar): well
+    above random play (0.3), short of DQN's 5M-frame score of 10."""
+    pytest.importorskip("minatar")
+    r = _train(tmp_path, "--env", "MinAtar/Breakout-v1", timeout=7200)
+    assert r["best"] >= 4.0
