@@ -388,7 +388,8 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
         b.set("buffer.use_priority", False, "")
     if s.action_dim:
         b.set("learner.policy_entropy_weight", 5e-3, "keeps the Gaussian policy from collapsing")
-    b.set("learner.num_threads", 2, "")
+    b.set("learner.num_threads", 1 if small else 2, "small images: one learner thread is faster (MinAtar Breakout "
+          "180 against 162 env steps/s with two)" if small else "")
     b.set("buffer.replay_buffer_size", 1_000_000 if image else 200_000, "")
 
     # --- collection, evaluation, budget
