@@ -117,9 +117,14 @@ class GeneratedConfig:
         return "\n".join(lines)
 
 
-def value_transform(x: float, eps: float = 0.001) -> float:
-    """MuZero's h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x."""
-    return math.copysign(math.sqrt(abs(x) + 1.0) - 1.0, x) + eps * x
+def value_transform(x: float) -> float:
+    """MuZero's h(x) = sign(x) (sqrt(|x| + 1) - 1) + 0.001 x for one number
+    (:func:`lz_tune.models.support.scalar_transform`, the transform the supports are built for)."""
+    import torch
+
+    from lz_tune.models.support import scalar_transform
+
+    return float(scalar_transform(torch.tensor(float(x), dtype=torch.float64)))
 
 
 def support_size_for(bound: float) -> int:
@@ -280,11 +285,6 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
             b.set("model.num_channels", 16, "one 3x3 conv of 16 channels, as MinAtar's DQN baseline")
             b.set("model.num_res_blocks", 0)
             b.set("model.downsample", False)
-            b.set("model.latent_dim", 128)
-            b.set("model.hidden_sizes", (128,))
-            b.set("model.layer_norm", True)
-            b.set("model.projection_dim", 128)
-            b.set("model.projection_hidden_dim", 64)
         else:
             if s.is_atari:
                 b.set("env.frame_stack", 4, "Atari: the last 4 frames (motion)")
@@ -299,9 +299,11 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
                f"flattened from {list(s.raw_observation_shape)}" if len(s.raw_observation_shape) > 1 else "")
         b.set("model.kind", "mlp", f"{len(s.observation_shape)}-D observations {list(s.observation_shape)}"
               + (f" ({how})" if how else ""))
+
+    if not image or small:  # the MLP network (behind the conv stem for small images): the CartPole config's
         b.set("model.latent_dim", 128)
         b.set("model.hidden_sizes", (128,))
-        b.set("model.layer_norm", True, "vector observations: layer-normalised MLP (the CartPole config's)")
+        b.set("model.layer_norm", True, "vector latent: layer-normalised MLP (the CartPole config's)")
         b.set("model.projection_dim", 128)
         b.set("model.projection_hidden_dim", 64)
 
