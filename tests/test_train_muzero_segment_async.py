@@ -226,7 +226,8 @@ class ScriptedBackend(WorkerBackend):
     """Replays a fixed list of collect results, the same data whatever the weights, so that a sync
     and an async run see identical experience. ``concurrent=False``: work at launch (the sync
     pipeline); True: the n-th collect comes back ``collect_polls[n % len]`` polls after its launch,
-    an evaluation the next poll. Evaluations score 0 and never stop the run."""
+    an evaluation the next poll. Evaluations score 0 and say "stop" when 0 reaches
+    ``evaluator.stop_value`` (as the evaluator would; the driver decides what stops)."""
 
     def __init__(self, script, *, concurrent: bool, num_collectors: int = 1, collect_polls=(2,)) -> None:
         self.concurrent = concurrent
@@ -261,8 +262,15 @@ class ScriptedBackend(WorkerBackend):
     def launch_eval(self, snapshot: WeightSnapshot) -> bool:
         self._evals.append(EvalResult(version=snapshot.version, train_iter=snapshot.train_iter, reward_mean=0.0,
                                       reward_std=0.0, reward_min=0.0, reward_max=0.0, episode_length_mean=1.0,
-                                      num_episodes=1, env_steps=1, eval_time_s=0.0, stop=False))
+                                      num_episodes=1, env_steps=1, eval_time_s=0.0, stop=self._reaches_stop_value()))
         return True
+
+    def _reaches_stop_value(self) -> bool:
+        stop_value = self.driver.cfg.evaluator.stop_value if self.driver is not None else None
+        return stop_value is not None and 0.0 >= stop_value
+
+    def eval_ready(self):
+        return self.concurrent and bool(self._evals)
 
     def collect_ready(self):
         return self.concurrent and any(left <= 1 for left, _ in self._collects.values())
@@ -408,3 +416,76 @@ def test_cold_start_needs_more_than_the_thresholds(tiny_cfg):
         driver.buffer = real
     finally:
         driver.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluations: when they launch, what they may stop
+
+
+def _local_mode_run(tmp_path, *extra):
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
+        "async_pipeline.ray_local_mode=True", "learner.update_per_collect=20", "async_pipeline.max_train_chunk_steps=4",
+        "learner.train_start_after_envsteps=0", "evaluator.eval_freq=10", *extra])
+    driver = Driver(cfg, exp_dir=str(tmp_path), print_fn=None)
+    driver.event_log = []
+    try:
+        metrics = driver.run()
+    finally:
+        driver.close()
+    return driver, metrics
+
+
+def test_local_mode_evaluates_inside_budgets_larger_than_the_chunk(tmp_path):
+    """ray_local_mode with budgets of 20 updates, chunks of 4 and a queue of two budgets (the async
+    cap): the queue is never empty between chunks, so an evaluation that waited for an empty queue
+    never ran (only the final one did). The reference checks after every update: evaluations launch
+    at exactly 10, 20, 30, ... and each writes its checkpoint while training goes on."""
+    driver, m = _local_mode_run(tmp_path, "max_env_step=400")
+    evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
+    periodic, final = evals[:-1], evals[-1]
+    assert final == driver.train_iter and driver.train_iter >= 60
+    assert periodic == list(range(10, driver.train_iter, 10))[:len(periodic)] and len(periodic) >= 5
+    assert len(periodic) >= driver.train_iter // 10 - 1  # none skipped (the last may coincide with the final one)
+    # each evaluation was taken in before the next update: the history has every one, with its own checkpoint
+    assert [r["train_iter"] for r in driver.eval_history] == evals
+    ckpt = load_checkpoint(os.path.join(str(tmp_path), "ckpt", "ckpt_latest.pt"))
+    assert ckpt["eval"]["train_iter"] == final
+
+
+def test_local_mode_stops_at_a_reached_stop_value_inside_a_budget(tmp_path):
+    """A stop value the first trained evaluation reaches ends the run there (train_iter 10), not at
+    max_env_step; the evaluation at start (train_iter 0) reaches it too but never stops a run (the
+    reference's evaluator: ``stop_flag = ... and train_iter > 0``)."""
+    driver, m = _local_mode_run(tmp_path, "max_env_step=100000", "evaluator.stop_value=0",
+                                "async_pipeline.eval_at_start=True")
+    evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
+    assert evals == [0, 10]
+    assert driver.stop.reached_stop_value and driver.train_iter == 10
+    assert 0 < m["env_steps"] < 100000 and m["stop_value_reached"]
+
+
+def test_an_evaluation_at_train_iter_0_never_stops_the_run(tiny_cfg, script):
+    """eval_at_start with a stop value the untrained policy reaches (here every score, 0 >= -1e9):
+    training still starts; the first trained evaluation stops it (sync and async)."""
+    max_env_step = sum(r.env_steps for r in script[:10])
+    for extra in ((), ("async_pipeline.enabled=True",)):
+        cfg = tiny_cfg(*SEMANTIC, *extra, "async_pipeline.eval_at_start=True", "evaluator.stop_value=-1e9",
+                       f"max_env_step={max_env_step}")
+        driver, _ = run_scripted(cfg, script, concurrent=bool(extra))
+        evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
+        assert evals[0] == 0 and driver.train_iter > 0, extra
+        assert driver.stop.reached_stop_value and evals[-1] == driver.train_iter >= 7, extra
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 6])
+def test_async_evaluations_launch_at_exactly_every_eval_freq_updates(tiny_cfg, script, chunk):
+    """The cadence: async evaluations launch at train_iter 7, 14, 21, ... exactly, whatever the chunk
+    (the check runs after every update, as the reference's), not up to chunk - 1 updates late."""
+    max_env_step = sum(r.env_steps for r in script[:12])
+    cfg = tiny_cfg(*SEMANTIC, "async_pipeline.enabled=True", f"async_pipeline.max_train_chunk_steps={chunk}",
+                   f"max_env_step={max_env_step}")
+    driver, _ = run_scripted(cfg, script, concurrent=True)
+    evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
+    periodic = [t for t in evals[:-1]]
+    assert periodic == list(range(7, driver.train_iter + 1, 7))[:len(periodic)]
+    assert len(periodic) >= driver.train_iter // 7 - 1 and driver.train_iter >= 30

@@ -65,6 +65,12 @@ class WorkerBackend(abc.ABC):
         a train chunk. Backends that run work at launch have nothing in flight: False."""
         return False
 
+    def eval_ready(self) -> bool:
+        """True when an evaluation in flight has finished (cheap, never waits): the driver then
+        leaves its train chunk to record it, and to launch the next one when that is due.
+        Backends that run work at launch: False."""
+        return False
+
     @property
     def actor_restarts(self) -> int:
         """Worker actors restarted so far (0: workers in this process)."""

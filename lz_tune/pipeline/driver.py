@@ -327,8 +327,8 @@ class Driver:
         self._consume(self.backend.poll(wait))
         if not self.stop:  # past max_env_step no collect starts; those running finish and are pushed
             self._launch_collects()  # right after consuming: a worker that just finished starts again at once
-        if may_train:  # ... and the queued budgets are trained to the end (the reference's drain)
-            self._train_chunk()
+        if may_train and not self.stop.reached_stop_value:  # (an evaluation just taken in may have stopped it)
+            self._train_chunk()  # ... and the queued budgets are trained to the end (the reference's drain)
         self._check_limits()
 
     def _check_limits(self) -> None:
@@ -416,9 +416,21 @@ class Driver:
             self.budgets.consumed()
             if self.train_iter >= self.cfg.max_train_iter:
                 break
-            if i + 1 < n and self.backend.concurrent and self.backend.collect_ready():
-                break  # yield early: a finished collector restarts now, not after the rest of the chunk
+            if self.cfg.async_pipeline.enabled and self._evaluate_between_updates():
+                break  # the stop value was reached: no further update
+            if i + 1 < n and self.backend.concurrent and (self.backend.collect_ready() or self.backend.eval_ready()):
+                break  # yield early: a finished collector restarts now, a finished evaluation is recorded now
         self.times.train += time.perf_counter() - start
+
+    def _evaluate_between_updates(self) -> bool:
+        """The async pipeline after every update, as the reference's chunk loop: an evaluation that
+        is due launches at exactly this train_iter. Workers that run at launch (``ray_local_mode``)
+        have then finished it: its result is taken in at once (checkpoint, best, stop value), as
+        the reference's poll after every update would. True when the run must stop training."""
+        launched = self._maybe_launch_eval()
+        if launched and not self.backend.concurrent:
+            self._consume(self.backend.poll(0.0))
+        return bool(self.stop.reached_stop_value)
 
     def _sample_batch(self) -> tuple:
         index = self.buffer.sample(self.cfg.learner.batch_size)
@@ -491,18 +503,21 @@ class Driver:
 
     # ------------------------------------------------------------------------------ eval
 
-    def _maybe_launch_eval(self) -> None:
+    def _maybe_launch_eval(self) -> bool:
         """An evaluation every evaluator.eval_freq updates, also while the last collects and budgets
-        drain after max_env_step (the reference keeps evaluating then); the final one is separate."""
+        drain after max_env_step (the reference keeps evaluating then); the final one is separate.
+        Sync: checked between budgets (the reference's sync entry evaluates before each collect);
+        async: also after every update (:meth:`_evaluate_between_updates`). True when one launched."""
         if self.training_over or self.train_iter == 0:
-            return
-        if not self.backend.concurrent and len(self.budgets) > 0 and self.trainable:
-            return  # sync: evaluate between budgets only
+            return False
+        if not self.cfg.async_pipeline.enabled and len(self.budgets) > 0 and self.trainable:
+            return False  # sync: evaluate between budgets only (the async pipeline: after every update)
         if self.backend.evals_in_flight >= self.cfg.async_pipeline.max_eval_inflight:
-            return
+            return False
         last = self._last_eval_launch_iter if self._last_eval_launch_iter is not None else 0
         if self.train_iter - last >= self.cfg.evaluator.eval_freq:
-            self._launch_eval()
+            return self._launch_eval()
+        return False
 
     def _launch_eval(self) -> bool:
         """Evaluate the current weights; False when no evaluator could take it (nothing is
@@ -567,7 +582,7 @@ class Driver:
                 self.buffer_checkpoints.commit_run_files(
                     self.ckpt_dir, latest=payload["buffer_manifest"], best=is_best,
                     pending=[s.get("buffer_file") for s in self._pending_eval_states.values()])
-        if result.stop:
+        if result.stop and result.train_iter > 0:  # (the reference's evaluator: an untrained policy never stops a run)
             self.stop.reached_stop_value = True
         m = self.metrics()
         if self.run_folder.write_files:

@@ -385,6 +385,12 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         ready, _ = self.ray.wait(list(self._collect_refs), num_returns=1, timeout=0)
         return bool(ready)
 
+    def eval_ready(self) -> bool:
+        if not self._eval_refs:
+            return False
+        ready, _ = self.ray.wait(list(self._eval_refs), num_returns=1, timeout=0)
+        return bool(ready)
+
     def poll(self, timeout_s: float) -> PollResult:
         out = PollResult()
         pending = [*self._collect_refs, *self._eval_refs]
