@@ -321,6 +321,13 @@ class BufferConfig(_Section):
     """Periodic reanalyze picks segments among this oldest fraction of the buffer, the least
     often reanalysed first (probability ∝ exp(-100 c / P) for a segment reanalysed c times
     among the P candidates)."""
+    reanalyze_writes_root_values: Optional[bool] = None
+    """Whether a periodic buffer reanalyze also replaces the stored root (search) values of the
+    steps it re-searches (it always replaces their policy targets). Stored root values are read
+    by ``use_root_value`` value targets. None: as LightZero's buffer of the policy type does
+    (efficientzero, sampled_efficientzero, sampled_muzero, sampled_unizero replace them; muzero,
+    gumbel_muzero, stochastic_muzero, unizero and the context types keep the values of the
+    collecting search); see ``Config.reanalyze_writes_root_values``."""
     mini_infer_size: int = 2048
     """Chunk size of target-network inference when building value targets."""
     use_root_value: bool = False
@@ -887,6 +894,13 @@ class Config(_Section):
                               f"which Config does not have")
         self._positive("max_env_step", "max_train_iter")
         self._non_negative("seed")
+
+    @property
+    def reanalyze_writes_root_values(self) -> bool:
+        """``buffer.reanalyze_writes_root_values``, with None resolved for this policy type (as
+        LightZero's buffer of the type does: :attr:`PolicyTypeEntry.reanalyze_writes_root_values`)."""
+        explicit = self.buffer.reanalyze_writes_root_values
+        return lookup_policy_type(self.policy_type).reanalyze_writes_root_values if explicit is None else explicit
 
     # -------------------------------------------------------------------------------------- dicts
 

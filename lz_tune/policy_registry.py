@@ -40,6 +40,11 @@ class PolicyTypeEntry:
     """The type-specific sections of :class:`lz_tune.config.Config` it reads (``gumbel``,
     ``sampled``, ...), beyond the common ones every type reads (env, model, mcts, buffer,
     learner, collector, evaluator, async_pipeline)."""
+    reanalyze_writes_root_values: bool = False
+    """What ``buffer.reanalyze_writes_root_values=None`` means for this type: whether a periodic
+    buffer reanalyze also replaces the stored root values, as LightZero's buffer of the type does
+    (its EfficientZero and sampled buffers write them; its MuZero buffer, which muzero, gumbel,
+    stochastic and unizero use, leaves them)."""
 
 
 class UnknownPolicyTypeError(KeyError):
@@ -52,10 +57,12 @@ class UnknownPolicyTypeError(KeyError):
 
 BUILTIN_POLICY_TYPES: tuple[PolicyTypeEntry, ...] = (
     PolicyTypeEntry(name="muzero", module="lz_tune.algos.muzero"),
-    PolicyTypeEntry(name="efficientzero", module="lz_tune.algos.efficientzero", config_sections=("efficientzero",)),
+    PolicyTypeEntry(name="efficientzero", module="lz_tune.algos.efficientzero", config_sections=("efficientzero",),
+                    reanalyze_writes_root_values=True),
     PolicyTypeEntry(name="sampled_efficientzero", module="lz_tune.algos.sampled_efficientzero",
-                    config_sections=("efficientzero", "sampled")),
-    PolicyTypeEntry(name="sampled_muzero", module="lz_tune.algos.sampled_muzero", config_sections=("sampled",)),
+                    config_sections=("efficientzero", "sampled"), reanalyze_writes_root_values=True),
+    PolicyTypeEntry(name="sampled_muzero", module="lz_tune.algos.sampled_muzero", config_sections=("sampled",),
+                    reanalyze_writes_root_values=True),
     PolicyTypeEntry(name="gumbel_muzero", module="lz_tune.algos.gumbel_muzero", config_sections=("gumbel",)),
     PolicyTypeEntry(name="stochastic_muzero", module="lz_tune.algos.stochastic_muzero",
                     config_sections=("stochastic",)),
@@ -64,7 +71,7 @@ BUILTIN_POLICY_TYPES: tuple[PolicyTypeEntry, ...] = (
                     config_sections=("context",)),
     PolicyTypeEntry(name="unizero", module="lz_tune.algos.unizero", config_sections=("unizero",)),
     PolicyTypeEntry(name="sampled_unizero", module="lz_tune.algos.sampled_unizero",
-                    config_sections=("unizero", "sampled")),
+                    config_sections=("unizero", "sampled"), reanalyze_writes_root_values=True),
 )
 """The types lz-tune ships, in the order the docs list them."""
 
@@ -74,13 +81,15 @@ POLICY_TYPES: tuple[str, ...] = tuple(entry.name for entry in BUILTIN_POLICY_TYP
 _registry: dict[str, PolicyTypeEntry] = {entry.name: entry for entry in BUILTIN_POLICY_TYPES}
 
 
-def register_policy_type(name: str, *, module: str, config_sections: tuple[str, ...] = ()) -> PolicyTypeEntry:
+def register_policy_type(name: str, *, module: str, config_sections: tuple[str, ...] = (),
+                         reanalyze_writes_root_values: bool = False) -> PolicyTypeEntry:
     """Add a type (call it from the type's own module: ``module=__name__``). Registering the
     same entry again is a no-op (a module imported twice); another entry under a taken name
     raises ValueError."""
     if not name or ":" in name:
         raise ValueError(f"policy type name {name!r}: must be non-empty and without ':'")
-    entry = PolicyTypeEntry(name=name, module=module, config_sections=tuple(config_sections))
+    entry = PolicyTypeEntry(name=name, module=module, config_sections=tuple(config_sections),
+                            reanalyze_writes_root_values=reanalyze_writes_root_values)
     known = _registry.get(name)
     if known is not None and known != entry:
         raise ValueError(f"policy type {name!r} is already registered by {known.module}")

@@ -480,7 +480,10 @@ def test_reanalyze_ratio_replaces_exactly_the_first_rows():
         make_train_batch(buffer, index, value_fn=newest_frame_mean, reanalyze_ratio=0.5)
 
 
-def test_reanalyze_segments_replaces_chosen_segments_only():
+@pytest.mark.parametrize("write_root_values", [True, False])
+def test_reanalyze_segments_replaces_chosen_segments_only(write_root_values):
+    """The chosen segments get the new policy targets; their root values too only with
+    ``write_root_values`` (LightZero's MuZero buffer leaves them, its EfficientZero buffer writes them)."""
     segments = collect_segments(episode_lengths=[30, 25, 44], L=5, U=2, T=2, S=2)
     buffer = make_buffer(frame_stack=2)
     buffer.push(segments)
@@ -494,11 +497,15 @@ def test_reanalyze_segments_replaces_chosen_segments_only():
     chosen = buffer.choose_stale_segments(num_segments=3, partition=0.5, rng=np.random.default_rng(0))
     assert len(chosen) == 3 and np.all(chosen < int(0.5 * len(segments)))  # among the oldest half
     assert np.array_equal(chosen, np.sort(chosen))
-    buffer.reanalyze_segments(chosen, fn)
+    buffer.reanalyze_segments(chosen, fn, write_root_values=write_root_values)
     for seg_id in buffer.segment_ids:
         stored = buffer.get_segment(seg_id)
         if seg_id in chosen:
-            assert np.all(stored.root_values == 42.0) and np.all(stored.policy_targets[:, 0] == 1.0)
+            assert np.all(stored.policy_targets[:, 0] == 1.0)
+            if write_root_values:
+                assert np.all(stored.root_values == 42.0)
+            else:
+                np.testing.assert_array_equal(stored.root_values, segments[seg_id].root_values)
         else:
             np.testing.assert_array_equal(stored.root_values, segments[seg_id].root_values)
         np.testing.assert_array_equal(segments[seg_id].policy_targets, originals[seg_id])  # caller's copies

@@ -18,6 +18,7 @@ from lz_tune.checkpoint import load_checkpoint
 from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 from lz_tune.pipeline.backends import PollResult, WorkerBackend
+from lz_tune.buffer import Reanalysis
 from lz_tune.workers import EvalResult, WeightSnapshot
 
 try:  # the Ray tests take the ray_cluster fixture; the semantic tests below need no Ray
@@ -489,3 +490,58 @@ def test_async_evaluations_launch_at_exactly_every_eval_freq_updates(tiny_cfg, s
     periodic = [t for t in evals[:-1]]
     assert periodic == list(range(7, driver.train_iter + 1, 7))[:len(periodic)]
     assert len(periodic) >= driver.train_iter // 7 - 1 and driver.train_iter >= 30
+
+
+# ---------------------------------------------------------------------------------------------
+# Buffer reanalyze and the stored root values
+
+
+def test_which_types_replace_root_values_in_a_buffer_reanalyze():
+    """buffer.reanalyze_writes_root_values=None follows LightZero's buffer of each type: its
+    EfficientZero / sampled buffers write ``root_value[current_index] = searched_value``, its MuZero
+    buffer has that line commented out; an explicit value overrides it for every type."""
+    from lz_tune.config import POLICY_TYPES, Config
+
+    writes = {"efficientzero", "sampled_efficientzero", "sampled_muzero", "sampled_unizero"}
+    for policy_type in POLICY_TYPES:
+        cfg = Config(policy_type=policy_type)
+        assert cfg.reanalyze_writes_root_values is (policy_type in writes), policy_type
+        for explicit in (True, False):
+            assert cfg.with_overrides([f"buffer.reanalyze_writes_root_values={explicit}"]) \
+                .reanalyze_writes_root_values is explicit
+
+
+@pytest.mark.parametrize("setting", [None, True, False])
+def test_buffer_reanalyze_keeps_or_replaces_the_stored_root_values(tiny_cfg, script, setting):
+    """muzero, buffer reanalyzes at every other collect, with a target search that answers policy
+    [1, 0] and root value 42 everywhere: the reanalysed segments get that policy target either way;
+    the root values the collecting search stored stay (default, as the reference's MuZero buffer)
+    unless the key says to replace them. use_root_value targets read them, so this is training."""
+    max_env_step = sum(r.env_steps for r in script[:8])
+    extra = () if setting is None else (f"buffer.reanalyze_writes_root_values={setting}",)
+    cfg = tiny_cfg(*SEMANTIC, *extra, "buffer.buffer_reanalyze_freq=0.5", f"max_env_step={max_env_step}")
+    backend = ScriptedBackend(script, concurrent=False)
+    driver = Driver(cfg, backend=backend, print_fn=None)
+    backend.driver = driver
+    learner = driver.learner
+
+    def reanalyze(obs, action_mask, to_play, rng):
+        k = obs.shape[0]
+        return Reanalysis(np.tile(np.float32([1.0, 0.0]), (k, 1)), np.full(k, 42.0, np.float32))
+
+    learner.target_policy.reanalyze = reanalyze  # (this object stays the target policy for the run)
+    try:
+        driver.run()
+    finally:
+        driver.close()
+    assert driver.counters.buffer_reanalyzes >= 2
+    pushed = [seg for r in script[:driver.counters.collects] for seg in r.segments]
+    reanalysed = np.flatnonzero(driver.buffer.reanalyze_counts() > 0)
+    assert len(reanalysed) >= 2
+    for seg_id in reanalysed:
+        stored, original = driver.buffer.get_segment(int(seg_id)), pushed[int(seg_id)]
+        np.testing.assert_array_equal(stored.policy_targets, np.tile([1.0, 0.0], (len(stored.policy_targets), 1)))
+        if setting:
+            assert np.all(stored.root_values == 42.0)
+        else:
+            np.testing.assert_array_equal(stored.root_values, original.root_values)

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from lz_tune.buffer import GameBuffer, Reanalysis, SampledIndex, StepColumn, TrainBatch
+from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch
 
 __all__ = ["ActResult", "Learner", "Policy", "Reanalysis", "StepColumn", "RecurrentFn", "SearchRoots", "SearchModel",
@@ -109,6 +110,7 @@ class Policy(abc.ABC):
 class Learner(abc.ABC):
     """Optimisation state of one policy type (driver process only)."""
 
+    cfg: Config
     policy: Policy
     target_policy: Policy
     train_iter: int
@@ -141,11 +143,13 @@ class Learner(abc.ABC):
 
     def reanalyze_segments(self, buffer: GameBuffer, segment_ids: np.ndarray, *, rng: np.random.Generator) -> None:
         """Periodic buffer reanalyze: re-search every step of these live segments (`[k]` global
-        ids) with the target network and store the new policy targets and root values in the
-        buffer. Default: a search from each stored observation (``target_policy.reanalyze``);
-        types whose search needs the steps before a position override it."""
+        ids) with the target network and store the new policy targets in the buffer, and the new
+        root values where ``cfg.reanalyze_writes_root_values``. Default: a search from each stored
+        observation (``target_policy.reanalyze``); types whose search needs the steps before a
+        position override it."""
         target = self.target_policy
-        buffer.reanalyze_segments(segment_ids, lambda obs, mask, to_play: target.reanalyze(obs, mask, to_play, rng))
+        buffer.reanalyze_segments(segment_ids, lambda obs, mask, to_play: target.reanalyze(obs, mask, to_play, rng),
+                                  write_root_values=self.cfg.reanalyze_writes_root_values)
 
     def target_changes_at(self, train_iter: int) -> bool:
         """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target

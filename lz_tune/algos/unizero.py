@@ -749,7 +749,8 @@ class UniZeroLearner(Learner):
         target = self.target_policy
         buffer.reanalyze_segments(segment_ids, lambda hist, mask, to_play: target.reanalyze_history(hist, mask, to_play,
                                                                                                     rng),
-                                  history_length=self.cfg.unizero.infer_context_length)
+                                  history_length=self.cfg.unizero.infer_context_length,
+                                  write_root_values=self.cfg.reanalyze_writes_root_values)
 
     # ------------------------------------------------------------------ loss
 

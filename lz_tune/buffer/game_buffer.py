@@ -415,10 +415,13 @@ class GameBuffer:
         """`(segment_ids [K], positions [K])` of every step of these segments (see `reanalysis`)."""
         return reanalysis.segment_steps(self.tables, segment_ids)
 
-    def reanalyze_segments(self, segment_ids: np.ndarray, fn: ReanalyzeFn, *, history_length: int = 0) -> None:
-        """Re-searches every step of these segments with `fn` and stores the results; with
-        ``history_length`` H, `fn` gets each step's H-step `History` in place of obs (see `reanalysis`)."""
-        reanalysis.reanalyze_segments(self.tables, segment_ids, fn, history_length=history_length)
+    def reanalyze_segments(self, segment_ids: np.ndarray, fn: ReanalyzeFn, *, history_length: int = 0,
+                           write_root_values: bool = True) -> None:
+        """Re-searches every step of these segments with `fn` and stores the results (root values
+        only when ``write_root_values``); with ``history_length`` H, `fn` gets each step's H-step
+        `History` in place of obs (see `reanalysis`)."""
+        reanalysis.reanalyze_segments(self.tables, segment_ids, fn, history_length=history_length,
+                                      write_root_values=write_root_values)
 
     def run_reanalysis(self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
                        to_play: np.ndarray) -> Reanalysis:

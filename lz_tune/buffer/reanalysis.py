@@ -88,11 +88,13 @@ def segment_steps(tables: ReplayTables, segment_ids: np.ndarray) -> tuple[np.nda
 
 
 def reanalyze_segments(tables: ReplayTables, segment_ids: np.ndarray, fn: ReanalyzeFn, *,
-                       history_length: int = 0) -> None:
+                       history_length: int = 0, write_root_values: bool = True) -> None:
     """Re-searches every step of the given segments with `fn` (in chunks of mini_infer_size) and
-    writes the results (module docstring). ``history_length`` H > 0: `fn` gets, in place of the
-    stacked observations, the `History` of the H stored steps ending at each step
-    (`GameBuffer.gather_history`), for types whose search starts from a context."""
+    writes the results (module docstring): the policy targets and declared extras always, the
+    root values only when ``write_root_values`` (``Config.reanalyze_writes_root_values``).
+    ``history_length`` H > 0: `fn` gets, in place of the stacked observations, the `History` of
+    the H stored steps ending at each step (`GameBuffer.gather_history`), for types whose search
+    starts from a context."""
     ids, local = segment_steps(tables, segment_ids)
     rows = tables.segment_row(ids)
     steps, table, size = tables.steps, tables.segments, tables.layout.mini_infer_size
@@ -106,7 +108,8 @@ def reanalyze_segments(tables: ReplayTables, segment_ids: np.ndarray, fn: Reanal
         frame_rows = table.array("frame_start")[rows] - tables.frames.base + local
         result = run_reanalysis(tables, fn, tables.gather_obs(frame_rows), action_mask, to_play)
     steps.array("policy_target")[step_rows] = result.policy_target
-    steps.array("root_value")[step_rows] = result.root_value
+    if write_root_values:
+        steps.array("root_value")[step_rows] = result.root_value
     for name, value in result.extras.items():
         steps.array(EXTRA_PREFIX + name)[step_rows] = value
 
