@@ -545,3 +545,96 @@ def test_buffer_reanalyze_keeps_or_replaces_the_stored_root_values(tiny_cfg, scr
             assert np.all(stored.root_values == 42.0)
         else:
             np.testing.assert_array_equal(stored.root_values, original.root_values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden trace: the reference's loop, derived by hand from its source
+
+
+class UpdateTimedEvalBackend(ScriptedBackend):
+    """ScriptedBackend whose evaluations take ``eval_updates`` learner updates: one launched at
+    train_iter t is finished once train_iter >= t + eval_updates (a duration measured in updates,
+    which the reference's loop and ours both observe after every update), or once training is
+    over (no update will come)."""
+
+    def __init__(self, script, *, eval_updates: int, **kwargs) -> None:
+        super().__init__(script, **kwargs)
+        self.eval_updates = eval_updates
+        self._eval_started: list[int] = []
+
+    def launch_eval(self, snapshot: WeightSnapshot) -> bool:
+        super().launch_eval(snapshot)
+        self._eval_started.append(self.driver.train_iter)
+        return True
+
+    def _finished(self, started: int) -> bool:
+        return self.driver.train_iter >= started + self.eval_updates or self.driver.training_over
+
+    def eval_ready(self):
+        return any(self._finished(t) for t in self._eval_started)
+
+    def poll(self, timeout_s):
+        evals, started = self._evals, self._eval_started
+        self._evals, self._eval_started = [], []
+        out = super().poll(timeout_s)
+        for result, t in zip(evals, started):
+            if self._finished(t):
+                out.evals.append(result)
+            else:
+                self._evals.append(result)
+                self._eval_started.append(t)
+        return out
+
+
+@pytest.mark.parametrize("max_train_iter", [None, 23])
+def test_golden_trace_of_the_reference_loop(tiny_cfg, script, max_train_iter):
+    """Golden data derived by hand from LightZero's ``lzero/entry/train_muzero_segment_async.py``
+    @ 9f717c80, not from this driver. Scenario: one collector, 6 collects (max_env_step = their
+    env steps), ``update_per_collect=5``, ``buffer_reanalyze_freq=2``, ``eval_freq=7``,
+    ``eval_at_start=True``, ``max_eval_inflight=1``, every evaluation finishing 9 updates after its
+    launch, the buffer trainable from the first collect (batch 8, train_start_after_envsteps=0).
+
+    - Budgets (``process_collect_result``): one ``_TrainEpochBudget(update_per_collect=5,
+      reanalyze_interval=_reanalyze_interval(5, 2.0) = max(1, int(5 // 2)) = 2)`` per collect:
+      ``[5] * 6``; the loop drains them all after max_env_step (``if not train_budgets: break``).
+    - Updates (``train_one_step``): FIFO, budget k progress 0..4, 30 in all; with max_train_iter=23
+      the loop stops at once (``stop_requested = True; break``): 23 updates, budgets 0-3 whole,
+      budget 4 up to progress 2.
+    - Buffer reanalyze (``train_one_step``): before an update when ``budget.progress % 2 == 0`` and
+      ``enough_for_reanalyze`` (transitions // 3 > int(1 / 1.0); true from the first collect): at
+      progress 0, 2, 4 of every budget.
+    - Evaluations (``maybe_launch_eval`` after every update and at each loop top, ``last_eval_iter``
+      starting at -eval_freq with eval_at_start): ``_should_eval(0, -7, 7)`` -> launch at 0; the
+      next is due at 7 but one is in flight (max_eval_inflight 1) until update 9, so it launches at
+      9 (last_eval_iter = 9), then 18 (due at 16, busy until 18), 27 (due at 25, busy until 27); at
+      30 nothing is due (30 - 27 < 7). With max_train_iter=23: 0, 9, 18; none launches after
+      the stop. The reference has no final evaluation; lz-tune adds one of the last weights
+      (README, "differs on purpose"), so the trace here ends with train_iter 30 / 23.
+    """
+    golden_updates = [(k, p) for k in range(6) for p in range(5)]
+    golden_reanalyze = [(k, p) for k in range(6) for p in (0, 2, 4)]
+    golden_evals = [0, 9, 18, 27]
+    if max_train_iter is not None:
+        golden_updates = golden_updates[:23]
+        golden_reanalyze = [(k, p) for k, p in golden_reanalyze if 5 * k + p < 23]
+        golden_evals = [0, 9, 18]
+    max_env_step = sum(r.env_steps for r in script[:6])
+    extra = [] if max_train_iter is None else [f"max_train_iter={max_train_iter}"]
+    cfg = tiny_cfg("learner.batch_size=8", "learner.update_per_collect=5", "learner.train_start_after_envsteps=0",
+                   "evaluator.eval_freq=7", "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0",
+                   "buffer.buffer_reanalyze_freq=2", "async_pipeline.enabled=True", "async_pipeline.eval_at_start=True",
+                   "async_pipeline.max_eval_inflight=1", f"max_env_step={max_env_step}", *extra)
+    backend = UpdateTimedEvalBackend(script, eval_updates=9, concurrent=True, collect_polls=(3,))
+    driver = Driver(cfg, backend=backend, print_fn=None)
+    backend.driver = driver
+    driver.event_log = []
+    try:
+        driver.run()
+    finally:
+        driver.close()
+    trace = training_trace(driver)
+    assert trace["budgets"] == [5] * 6 and driver.counters.collects == 6
+    assert trace["updates"] == golden_updates
+    assert trace["reanalyze_in_budget"] == golden_reanalyze and trace["reanalyze_at_collect"] == []
+    evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
+    assert evals == golden_evals + [len(golden_updates)]  # + lz-tune's final evaluation

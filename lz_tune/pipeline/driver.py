@@ -3,10 +3,12 @@
 One loop serves sync and async training; only the worker back-end differs
 (:mod:`lz_tune.pipeline.backends`). Each iteration::
 
-    maybe launch an evaluation          (due every eval_freq updates; sync: only between budgets)
+    maybe launch an evaluation          (due every eval_freq updates; sync: only between budgets;
+                                         async: also checked after every update of the chunk)
     consume finished results            (push segments, enqueue one train budget per collect,
                                          save the evaluated snapshot as a checkpoint; waits up to
-                                         poll_interval_s only when there is nothing else to do)
+                                         poll_interval_s only when there is nothing else to do;
+                                         then an evaluation that waited for a busy evaluator)
     launch collects on idle workers     (snapshot per the weight-sync rule; backpressure on the
                                          budget queue once the buffer is trainable)
     train a chunk                       (<= max_train_chunk_steps updates of the head budget)
@@ -325,6 +327,7 @@ class Driver:
         can_launch = bool(self.backend.idle_collectors()) and not self.stop and not self._launch_blocked()
         wait = 0.0 if has_work or can_launch or not self.backend.concurrent else self.cfg.async_pipeline.poll_interval_s
         self._consume(self.backend.poll(wait))
+        self._maybe_launch_eval()  # again: an evaluation taken in just now may have freed its evaluator
         if not self.stop:  # past max_env_step no collect starts; those running finish and are pushed
             self._launch_collects()  # right after consuming: a worker that just finished starts again at once
         if may_train and not self.stop.reached_stop_value:  # (an evaluation just taken in may have stopped it)
