@@ -794,8 +794,8 @@ class AsyncPipelineConfig(_Section):
     actor holds up to ceil(max_collect_inflight / num_collector_actors) collects: the extra
     ones wait in its mailbox and start the moment the previous one ends, without waiting for
     the driver (whose reaction time is up to one learner update); each uses the newest snapshot
-    at its launch. Takes effect only when max_train_budget_queue_size > max_collect_inflight
-    (collects in flight count against the budget queue cap)."""
+    at its launch. Launches also wait while the budget queue is at max_train_budget_queue_size
+    (once trainable); collects in flight do not count toward that cap, as in the reference."""
     max_eval_inflight: int = 1
     """Concurrent eval tasks."""
     max_train_chunk_steps: int = 4
@@ -806,7 +806,9 @@ class AsyncPipelineConfig(_Section):
     """Largest tolerated collector policy lag at collect launch; exceeding it forces a publish
     (negative: no bound)."""
     max_train_budget_queue_size: Optional[int] = None
-    """Cap of the train-budget queue (None: 2 * num_collector_actors); active once trainable."""
+    """Backpressure: no collect is launched while this many train budgets are queued (None:
+    2 * num_collector_actors); active once trainable. Collects in flight do not count, so the
+    queue can pass the cap by the budgets of the collects that were running when it filled."""
     eval_at_start: bool = False
     """Evaluate the initial weights before training."""
     collector_num_cpus: float = 1.0

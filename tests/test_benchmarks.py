@@ -131,3 +131,43 @@ def test_solve_script_reports_a_held_out_final_evaluation():
     run = out["runs"][0]
     assert run["final_eval_episodes"] == 4 and 1.0 <= run["final_eval"] <= 30.0  # CartPole: 1 per step, <= 30 steps
     assert out["summary"]["muzero"]["final_evals"] == [run["final_eval"]]
+
+
+def _segment_carry():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("segment_carry", os.path.join(REPO_ROOT, "benchmarks",
+                                                                                 "segment_carry.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_segment_carry_rules_by_hand():
+    """Two envs, L = 3, one padding step, a collect ends at 2 segments; env 0's episode ends after
+    its 2nd step, env 1's never. lz-tune: t1 env 0 emits [2 steps]; t2 env 1 fills a segment
+    (pending); t3 its padding step completes it: the collect ends at t3 with 4 x 2 = 8 env steps and
+    2 + 3 = 5 transitions. The reference: t1 env 0 pools [2]; t2 env 1 is full (held); t4 env 0 is
+    full (held); t5 env 1 is full again, its held segment goes to the pool: the collect ends at t5
+    with 12 env steps and 5 transitions, and env 0's unfinished step (t5) is dropped."""
+    import numpy as np
+
+    sc = _segment_carry()
+    done = np.zeros((6, 2), bool)
+    done[1, 0] = True
+    assert sc.lz_tune_collects(done, segment_length=3, num_padding=1, num_segments=2) == [sc.CollectCounts(8, 5)]
+    assert sc.reference_collects(done, segment_length=3, num_segments=2) == [sc.CollectCounts(12, 5)]
+    # no episode ends, lockstep: the reference drops nothing either (every env fills at once)
+    calm = np.zeros((12, 2), bool)
+    ref = sc.reference_collects(calm, segment_length=3, num_segments=2)
+    assert ref == [sc.CollectCounts(12, 6), sc.CollectCounts(6, 6), sc.CollectCounts(6, 6)]  # t5, t8, t11
+
+
+def test_segment_carry_simulation_matches_the_real_collector():
+    """benchmarks/segment_carry.py --check on a short CartPole run: its lz-tune rule reproduces the
+    real collector's env steps and transitions of every collect (it exits non-zero otherwise)."""
+    out = subprocess.run([sys.executable, "benchmarks/segment_carry.py", "--env", "cartpole",
+                          "--cartpole-env-steps", "1500"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "lz-tune / reference at the same replay_ratio" in out.stdout

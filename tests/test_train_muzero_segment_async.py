@@ -54,8 +54,12 @@ class Recorder:
 
         self.max_collects_in_flight = 0
 
+        self.launches_at_full_queue = 0
+
         def launch_collect(worker_id, snapshot, temperature, **kwargs):
             self.launch_versions.append(snapshot.version)
+            if driver.trainable and len(driver.budgets) >= driver.budget_queue_cap:
+                self.launches_at_full_queue += 1  # backpressure broken
             out = orig_launch(worker_id, snapshot, temperature, **kwargs)
             self.max_collects_in_flight = max(self.max_collects_in_flight, backend.collects_in_flight)
             return out
@@ -73,7 +77,7 @@ class Recorder:
         def train_one(**kwargs):
             if backend.collects_in_flight > 0:
                 self.overlapped_updates += 1
-            if driver.counters.env_steps < driver.cfg.learner.train_start_after_envsteps:
+            if driver.counters.env_steps <= driver.cfg.learner.train_start_after_envsteps:  # (training needs >)
                 self.updates_before_cold_start_end += 1
             orig_train_one(**kwargs)
 
@@ -104,8 +108,10 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
     # lag at launch never above max_policy_lag
     assert max(driver.policy_lag.launch) <= 3 and driver.policy_lag.max_launch <= 3
     assert m["policy_lag_launch_max"] == driver.policy_lag.max_launch
-    # one ObjectRef per published version
+    # one ObjectRef per published version, shared by every launch of it (the cold-start collects
+    # all ran version 0: a put per launch would count more)
     assert driver.backend.snapshot_puts == len(set(rec.launch_versions) | set(rec.eval_weights))
+    assert len(rec.launch_versions) + len(rec.eval_weights) > driver.backend.snapshot_puts
     # budget-locked replay ratio: updates == sum of budgets consumed; budgets only once trainable
     assert driver.train_iter == driver.budgets.total_consumed
     assert driver.budgets.total_enqueued == 6 * driver.counters.budgets_enqueued
@@ -113,8 +119,10 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
     # cold start
     assert rec.updates_before_cold_start_end == 0
     assert driver.counters.cold_start_collects > 0
-    # backpressure caps the budget queue (2 * num_collector_actors) once trainable; collects in
-    # flight when it filled (at most 2) may still add theirs
+    # backpressure: no launch while the budget queue is at its cap (2 * num_collector_actors) once
+    # trainable; collects in flight do not count toward it, and those running when it filled (at
+    # most 2) may still add theirs
+    assert rec.launches_at_full_queue == 0
     assert rec.max_queue_when_trainable <= 4 - 1 + 2
     # the end drains: every collect launched was pushed, every budget queued was trained
     assert len(rec.collects) == len(rec.launch_versions) and driver.collects_discarded_at_close == 0
