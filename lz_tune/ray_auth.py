@@ -49,6 +49,20 @@ def prepare_join(address: str) -> None:
     when ``RAY_AUTH_MODE`` is unset (Ray does so itself only for ``auto``)."""
     if AUTH_MODE_VAR not in os.environ and address not in ("", "auto") and token_available():
         os.environ[AUTH_MODE_VAR] = "token"
+        _reload_ray_config()
+
+
+def _reload_ray_config() -> None:
+    """Ray reads ``RAY_AUTH_MODE`` into its process-wide config when ``ray`` is imported, so a
+    variable set later is not seen by this process's own join (its child processes do see it).
+    Re-read it, as Ray does itself when it turns token mode on for a new cluster
+    (``ray._private.authentication.authentication_token_setup._enable_token_auth``). Nothing to do
+    before ``ray`` is imported."""
+    import sys
+
+    raylet = sys.modules.get("ray._raylet")
+    if raylet is not None:
+        raylet.Config.initialize("")
 
 
 def refused_hint(address: str) -> str:

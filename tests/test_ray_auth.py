@@ -104,3 +104,55 @@ def test_explicit_address_joins_use_this_machines_token(monkeypatch, tmp_path, e
             monkeypatch.setenv(key, value)
     ray_auth.prepare_join(address)
     assert os.environ.get("RAY_AUTH_MODE") == expected
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("how", ["explicit", pytest.param("auto", marks=pytest.mark.slow)])
+def test_the_cli_joins_a_token_cluster_as_the_readme_starts_it(how):
+    """README "Running on a cluster", word for word, in a temporary HOME: ``ray get-auth-token
+    --generate``, ``RAY_AUTH_MODE=token ray start --head --port=P``, then the CLI in a fresh process
+    with RAY_AUTH_MODE unset joins by explicit address (lz-tune turns token mode on: the machine
+    has a token) or by ``auto`` (Ray does; under -m slow), and trains. Ray reads RAY_AUTH_MODE into its config
+    when it is imported: setting the variable later without re-reading it was refused with
+    InvalidAuthToken."""
+    pytest.importorskip("ray")
+    tmp = tempfile.mkdtemp(prefix="lzjoin", dir="/tmp")  # short: Ray's socket paths must stay < 108 chars
+    home = os.path.join(tmp, "home")
+    os.makedirs(home)
+    env = _env_without_ray_auth(HOME=home, RAY_TMPDIR=tmp)
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=120)
+    port = _free_port()
+    head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                             "--block"], env={**env, "RAY_AUTH_MODE": "token"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    overrides = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()]
+    try:
+        for address in [f"127.0.0.1:{port}" if how == "explicit" else "auto"]:
+            run = subprocess.run([sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
+                                  "--async-pipeline", "--address", address, *overrides, "max_env_step=160",
+                                  "async_pipeline.collector_num_cpus=0.5", "async_pipeline.evaluator_num_cpus=0.5",
+                                  "--exp-dir", os.path.join(tmp, "run_" + address.replace(":", "_").replace(".", "_"))],
+                                 cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+            assert head.poll() is None, head.stderr.read().decode()[-2000:]
+            assert run.returncode == 0, (address, run.stdout[-1500:], run.stderr[-3000:])
+            assert "InvalidAuthToken" not in run.stderr
+    finally:
+        if head.poll() is None:
+            head.send_signal(signal.SIGTERM)  # `ray start --block` stops its cluster on SIGTERM
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # whatever of the head's session is left
+        except ProcessLookupError:
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)

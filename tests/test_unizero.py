@@ -394,15 +394,20 @@ def test_bad_unizero_keys(tiny_cfg, override, key):
         tiny_cfg(*UNI, override)
 
 
-def test_buffer_reanalysis_searches_every_step_from_its_stored_context(tiny_cfg):
+@pytest.mark.parametrize("write_root_values", [None, True])
+def test_buffer_reanalysis_searches_every_step_from_its_stored_context(tiny_cfg, write_root_values):
     """buffer.buffer_reanalyze_freq (the reference's Atari UniZero config uses it): each step of a
-    chosen segment gets the target model's search from the H stored steps ending at it."""
+    chosen segment gets the target model's search from the H stored steps ending at it: its
+    policy target always, its root value with buffer.reanalyze_writes_root_values=True (the
+    default for unizero keeps the stored one, as the reference's UniZero buffer does)."""
+    extra = () if write_root_values is None else (f"buffer.reanalyze_writes_root_values={write_root_values}",)
     driver, _ = _learner_and_batch(tiny_cfg, "buffer.buffer_reanalyze_freq=1", "mcts.num_simulations=16",
-                                   "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0")
+                                   "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0", *extra)
     learner, buffer = driver.learner, driver.buffer
     assert driver.counters.buffer_reanalyzes > 0 and buffer.reanalyze_counts().sum() > 0  # ran inside budgets
     _randomise(learner.target_policy.network, std=0.2)
     ids = buffer.segment_ids[:2]
+    before = np.concatenate([buffer.get_segment(i).root_values for i in ids])
     learner.reanalyze_segments(buffer, ids, rng=np.random.default_rng(0))
     seg, pos = buffer.segment_steps(ids)
     stored = np.concatenate([buffer.get_segment(i).policy_targets for i in ids])
@@ -412,7 +417,11 @@ def test_buffer_reanalysis_searches_every_step_from_its_stored_context(tiny_cfg)
                                                        np.random.default_rng(0))
     np.testing.assert_allclose(stored, expected.policy_target, rtol=1e-5, atol=1e-6)
     values = np.concatenate([buffer.get_segment(i).root_values for i in ids])
-    np.testing.assert_allclose(values, expected.root_value, rtol=1e-5, atol=1e-6)
+    if write_root_values:
+        np.testing.assert_allclose(values, expected.root_value, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(values, before)
+        assert not np.allclose(before, expected.root_value, rtol=1e-5, atol=1e-6)  # (so the check can fail)
 
 
 def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
