@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -84,6 +85,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
+        if not math.isfinite(float(value)):  # (inf and nan would pass or fail every comparison)
+            raise ConfigError(f"{key}: must be a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -896,6 +899,9 @@ class Config(_Section):
                               f"which Config does not have")
         self._positive("max_env_step", "max_train_iter")
         self._non_negative("seed")
+        if self.buffer.replay_buffer_size <= self.learner.batch_size:  # training needs more than one batch held
+            raise ConfigError(f"buffer.replay_buffer_size: must be larger than learner.batch_size, or training "
+                              f"never starts (got {self.buffer.replay_buffer_size} <= {self.learner.batch_size})")
 
     @property
     def reanalyze_writes_root_values(self) -> bool:

@@ -813,6 +813,11 @@ class Driver:
         self.buffer_checkpoints.writer.forget()
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
+        saved_env = ((ckpt.get("config") or {}).get("env") or {}).get("env_id")
+        if saved_env is not None and saved_env != self.cfg.env.env_id:  # same shapes would load silently
+            raise CheckpointError(f"{self.resume_from}: checkpoint was trained on env.env_id={saved_env!r}, the "
+                                  f"config asks for {self.cfg.env.env_id!r}; its weights, counters and replay "
+                                  f"buffer belong to that env (resume with the env it was trained on)")
         saved = (ckpt.get("config") or {}).get("learner", {}).get("optim_type")
         if saved is not None and saved != self.cfg.learner.optim_type:  # torch would load it silently
             raise CheckpointError(f"{self.resume_from}: checkpoint was trained with learner.optim_type={saved!r}, "
