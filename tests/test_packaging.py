@@ -90,3 +90,28 @@ def test_import_lz_tune_puts_large_tensors_on_huge_pages_unless_the_user_said_ot
     out = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == expected
+
+
+def test_version_floors_and_the_ray_range_checked_at_start():
+    """torch >= 2.6 (torch.load(weights_only=True) ran code before: CVE-2025-32434); Ray in
+    [2.59, 2.61): the range pyproject.toml declares is the one checked when Ray is imported."""
+    from lz_tune.pipeline.ray_backend import SUPPORTED_RAY, check_ray_version
+
+    deps = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "torch>=2.6" in deps
+    (lo, hi) = SUPPORTED_RAY
+    assert f"ray[tune,train]>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}" in deps
+    for ok in (f"{lo[0]}.{lo[1]}.0", "2.60.0", "2.60.1rc0"):
+        check_ray_version(ok)
+    for bad in ("2.40.0", "2.58.9", f"{hi[0]}.{hi[1]}.0", "3.0.0.dev0", "nightly"):
+        with pytest.raises(ImportError, match=r"Ray >= 2\.59 and < 2\.61"):
+            check_ray_version(bad)
+
+
+def test_an_unsupported_ray_is_a_clear_error_at_the_cli(monkeypatch, capsys, tmp_path):
+    ray = pytest.importorskip("ray")
+    from lz_tune.cli.main import main
+
+    monkeypatch.setattr(ray, "__version__", "2.40.0")
+    code = main(["tune", "search_spaces/cartpole_muzero.py", "--storage-path", str(tmp_path), "--name", "v"])
+    assert code == 2 and "found 2.40.0" in capsys.readouterr().err

@@ -65,9 +65,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
-        from lz_tune.pipeline.ray_backend import RAY_MISSING
+        from lz_tune.pipeline.ray_backend import RAY_MISSING, UnsupportedRayError
 
-        if str(e) != RAY_MISSING:
+        if str(e) != RAY_MISSING and not isinstance(e, UnsupportedRayError):
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2

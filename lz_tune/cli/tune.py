@@ -85,7 +85,9 @@ def storage_root(storage_path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run or resume the search; returns the exit code (0: no trial errored)."""
-    import ray
+    from lz_tune.pipeline.ray_backend import import_ray
+
+    ray = import_ray()  # (a clear error for a missing or unsupported Ray)
     from ray import tune
 
     from lz_tune.config import parse_override

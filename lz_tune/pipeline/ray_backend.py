@@ -42,13 +42,38 @@ _KEPT_SNAPSHOT_REFS = 4
 RAY_MISSING = ("the async pipeline needs Ray, which is not installed: pip install 'ray[tune,train]' "
                "(or run without --async-pipeline / async_pipeline.enabled=False for the sync pipeline)")
 
+#: the Ray versions lz-tune supports, [low, high): 2.59 turned token authentication on for the
+#: local clusters ray.init() starts (what the README's security notes rely on); 2.61 changes
+#: ``ray start`` and every cluster's authentication, and the learner group uses Ray internals, so a
+#: minor version the tests have not run is refused rather than half working (pyproject.toml says
+#: the same)
+SUPPORTED_RAY = ((2, 59), (2, 61))
+
+
+class UnsupportedRayError(ImportError):
+    """The installed Ray is outside :data:`SUPPORTED_RAY`; the message names the range and the fix."""
+
+
+def check_ray_version(version: str) -> None:
+    """UnsupportedRayError naming the supported range when Ray ``version`` ("2.60.0") is outside it."""
+    try:
+        found = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        found = (0, 0)
+    (lo, hi) = SUPPORTED_RAY
+    if not lo <= found < hi:
+        raise UnsupportedRayError(f"lz-tune needs Ray >= {lo[0]}.{lo[1]} and < {hi[0]}.{hi[1]}, found {version}: "
+                          f"pip install 'ray[tune,train]>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}'")
+
 
 def import_ray():
-    """Import ray or raise a clear ImportError naming the fix."""
+    """Import ray or raise a clear ImportError naming the fix (Ray missing, or a version outside
+    :data:`SUPPORTED_RAY`)."""
     try:
         import ray
     except ImportError as e:  # pragma: no cover - exercised by a test that hides ray
         raise ImportError(RAY_MISSING) from e
+    check_ray_version(ray.__version__)
     return ray
 
 
