@@ -11,6 +11,13 @@ agree::
       ckpt/              checkpoints (CKPT_DIR): ckpt_latest.pt, the latest evaluated snapshot and
                          what --resume loads; ckpt_best.pt, the best evaluated one; the replay
                          buffer's manifests and chunks beside them (lz_tune.pipeline.buffer_checkpoint)
+      .lock              held (flock) by the one process that writes the run (LOCK_FILE); says who
+
+One writer per run: a second process that would write the same folder (two ``train --resume`` of
+one run after a scheduler requeue) is refused with :class:`RunFolderInUseError` naming the holder,
+before it writes or deletes anything. The lock is ``fcntl.flock`` on ``.lock``: the kernel drops
+it when its process ends, however it ends, so a crashed run never leaves a stale lock. (On a
+network file system without flock support the lock is not taken and a warning says so.)
 
 A Tune trial's folder uses the same names for what Tune writes itself (``params.json``,
 ``result.json``); its checkpoints are Tune's ``checkpoint_00000N/`` folders instead of ``ckpt/``.
@@ -21,10 +28,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
+import warnings
 from typing import Any, Optional
 
 __all__ = ["CONFIG_FILE", "PARAMS_FILE", "RESULT_FILE", "TB_DIR", "CKPT_DIR", "LATEST_CHECKPOINT",
-           "BEST_CHECKPOINT", "RunFolder"]
+           "BEST_CHECKPOINT", "LOCK_FILE", "RunFolder", "RunFolderInUseError"]
 
 CONFIG_FILE = "config.json"
 PARAMS_FILE = "params.json"
@@ -33,6 +43,11 @@ TB_DIR = "tb"
 CKPT_DIR = "ckpt"
 LATEST_CHECKPOINT = "ckpt_latest.pt"
 BEST_CHECKPOINT = "ckpt_best.pt"
+LOCK_FILE = ".lock"
+
+
+class RunFolderInUseError(RuntimeError):
+    """Another process writes this run folder; the message names it (pid, host, since when)."""
 
 
 class RunFolder:
@@ -52,6 +67,41 @@ class RunFolder:
         self.write_files = bool(path) and write_files
         self.ckpt_dir = os.path.join(path, CKPT_DIR) if self.write_files else None
         self.tb_dir = os.path.join(path, TB_DIR) if path else None
+        self._lock_fd: Optional[int] = None
+
+    def lock(self) -> None:
+        """Become the run's one writer (module docstring): creates the folder, takes the lock and
+        records this process in ``.lock``; RunFolderInUseError when another process holds it.
+        Nothing to do without the run's files, or when this object holds it already."""
+        if not self.write_files or self._lock_fd is not None:
+            return
+        import fcntl
+
+        os.makedirs(self.path, exist_ok=True)
+        path = os.path.join(self.path, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode(errors="replace").strip() or "(no details)"
+            os.close(fd)
+            raise RunFolderInUseError(f"{self.path}: another process is writing this run ({holder}); two writers "
+                                      f"would delete each other's replay-buffer files. Wait for it to end, or "
+                                      f"stop it, or use another folder") from None
+        except OSError as e:  # a file system without flock
+            warnings.warn(f"{self.path}: could not lock the run folder ({e}); make sure one process writes it")
+            os.close(fd)
+            return
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        """Give the lock up (at close; the kernel also drops it when the process ends)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def checkpoint_path(self, name: str) -> str:
         """``ckpt/<name>`` (:data:`LATEST_CHECKPOINT`, :data:`BEST_CHECKPOINT`); only when checkpoints

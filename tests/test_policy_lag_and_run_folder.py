@@ -4,6 +4,7 @@ the run folder's layout (lz_tune.run_folder), against hand-computed values."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -63,3 +64,37 @@ def test_a_run_folder_without_its_files_writes_only_the_config(tmp_path):
     nowhere.write_config({}, {})
     nowhere.append_result({})
     assert nowhere.tb_dir is None and nowhere.ckpt_dir is None
+
+
+def test_one_writer_per_run_folder(tiny_cfg, tmp_path, capsys):
+    """A second driver (or `train --resume`) on a run folder another one writes is refused before it
+    writes or deletes anything, naming the holder; once the first closes, the folder is free; the
+    first run's checkpoints and replay-buffer files are untouched by the refused one."""
+    import json
+
+    from lz_tune.cli.main import main
+    from lz_tune.pipeline import Driver
+    from lz_tune.run_folder import LOCK_FILE, RunFolderInUseError
+
+    run = tmp_path / "run"
+    cfg = tiny_cfg("max_env_step=200", "evaluator.eval_freq=4")
+    first = Driver(cfg, exp_dir=str(run), print_fn=None)
+    try:
+        first.run()
+        before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+        holder = json.loads((run / LOCK_FILE).read_text())
+        assert holder["pid"] == os.getpid()
+        with pytest.raises(RunFolderInUseError, match=f"another process is writing this run.*{os.getpid()}"):
+            Driver(cfg, exp_dir=str(run), print_fn=None, resume_from=str(run / "ckpt" / "ckpt_latest.pt"))
+        code = main(["train", "--resume", str(run), "max_env_step=400", "--quiet"])
+        assert code == 2 and "another process is writing this run" in capsys.readouterr().err
+        after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+        assert after == before
+    finally:
+        first.close()
+    second = Driver(cfg.with_overrides(["max_env_step=300"]), exp_dir=str(run), print_fn=None,
+                    resume_from=str(run / "ckpt" / "ckpt_latest.pt"))  # free again after close
+    try:
+        second.run()
+    finally:
+        second.close()

@@ -208,8 +208,13 @@ class Driver:
 
         self.exp_dir = exp_dir
         self.ckpt_dir = self.run_folder.ckpt_dir
-        self.run_folder.write_config(cfg.to_dict(), cfg.flat_dict())
-        self.logger = ScalarLogger(self.run_folder.tb_dir)
+        self.run_folder.lock()  # one writer per run folder: refused here, before anything is written
+        try:
+            self.run_folder.write_config(cfg.to_dict(), cfg.flat_dict())
+            self.logger = ScalarLogger(self.run_folder.tb_dir)
+        except BaseException:
+            self.run_folder.unlock()
+            raise
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
         self.batches_prepared_ahead = 0
         self._started_ray = False
@@ -230,6 +235,7 @@ class Driver:
             if made_backend is not None:
                 made_backend.close()
             self._shutdown_ray()
+            self.run_folder.unlock()
             raise
         self._start_time = time.perf_counter()
         self._start_env_steps = self.counters.env_steps
@@ -884,6 +890,8 @@ class Driver:
             self.logger.close()
         if not keep_backend:
             self._shutdown_ray()
+        if hasattr(self, "run_folder"):
+            self.run_folder.unlock()
 
     def _shutdown_ray(self) -> None:
         """Shut down the Ray instance this driver started for its learner workers (if any)."""
