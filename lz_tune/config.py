@@ -384,6 +384,11 @@ class LearnerConfig(_Section):
     """L2 (SGD/Adam) or decoupled (AdamW) weight decay."""
     grad_clip_value: float = 10.0
     """Global gradient-norm clip."""
+    max_nonfinite_updates_in_a_row: int = 20
+    """An update whose loss or gradient norm is NaN or infinite is skipped (weights and their
+    BatchNorm statistics unchanged, priorities not written) and counted
+    (``learners/<type>/nonfinite_updates``); this many in a row stop the run with an error naming
+    the first non-finite loss term (the checkpoints written so far hold finite weights)."""
     target_update_freq: int = 100
     """Hard copy of the learner weights into the target network every this many updates."""
     value_loss_weight: float = 0.25
@@ -442,7 +447,7 @@ class LearnerConfig(_Section):
     def _check(self) -> None:
         self._positive("batch_size", "learning_rate", "threshold_training_steps_for_final_lr", "grad_clip_value",
                        "target_update_freq", "update_per_collect", "replay_ratio", "num_threads", "num_workers",
-                       "worker_num_cpus")
+                       "worker_num_cpus", "max_nonfinite_updates_in_a_row")
         self._non_negative("worker_num_gpus")
         self._require(self.num_workers <= self.batch_size, "num_workers",
                       f"{self.num_workers} workers cannot share a global batch of learner.batch_size="

@@ -1,9 +1,11 @@
-"""Fault injection on the async pipeline: collector actors killed repeatedly and the evaluator
+"""Fault injection. On the async pipeline: collector actors killed repeatedly and the evaluator
 once; the run finishes, counters stay monotone, buffer invariants hold, and every env step of
-every collect that completed is in the buffer exactly once (failed collects leave nothing)."""
+every collect that completed is in the buffer exactly once (failed collects leave nothing). In the
+learner: non-finite losses skipped, counted, and a run that only makes them stopped."""
 
 
 import pytest
+import torch
 
 from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
@@ -86,5 +88,65 @@ def test_crash_loop_becomes_a_clear_error(ray_cluster):
         with pytest.raises(RuntimeError, match="max_actor_restarts=2"):
             for _ in range(10_000):
                 driver._iteration()
+    finally:
+        driver.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Non-finite losses: skipped, counted, and a run that only makes them stops
+
+
+def _poison_value_loss(learner, when):
+    """Make the value loss NaN in the updates ``when(call_number)`` says (1-based)."""
+    original = learner.unroll_losses
+    calls = {"n": 0}
+
+    def unroll_losses(*args, **kwargs):
+        calls["n"] += 1
+        terms = original(*args, **kwargs)
+        if when(calls["n"]):
+            terms = (terms[0], terms[1] * float("nan"), *terms[2:])
+        return terms
+
+    learner.unroll_losses = unroll_losses
+
+
+def test_a_nonfinite_update_is_skipped_counted_and_training_goes_on(tiny_cfg):
+    from lz_tune.pipeline import Driver
+
+    driver = Driver(tiny_cfg("max_env_step=300", "buffer.use_priority=True"), print_fn=None)
+    learner = driver.learner
+    _poison_value_loss(learner, lambda n: n == 3)
+    learn, seen = learner.learn, []
+
+    def recording_learn(batch, **kwargs):
+        before = {k: v.clone() for k, v in learner.policy.network.state_dict().items()}
+        logs, priorities = learn(batch, **kwargs)
+        after = learner.policy.network.state_dict()
+        seen.append((logs["learner/nonfinite_update"], all(torch.equal(before[k], after[k]) for k in before)))
+        return logs, priorities
+
+    learner.learn = recording_learn
+    try:
+        m = driver.run()
+    finally:
+        driver.close()
+    assert [flag for flag, _ in seen].count(1.0) == 1 and seen[2][0] == 1.0
+    assert seen[2][1], "the skipped update changed the weights"
+    assert all(not unchanged for flag, unchanged in seen if flag == 0.0)  # the others did step
+    assert len(seen) > 3 and m["nonfinite_updates"] == 1 and driver.counters.nonfinite_updates == 1
+    assert all(torch.isfinite(v).all() for v in learner.policy.network.state_dict().values() if v.is_floating_point())
+
+
+def test_nonfinite_updates_in_a_row_stop_the_run_naming_the_term(tiny_cfg):
+    from lz_tune.pipeline import Driver
+    from lz_tune.pipeline.driver import TrainingDivergedError
+
+    driver = Driver(tiny_cfg("max_env_step=2000", "learner.max_nonfinite_updates_in_a_row=3"), print_fn=None)
+    _poison_value_loss(driver.learner, lambda n: n >= 2)
+    try:
+        with pytest.raises(TrainingDivergedError, match="3 updates in a row.*'value' loss term"):
+            driver.run()
+        assert driver.train_iter == 4 and driver.counters.nonfinite_updates == 3
     finally:
         driver.close()

@@ -39,15 +39,36 @@ def build_learner_networks(cfg: Config, spec: EnvSpecInfo,
     return policy, target_policy, optimizer
 
 
+#: the loss terms of :func:`unrolled_update` in the order of ``learner.unroll_losses``' output
+#: (the last, the predicted root value, is not a loss)
+LOSS_TERM_NAMES = ("policy", "value", "reward", "ssl", "policy_entropy")
+
+
+def first_nonfinite_term(terms: tuple, extra: dict) -> Optional[str]:
+    """The name of the first loss term with a NaN or infinite entry (None: all finite)."""
+    named = [*zip(LOSS_TERM_NAMES, terms), *((name, term) for name, (_, term) in extra.items())]
+    for name, term in named:
+        if not bool(torch.isfinite(term.detach()).all()):
+            return name
+    return None
+
+
 def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, float], np.ndarray]:
     """One update of ``learner`` on ``batch``: support targets (label-smoothed by
     ``learner.value_reward_label_smoothing``), ``learner.unroll_losses`` weighted by the
     ``learner.*_loss_weight`` keys and the type's ``extra_losses``, PER importance weights and
     1/U, backward, ``before_optimizer_step``, gradient clipping, optimizer step, then
     ``update_target``. Returns (scalar logs, new priorities [B] float32: |predicted root value -
-    target value| + 1e-6)."""
+    target value| + 1e-6).
+
+    A non-finite loss or gradient norm skips the optimizer step (the weights, and the network's
+    buffers such as BatchNorm statistics, stay as they were before the update): the logs carry
+    ``learner/nonfinite_update`` 1.0 and ``learner.nonfinite_term`` names the first non-finite
+    loss term; the driver counts these and stops a run that only makes them. With learner
+    workers the decision follows the all-reduced gradient norm, the same on every rank."""
     cfg, lc = learner.cfg, learner.cfg.learner
     net = learner.policy.network
+    buffers = [b.detach().clone() for b in net.buffers()]  # (a skipped update restores BatchNorm's statistics)
     net.train()
     dev = learner.device
     obs = torch.from_numpy(batch.obs).to(dev)                       # [B, U+1, *obs]
@@ -92,7 +113,16 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
         learner.before_optimizer_step()
         grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value,
                                                    foreach=lc.update_path == "fused")
-        learner.optimizer.step()
+        in_process = getattr(learner, "data_parallel", None) is None  # (ranks' losses differ; their grads do not)
+        finite = bool(torch.isfinite(grad_norm)) and (not in_process or bool(torch.isfinite(loss.detach())))
+        if finite:
+            learner.optimizer.step()
+        else:
+            learner.optimizer.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for saved, current in zip(buffers, net.buffers()):
+                    current.copy_(saved)
+            learner.nonfinite_term = first_nonfinite_term(terms, extra) or "gradient"
     learner.train_iter += 1
     net.eval()
     learner.policy.on_weights_loaded()  # the learner's own weights changed
@@ -108,6 +138,7 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
              "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean", *extra]
     logs = dict(zip(names, scalars))
     logs["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
+    logs["learner/nonfinite_update"] = 0.0 if finite else 1.0  # (the driver then keeps the old priorities)
     return logs, priorities
 
 

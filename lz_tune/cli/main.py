@@ -23,6 +23,7 @@ from lz_tune.cli import tune as tune_command
 from lz_tune.cli.common import zoo_epilog
 from lz_tune.cli.signals import SIGNALS, flush_streams
 from lz_tune.config import ConfigError
+from lz_tune.pipeline.driver import TrainingDivergedError
 from lz_tune.ray_auth import RayJoinError
 from lz_tune.run_folder import RunFolderInUseError
 
@@ -65,6 +66,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ConfigError, CheckpointError, RayJoinError, RunFolderInUseError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except TrainingDivergedError as e:  # (the run's checkpoints so far stay: finite weights)
+        print(f"error: training diverged: {e}", file=sys.stderr)
+        return 1
     except ImportError as e:
         from lz_tune.pipeline.ray_backend import RAY_MISSING, UnsupportedRayError
 

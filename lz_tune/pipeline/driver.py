@@ -65,6 +65,10 @@ _log = logging.getLogger(__name__)
 BUFFER_FILE = "replay_buffer.pt"
 
 
+class TrainingDivergedError(RuntimeError):
+    """Updates kept producing non-finite losses (learner.max_nonfinite_updates_in_a_row)."""
+
+
 @dataclass
 class Counters:
     """Monotone run counters (restored on resume)."""
@@ -73,6 +77,7 @@ class Counters:
     collects: int = 0
     episodes: int = 0
     evaluations: int = 0
+    nonfinite_updates: int = 0
     cold_start_collects: int = 0
     budgets_enqueued: int = 0
     updates_enqueued: int = 0
@@ -469,13 +474,34 @@ class Driver:
         self.policy_lag.record_update()
         self.restore_report.on_update(self.counters.env_steps)
         self._event("update", train_iter=self.train_iter)
-        if b.use_priority:
+        nonfinite = bool(logs.get("learner/nonfinite_update"))
+        if b.use_priority and not nonfinite:
             self.buffer.update_priorities(index, priorities)
+        self._count_nonfinite(nonfinite)
         self._last_logs = logs
         if self.train_iter % 10 == 0:
             self.logger.log(learner_metrics(self.cfg.policy_type, logs), self.train_iter)
         if self.train_iter % self.cfg.async_pipeline.buffer_stats_interval == 0:
             self._log_throughput()
+
+    def _count_nonfinite(self, nonfinite: bool) -> None:
+        """Count a skipped non-finite update; learner.max_nonfinite_updates_in_a_row of them in a
+        row end the run with TrainingDivergedError naming the first non-finite loss term."""
+        if not nonfinite:
+            self._nonfinite_in_a_row = 0
+            return
+        self.counters.nonfinite_updates += 1
+        self._nonfinite_in_a_row = getattr(self, "_nonfinite_in_a_row", 0) + 1
+        if self._nonfinite_in_a_row == 1:
+            self._first_nonfinite_term = getattr(self.learner, "nonfinite_term", None) or "unknown"
+            self.print(f"[{self.cfg.exp_name}] train_iter={self.train_iter}: non-finite loss "
+                       f"({self._first_nonfinite_term}); update skipped")
+        if self._nonfinite_in_a_row >= self.cfg.learner.max_nonfinite_updates_in_a_row:
+            raise TrainingDivergedError(
+                f"{self._nonfinite_in_a_row} updates in a row had a non-finite loss or gradient, the first in "
+                f"the {self._first_nonfinite_term!r} loss term (train_iter {self.train_iter}); their steps were "
+                f"skipped, so the checkpoints hold the last finite weights. Lower learner.learning_rate or "
+                f"check the env's rewards and observations (learner.max_nonfinite_updates_in_a_row)")
 
     def _log_throughput(self) -> None:
         """Counters, throughput, buffer statistics, time shares and policy lag to TensorBoard, under
@@ -648,6 +674,7 @@ class Driver:
             "budget_queue_len": len(self.budgets),
             "updates_enqueued": self.budgets.total_enqueued,
             "buffer_reanalyzes": self.counters.buffer_reanalyzes,
+            "nonfinite_updates": self.counters.nonfinite_updates,
             **self.restore_report.metrics(),
             "collect_return_mean": float(np.mean(self._recent_returns)) if self._recent_returns else math.nan,
             "stop_value_reached": self.stop.reached_stop_value,
