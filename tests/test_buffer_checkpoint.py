@@ -314,3 +314,59 @@ def test_trial_store_on_cloud_like_storage_restores_a_downloaded_checkpoint(tiny
     reader.load(restored, str(downloaded / MANIFEST_FILE), filesystem=fs)
     assert_buffer_states_equal(restored.state_dict(), buffer.state_dict())
     assert trial.newest_file(MANIFEST_FILE) == (downloaded / MANIFEST_FILE).read_bytes()
+
+
+def test_a_manifest_is_input_checked_before_anything_is_read_or_allocated(tiny_cfg, tmp_path):
+    """Manifests are input: a chunk name that is not a content hash (a path outside the store), a
+    shape that asks for unbounded memory, a state edited after its digest was written, and a chunk
+    file replaced by another well-formed chunk each give CheckpointError naming what is wrong; the
+    buffer is unchanged, and no file outside the store is opened."""
+    import json
+
+    from lz_tune.buffer.chunk_store import decode_chunk, encode_chunk
+
+    buffer = image_buffer()
+    buffer.push(image_segments(20))
+    checkpointer = BufferCheckpointer(tiny_cfg(SMALL_CFG), LocalChunkStore(tmp_path / "store"), relative="store")
+    manifest_path = tmp_path / "m.json"
+    assert checkpointer.save(buffer, str(manifest_path))
+    good = json.loads(manifest_path.read_text())
+    target = image_buffer(seed=3)
+    target.push(image_segments(3, seed=5))
+    before = target.state_dict()
+
+    def first_array(state):
+        for _, entry in snapshot._walk_arrays(state, ()):
+            if entry["shape"]:
+                return entry
+
+    def load_edited(edit, *, redigest=True):
+        manifest = json.loads(json.dumps(good))
+        edit(manifest)
+        if redigest:
+            manifest["digest"] = state_digest(manifest["state"])
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(manifest))
+        checkpointer.load(target, str(path))
+
+    secret = tmp_path / "secret"
+    secret.write_text("not a chunk")
+    with pytest.raises(CheckpointError, match="not a content hash"):
+        load_edited(lambda m: first_array(m["state"])["chunks"][0].__setitem__(0, "../../secret"))
+    with pytest.raises(CheckpointError, match="refusing to allocate"):
+        load_edited(lambda m: first_array(m["state"]).__setitem__("shape", [10**12, 84, 84]))
+    with pytest.raises(CheckpointError, match="not a valid entry"):
+        load_edited(lambda m: first_array(m["state"]).__setitem__("shape", [-1]))
+    with pytest.raises(CheckpointError, match="digest"):
+        load_edited(lambda m: first_array(m["state"]).__setitem__("row0", first_array(m["state"])["row0"] + 1),
+                    redigest=False)
+    # a chunk file swapped for another well-formed one of the same size (its CRC is right)
+    entry = first_array(good["state"])
+    name, lo, hi = entry["chunks"][0]
+    file = tmp_path / "store" / (name + SUFFIX)
+    rows = decode_chunk(file.read_bytes(), dtype=np.dtype(entry["dtype"]), shape=(hi - lo, *entry["shape"][1:]),
+                        where="")
+    file.write_bytes(encode_chunk(rows + 1 if rows.dtype != np.bool_ else ~rows))
+    with pytest.raises(CheckpointError, match="do not match its name"):
+        checkpointer.load(target, str(manifest_path))
+    assert_buffer_states_equal(target.state_dict(), before)

@@ -128,6 +128,8 @@ class ChunkStore(abc.ABC):
         return len(data)
 
     def get(self, name: str) -> bytes:
+        if not (len(name) == 32 and all(c in "0123456789abcdef" for c in name)):  # never a path
+            raise ChunkError(f"{self.location}: {name!r} is not a chunk name")
         try:
             return self._read(name + SUFFIX)
         except (FileNotFoundError, OSError) as e:

@@ -29,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +39,7 @@ import numpy as np
 
 from lz_tune.atomic_file import atomic_write
 
-from .chunk_store import ChunkStore, chunk_name, decode_chunk, encode_chunk
+from .chunk_store import ChunkError, ChunkStore, chunk_name, decode_chunk, encode_chunk
 
 __all__ = ["FORMAT", "CHUNK_BYTES", "SaveStats", "SnapshotWriter", "read_state", "referenced_chunks",
            "state_digest", "write_manifest", "read_manifest", "ManifestError"]
@@ -244,9 +245,51 @@ def state_digest(encoded_state: Any) -> str:
     return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 
 
-def read_state(encoded_state: Any, store: ChunkStore) -> Any:
+#: what a chunk name is: 32 hex digits (a manifest is input: any other name is refused before a
+#: file is opened, so no name can reach outside its store)
+_CHUNK_NAME = re.compile(r"[0-9a-f]{32}")
+
+
+def check_encoded_state(encoded_state: Any, *, max_bytes: Optional[int] = None) -> int:
+    """Validate a manifest's encoded state before anything is read or allocated: every array's
+    dtype, shape (non-negative ints), first row and chunk list (content-hash names, integer row
+    bounds); ``max_bytes``: the arrays together may not be larger. Returns their total bytes;
+    ManifestError naming the array otherwise."""
+    total = 0
+    for path, entry in _walk_arrays(encoded_state, ()):
+        where = "/".join(path)
+        try:
+            dtype = np.dtype(entry["dtype"])
+            shape = entry["shape"]
+            row0 = entry["row0"]
+            chunks = entry["chunks"]
+            if dtype.hasobject:
+                raise ValueError("object arrays are not data")
+            if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                                    for n in shape)):
+                raise ValueError(f"shape {shape!r}")
+            if not (isinstance(row0, int) and row0 >= 0 and isinstance(chunks, list)):
+                raise ValueError(f"row0 {row0!r} or chunks")
+            for chunk in chunks:
+                name, lo, hi = chunk
+                if not (isinstance(name, str) and _CHUNK_NAME.fullmatch(name)):
+                    raise ValueError(f"chunk name {name!r} is not a content hash")
+                if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)):
+                    raise ValueError(f"chunk rows {lo!r}, {hi!r}")
+        except (KeyError, TypeError, ValueError) as e:
+            raise ManifestError(f"array {where}: not a valid entry ({e})") from None
+        total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+        if max_bytes is not None and total > max_bytes:
+            raise ManifestError(f"array {where}: the arrays would hold more than {max_bytes / 2**30:.2f} GB "
+                                f"(buffer.checkpoint_max_gb); refusing to allocate them")
+    return total
+
+
+def read_state(encoded_state: Any, store: ChunkStore, *, max_bytes: Optional[int] = None) -> Any:
     """Rebuild the state from its encoding and the store's chunks (ChunkError naming the chunk
-    file when one is missing or damaged, ManifestError when the chunks do not cover an array)."""
+    file when one is missing, damaged or not what its name says, ManifestError when an entry is
+    malformed, larger than ``max_bytes`` in all, or the chunks do not cover an array)."""
+    check_encoded_state(encoded_state, max_bytes=max_bytes)
     entries = list(_walk_arrays(encoded_state, ()))
     with ThreadPoolExecutor(_THREADS) as pool:
         arrays = dict(zip((id(e) for _, e in entries), pool.map(lambda pe: _read_array(pe[1], pe[0], store),
@@ -258,19 +301,31 @@ def _read_array(entry: dict, path: Path, store: ChunkStore) -> np.ndarray:
     dtype, shape, row0 = np.dtype(entry["dtype"]), tuple(entry["shape"]), int(entry["row0"])
     where = "/".join(path)
     if not shape:
+        if len(entry["chunks"]) != 1:
+            raise ManifestError(f"array {where}: a scalar needs one chunk, the manifest lists {len(entry['chunks'])}")
         (name, _, _), = entry["chunks"]
-        return decode_chunk(store.get(name), dtype=dtype, shape=(1,), where=f"{store.location}/{name} ({where})").reshape(())
+        return _verified_chunk(store, name, dtype, (1,), where).reshape(())
     out = np.empty(shape, dtype)
     expected = row0
     for name, lo, hi in entry["chunks"]:
-        if lo != expected or hi <= lo:
+        if lo != expected or hi <= lo or hi > row0 + shape[0]:
             raise ManifestError(f"array {where}: chunk rows [{lo}, {hi}) do not follow row {expected}")
-        out[lo - row0:hi - row0] = decode_chunk(store.get(name), dtype=dtype, shape=(hi - lo,) + shape[1:],
-                                                where=f"{store.location}/{name} ({where})")
+        out[lo - row0:hi - row0] = _verified_chunk(store, name, dtype, (hi - lo,) + shape[1:], where)
         expected = hi
     if expected != row0 + shape[0]:
         raise ManifestError(f"array {where}: chunks cover rows up to {expected}, the array ends at {row0 + shape[0]}")
     return out
+
+
+def _verified_chunk(store: ChunkStore, name: str, dtype: np.dtype, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """The chunk ``name`` as ``[*shape]`` of ``dtype``, checked against its name (a content hash):
+    a file that decodes but holds other rows (bit rot the CRC missed, a substituted file) is a
+    ChunkError, never data."""
+    file = f"{store.location}/{name} ({where})"
+    array = decode_chunk(store.get(name), dtype=dtype, shape=shape, where=file)
+    if chunk_name(array) != name:
+        raise ChunkError(f"{file}: chunk contents do not match its name (damaged or replaced)")
+    return array
 
 
 def _decode(obj: Any, arrays: dict[int, np.ndarray]) -> Any:

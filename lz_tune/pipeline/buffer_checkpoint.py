@@ -123,8 +123,14 @@ class BufferCheckpointer:
         start = time.perf_counter()
         try:
             manifest = read_manifest(manifest_path)
+            digest = manifest.get("digest")
+            if digest is not None and state_digest(manifest["state"]) != digest:
+                raise ManifestError(f"{manifest_path}: the manifest's contents do not match its digest (damaged)")
             store = find_store(manifest, manifest_path, filesystem=filesystem)
-            state = read_state(manifest["state"], store)
+            # a manifest is input: its arrays may not ask for more memory than twice the size a save
+            # would write (what a save measures and what it writes differ a little)
+            cap = self.cfg.buffer.checkpoint_max_gb
+            state = read_state(manifest["state"], store, max_bytes=int(2 * cap * _GB) if cap > 0 else None)
         except (ManifestError, ChunkError) as e:
             raise CheckpointError(str(e)) from e
         try:
