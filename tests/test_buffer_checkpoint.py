@@ -370,3 +370,23 @@ def test_a_manifest_is_input_checked_before_anything_is_read_or_allocated(tiny_c
     with pytest.raises(CheckpointError, match="do not match its name"):
         checkpointer.load(target, str(manifest_path))
     assert_buffer_states_equal(target.state_dict(), before)
+
+
+def test_run_manifest_names_are_unique_per_writer(tiny_cfg, tmp_path):
+    """Every process counts snapshot versions from the same start: two writers of one run folder
+    (a run, then its resume from an older checkpoint) saving the same version get different files,
+    so neither overwrites nor, when it discards a pending one, deletes the other's."""
+    from lz_tune.pipeline.buffer_checkpoint import RUN_MANIFEST_PATTERN, for_run
+
+    buffer = image_buffer()
+    buffer.push(image_segments(5))
+    cfg = tiny_cfg(SMALL_CFG)
+    ckpt_dir = tmp_path / "ckpt"
+    ckpt_dir.mkdir()
+    first, second = for_run(cfg, str(ckpt_dir)), for_run(cfg, str(ckpt_dir))
+    a = first.save_for_evaluation(buffer, str(ckpt_dir), 1_000_007)
+    b = second.save_for_evaluation(buffer, str(ckpt_dir), 1_000_007)
+    assert a != b and os.path.isfile(a) and os.path.isfile(b)
+    assert all(RUN_MANIFEST_PATTERN.fullmatch(os.path.basename(p)) for p in (a, b, "replay_buffer.v7.json"))
+    os.unlink(b)  # the second writer discards its pending evaluation's file: the first's stays
+    assert read_manifest(a)["transitions"] == buffer.num_transitions

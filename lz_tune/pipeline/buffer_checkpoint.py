@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -43,8 +44,11 @@ _log = logging.getLogger(__name__)
 #: the chunk folder's name (beside a train run's checkpoints; in a Tune trial's lz_tune/ folder)
 STORE_DIR = "buffer_store"
 #: a train run's manifest of the buffer at the launch of the evaluation of weight version N
-RUN_MANIFEST = "replay_buffer.v{version}.json"
-RUN_MANIFEST_PATTERN = re.compile(r"replay_buffer\.v\d+\.json")
+#: a run's manifests: the snapshot version and the writing process's own token (every process
+#: counts versions from the same start, so a run resumed from an older checkpoint into its own
+#: folder would otherwise write, and at close delete, the names its newer checkpoints refer to)
+RUN_MANIFEST = "replay_buffer.v{version}.{writer}.json"
+RUN_MANIFEST_PATTERN = re.compile(r"replay_buffer\.v\d+(\.[0-9a-f]{8})?\.json")  # (also the names before the token)
 _GB = 1e9
 _UNKNOWN = object()
 
@@ -72,6 +76,7 @@ class BufferCheckpointer:
         self.cfg = cfg
         self.store = store
         self.relative = relative
+        self.writer_id = secrets.token_hex(4)  # this writer's manifest names (RUN_MANIFEST)
         self.log = log or _log.warning
         self.writer = SnapshotWriter(store, append_only=APPEND_ONLY,
                                      chunk_bytes=max(1, int(cfg.buffer.checkpoint_chunk_mb * 2**20)))
@@ -147,7 +152,7 @@ class BufferCheckpointer:
         (its path), or None when the rule leaves it out. Referenced by the checkpoint the
         evaluation's result writes (``buffer_manifest``), deleted with :meth:`commit_run_files`
         once no checkpoint refers to it."""
-        path = os.path.join(ckpt_dir, RUN_MANIFEST.format(version=version))
+        path = os.path.join(ckpt_dir, RUN_MANIFEST.format(version=version, writer=self.writer_id))
         return path if self.save(buffer, path) else None
 
     def commit_run_files(self, ckpt_dir: str, *, latest: Optional[str], best: bool, pending: Iterable[str]) -> None:
