@@ -24,6 +24,7 @@ import numpy as np
 from lz_tune.analysis import resolve_checkpoint
 from lz_tune.checkpoint import CheckpointError, load_checkpoint
 from lz_tune.config import Config, ConfigError
+from lz_tune.trusted_imports import refuse_untrusted_imports
 from lz_tune.envs.recording import FrameRecorder, RenderError, screen_recorder
 from lz_tune.pipeline.backends import EVALUATOR_SEED_OFFSET
 from lz_tune.workers import Evaluator, WeightSnapshot, env_spec_for, make_env
@@ -64,7 +65,8 @@ class CheckpointEvaluation:
 
 def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, seed: Optional[int] = None,
                         overrides: Sequence[str] = (), record_frames: Optional[bool] = None,
-                        max_frames: int = 5000, device: str = "cpu", render: bool = False) -> CheckpointEvaluation:
+                        max_frames: int = 5000, device: str = "cpu", render: bool = False,
+                        allow_imports: bool = False) -> CheckpointEvaluation:
     """Play ``n_episodes`` (default: the config's ``evaluator.n_evaluator_episode``) evaluation
     episodes with the checkpoint's weights, with the project's :class:`lz_tune.workers.Evaluator`
     (greedy search, raw scores). ``path``: anything :func:`resolve_checkpoint` takes (a checkpoint
@@ -75,10 +77,13 @@ def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, s
     only) keeps up to ``max_frames`` network-input frames of env 0's first game; ``render`` keeps
     up to ``max_frames`` RGB frames of env 0's first episode as the env renders them
     (``rendered``; classic control needs pygame, ``pip install "gymnasium[classic-control]"``).
+    A config that names a module to import (``module:name``) is refused unless the module is
+    imported already or ``allow_imports`` (:mod:`lz_tune.trusted_imports`: a checkpoint is data).
     Raises CheckpointError (no or a bad checkpoint) or ConfigError (bad override, an env that
     cannot render) before any episode is played."""
     path, source = resolve_checkpoint(path)
     ck = load_checkpoint(path)
+    refuse_untrusted_imports(ck.get("config") or {}, source=str(path), allow=allow_imports)
     try:
         cfg = Config.from_dict(ck["config"])
     except ConfigError as e:

@@ -316,3 +316,44 @@ def test_atari_mirror_that_leaves_env0_game_is_an_error():
                 recorder.step(np.zeros(1, np.int64))
     finally:
         recorder.close()
+
+
+def test_a_checkpoint_cannot_import_code(layouts, tmp_path, monkeypatch, capsys):
+    """A checkpoint whose config names policy_type "evil_mod:muzero" would import evil_mod from the
+    current folder when evaluated: refused (exit 2, naming the module and the flag), and the module
+    never ran; the same for `train --resume RUN` reading the run's config.json. A module that is
+    imported already is fine (nothing new runs)."""
+    import json
+    import sys
+
+    from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from lz_tune.checkpoint_eval import evaluate_checkpoint
+    from lz_tune.cli.main import main
+    from lz_tune.trusted_imports import imports_of_config, refuse_untrusted_imports
+
+    marker = tmp_path / "ran"
+    (tmp_path / "evil_mod.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    payload = load_checkpoint(layouts / "run/ckpt/ckpt_latest.pt")
+    payload["config"]["policy_type"] = "evil_mod:muzero"
+    bad = save_checkpoint(tmp_path / "bad.pt", payload)
+    code = main(["evaluate", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2 and "'evil_mod'" in err and "--allow-imports" in err
+    with pytest.raises(CheckpointError, match="evil_mod"):
+        evaluate_checkpoint(bad)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(payload["config"] | {"env": {**payload["config"]["env"],
+                                                                           "import_modules": ["evil_mod:register"]},
+                                                                     "policy_type": "muzero"}))
+    assert main(["train", "--resume", str(run), "--quiet"]) == 2
+    assert "env.import_modules imports module 'evil_mod'" in capsys.readouterr().err
+    assert not marker.exists() and "evil_mod" not in sys.modules
+    # what the guard reads, and what it lets through
+    assert imports_of_config({"policy_type": "a.b:t", "env": {"env_id": "c:Env-v0", "import_modules": ["d.e:f"]}}) \
+        == [("policy_type", "a.b"), ("env.env_id", "c"), ("env.import_modules", "d.e")]
+    assert imports_of_config({"env": {"env_id": "openspiel:tic_tac_toe"}}) == []
+    refuse_untrusted_imports({"policy_type": "json:x"}, source="s")  # json is imported: nothing new runs
+    refuse_untrusted_imports({"policy_type": "evil_mod:x"}, source="s", allow=True)

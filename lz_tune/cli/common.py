@@ -75,7 +75,8 @@ def config_from_args(args: argparse.Namespace):
         args.config = None
     policy_type = getattr(args, "policy_type", None)
     if args.config is None and not getattr(args, "env", None) and getattr(args, "resume", None):
-        return _config_of_run(args.resume, args.overrides, given_flags(args))
+        return _config_of_run(args.resume, args.overrides, given_flags(args),
+                              allow_imports=getattr(args, "allow_imports", False))
     if args.config is None:
         if not getattr(args, "env", None):
             raise ConfigError("CONFIG: give a config file, or --env ENV_ID to derive a config from the env")
@@ -85,9 +86,10 @@ def config_from_args(args: argparse.Namespace):
     return build_config(args.config, overrides, given_flags(args), report=report)
 
 
-def _config_of_run(resume: str, overrides, flags):
+def _config_of_run(resume: str, overrides, flags, *, allow_imports: bool = False):
     """``train --resume RUN`` with no config: the run's own ``config.json`` (what it was started
-    with, however it was built), then the overrides and flags."""
+    with, however it was built), then the overrides and flags. Modules it names are imported only
+    if already imported or ``allow_imports`` (:mod:`lz_tune.trusted_imports`)."""
     import json
     import os
 
@@ -97,9 +99,13 @@ def _config_of_run(resume: str, overrides, flags):
 
     folder = resume if os.path.isdir(resume) else os.path.dirname(os.path.dirname(os.path.abspath(resume)))
     path = os.path.join(folder, CONFIG_FILE)
+    from lz_tune.trusted_imports import refuse_untrusted_imports
+
     try:
         with open(path) as f:
-            cfg = Config.from_dict(json.load(f))
+            saved = json.load(f)
+        refuse_untrusted_imports(saved if isinstance(saved, dict) else {}, source=path, allow=allow_imports)
+        cfg = Config.from_dict(saved)
     except FileNotFoundError:
         raise ConfigError(f"--resume {resume}: no {CONFIG_FILE} in {folder}; give the run's CONFIG (or --env)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -48,6 +48,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-frames", type=positive_int, default=5000, metavar="N",
                    help="at most N frames in the video (default 5000)")
     p.add_argument("--device", default="cpu", help="torch device of the network (default cpu)")
+    p.add_argument("--allow-imports", action="store_true",
+                   help="let the checkpoint's config import the modules it names (module:name); only for files "
+                        "you trust (SECURITY.md)")
     return p
 
 
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"checkpoint: {file} - {source}", flush=True)
     run = evaluate_checkpoint(file, n_episodes=args.episodes, seed=args.seed, overrides=args.overrides,
                               record_frames=False, render=video is not None, max_frames=args.max_frames,
-                              device=args.device)
+                              device=args.device, allow_imports=args.allow_imports)
     cfg, r, rec, counters = run.config, run.eval, run.recorded or {}, run.counters
     print(f"policy {cfg.policy_type}, env {cfg.env.env_id}, train_iter {counters.get('train_iter', 'n/a')}, "
           f"env_steps {counters.get('env_steps', 'n/a')}")

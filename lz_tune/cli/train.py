@@ -41,6 +41,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="override the config's seed")
     p.add_argument("--resume", default=None, metavar="PATH",
                    help="checkpoint file, or an experiment folder (uses its ckpt/ckpt_latest.pt)")
+    p.add_argument("--allow-imports", action="store_true",
+                   help="with --resume and no CONFIG: let the run's saved config import the modules it names "
+                        "(module:name); only for run folders you trust (SECURITY.md)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--address", default=None, help="Ray cluster to run the async pipeline's actors on "
                                                    "(e.g. auto, or HEAD_IP:6379; default: $RAY_ADDRESS, else a local Ray)")
