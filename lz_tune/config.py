@@ -833,6 +833,15 @@ class AsyncPipelineConfig(_Section):
     """Driver sleep when there is nothing to train (seconds)."""
     shutdown_timeout_s: float = 30.0
     """Actors that do not close within this are killed (seconds)."""
+    collect_timeout_s: Optional[float] = None
+    """A collect not back this many seconds after its launch is given up: its actor is killed
+    and restarted (counted in actor_restarts, against max_actor_restarts) with the collects
+    queued on it, and nothing of them is pushed. None: wait forever. Set it well above the
+    slowest collect (a collect queued behind another on one actor waits for that one too)."""
+    eval_timeout_s: Optional[float] = None
+    """An evaluation not back this many seconds after its launch is given up (its actor killed
+    and restarted, counted as for collects; the run goes on, and its next evaluation is launched
+    when due). None: wait forever."""
     ray_local_mode: bool = False
     """Run the actor code in-process instead of in Ray workers (Ray 2.60 removed local_mode)."""
     max_actor_restarts: int = 100
@@ -849,7 +858,8 @@ class AsyncPipelineConfig(_Section):
     def _check(self) -> None:
         self._positive("num_collector_actors", "num_evaluator_actors", "max_collect_inflight", "max_eval_inflight",
                        "max_train_chunk_steps", "weight_sync_interval", "max_train_budget_queue_size",
-                       "buffer_stats_interval", "poll_interval_s", "shutdown_timeout_s")
+                       "buffer_stats_interval", "poll_interval_s", "shutdown_timeout_s", "collect_timeout_s",
+                       "eval_timeout_s")
         self._non_negative("collector_num_cpus", "evaluator_num_cpus", "collector_num_gpus", "evaluator_num_gpus",
                            "max_actor_restarts")
 

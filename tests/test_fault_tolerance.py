@@ -92,6 +92,46 @@ def test_crash_loop_becomes_a_clear_error(ray_cluster):
         driver.close()
 
 
+@pytest.mark.parametrize("kind", ["evaluator", pytest.param("collector", marks=pytest.mark.slow)])
+def test_a_hung_actor_is_killed_after_its_timeout_and_the_run_finishes(ray_cluster, kind):
+    """async_pipeline.eval_timeout_s / collect_timeout_s: an evaluation (a collect) that never
+    comes back is given up after the timeout, its actor killed and restarted (counted); the run
+    goes on and finishes with the restarted actor."""
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
+        "learner.update_per_collect=4", "evaluator.eval_freq=8", "max_env_step=400",
+        "async_pipeline.eval_timeout_s=20", "async_pipeline.collect_timeout_s=20"])
+    class Hangs:  # (defined here: Ray ships it by value, the workers need not import this module)
+        """An evaluator and collector that never answer (a hung env, a deadlock)."""
+
+        def evaluate(self, box):
+            import time
+            time.sleep(10**6)
+
+        def collect(self, *args):
+            import time
+            time.sleep(10**6)
+
+        def close(self):
+            return None
+
+    messages = []
+    driver = Driver(cfg, exp_dir=None, print_fn=messages.append)
+    backend = driver.backend
+    hung = ray.remote(Hangs).options(num_cpus=0).remote()
+    if kind == "evaluator":
+        ray.kill(backend.evaluators[0], no_restart=True)
+        backend.evaluators[0] = hung
+    else:
+        ray.kill(backend.collectors[0], no_restart=True)
+        backend.collectors[0] = hung
+    try:
+        metrics = driver.run()
+    finally:
+        driver.close()
+    assert metrics["actor_restarts"] == 1 and metrics["env_steps"] >= 400
+    assert any(("EvalTimeout" if kind == "evaluator" else "CollectTimeout") in m for m in messages), messages
+    assert driver.counters.evaluations >= 1
+
 # ---------------------------------------------------------------------------------------------
 # Non-finite losses: skipped, counted, and a run that only makes them stops
 

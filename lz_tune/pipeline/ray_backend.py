@@ -291,6 +291,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         self.evaluators: list[Any] = [self._make_evaluator(k) for k in range(ap.num_evaluator_actors)]
         self._collect_refs: dict[Any, tuple] = {}    # ObjectRef -> (collector id, actor handle it went to)
         self._eval_refs: dict[Any, int] = {}         # ObjectRef -> evaluator id
+        self._launched_at: dict[Any, float] = {}     # ObjectRef -> time.monotonic() of its launch
         self._snapshot_refs: dict[int, Any] = {}     # version -> ObjectRef (one per version)
         self.snapshot_puts = 0
 
@@ -386,6 +387,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         actor = self.collectors[worker_id]
         ref = actor.collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature, epsilon)
         self._collect_refs[ref] = (worker_id, actor)
+        self._launched_at[ref] = time.monotonic()
 
     @property
     def collects_in_flight(self) -> int:
@@ -402,6 +404,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             return False
         ref = self.evaluators[idle[0]].evaluate.remote([self._snapshot_ref(snapshot)])
         self._eval_refs[ref] = idle[0]
+        self._launched_at[ref] = time.monotonic()
         return True
 
     def collect_ready(self) -> bool:
@@ -418,6 +421,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
 
     def poll(self, timeout_s: float) -> PollResult:
         out = PollResult()
+        self._give_up_overdue(out)
         pending = [*self._collect_refs, *self._eval_refs]
         if not pending:
             if timeout_s > 0:
@@ -427,6 +431,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         if ready:
             ready, _ = self.ray.wait(pending, num_returns=len(pending), timeout=0)
         for ref in ready:
+            self._launched_at.pop(ref, None)
             if ref in self._collect_refs:
                 kind, (k, actor) = "collector", self._collect_refs.pop(ref)
             else:
@@ -441,6 +446,31 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
                 continue
             (out.collects if kind == "collector" else out.evals).append(value)
         return out
+
+    def _give_up_overdue(self, out: PollResult) -> None:
+        """async_pipeline.collect_timeout_s / eval_timeout_s: a collect or evaluation in flight for
+        longer is given up; its actor is killed and restarted, with every collect queued on it
+        (their failures are reported in ``out``, nothing of them is kept)."""
+        ap, now = self.cfg.async_pipeline, time.monotonic()
+        if ap.collect_timeout_s is not None:
+            for ref, (k, actor) in list(self._collect_refs.items()):
+                if ref in self._collect_refs and now - self._launched_at.get(ref, now) > ap.collect_timeout_s:
+                    for other, (_, same) in list(self._collect_refs.items()):
+                        if same is actor:
+                            del self._collect_refs[other]
+                            self._launched_at.pop(other, None)
+                    out.failures.append(("collector", k, f"CollectTimeout: no result {ap.collect_timeout_s:g} s after "
+                                                         f"its launch (async_pipeline.collect_timeout_s)"))
+                    if self.collectors[k] is actor:
+                        self._restart("collector", k)
+        if ap.eval_timeout_s is not None:
+            for ref, k in list(self._eval_refs.items()):
+                if now - self._launched_at.get(ref, now) > ap.eval_timeout_s:
+                    del self._eval_refs[ref]
+                    self._launched_at.pop(ref, None)
+                    out.failures.append(("evaluator", k, f"EvalTimeout: no result {ap.eval_timeout_s:g} s after "
+                                                         f"its launch (async_pipeline.eval_timeout_s)"))
+                    self._restart("evaluator", k)
 
     def close(self) -> None:
         actors = [*self.collectors, *self.evaluators]
