@@ -524,8 +524,14 @@ class EvaluatorConfig(_Section):
     """Two-player games: also stop once an evaluation's loss rate against the opponent is at most
     this (0.0: no lost game); None: only stop_value stops."""
 
+    max_failed_saves_in_a_row: int = 3
+    """A checkpoint save that fails for lack of disk space (ENOSPC, EDQUOT) is skipped with a
+    warning, the previous checkpoint staying valid, and tried again at the next evaluation; this
+    many in a row stop the run cleanly (workers closed, exit code 1)."""
+
     def _check(self) -> None:
-        self._positive("eval_freq", "n_evaluator_episode", "opponent_mcts_simulations", "opponent_mcts_rollouts")
+        self._positive("eval_freq", "n_evaluator_episode", "max_failed_saves_in_a_row", "opponent_mcts_simulations",
+                       "opponent_mcts_rollouts")
         self._non_negative("opponent_mcts_uct_c")
         if self.stop_loss_rate is not None:
             self._fraction("stop_loss_rate")

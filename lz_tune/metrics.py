@@ -47,6 +47,7 @@ RENAMED: dict[str, str] = {
     "updates_enqueued": "pipeline/updates_enqueued",
     "buffer_reanalyzes": "buffer/num_reanalyzes_lifetime",
     "nonfinite_updates": "learner/nonfinite_updates_lifetime",
+    "failed_saves": "checkpoint/failed_saves_lifetime",
     "restore_buffer_transitions": "restore/buffer_transitions",
     "restore_env_steps_before_first_update": "restore/env_steps_before_first_update",
     "stop_value_reached": "stop_value_reached",

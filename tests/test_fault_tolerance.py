@@ -13,6 +13,9 @@ from lz_tune.pipeline import Driver
 ray = pytest.importorskip("ray")
 
 from test_train_muzero_segment_async import TINY  # noqa: E402  (same tiny config)
+from conftest import TINY_OVERRIDES  # noqa: E402
+
+TINY_SYNC = list(TINY_OVERRIDES)
 
 
 @pytest.mark.parametrize("actors", [
@@ -188,5 +191,87 @@ def test_nonfinite_updates_in_a_row_stop_the_run_naming_the_term(tiny_cfg):
         with pytest.raises(TrainingDivergedError, match="3 updates in a row.*'value' loss term"):
             driver.run()
         assert driver.train_iter == 4 and driver.counters.nonfinite_updates == 3
+    finally:
+        driver.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Disk full at a checkpoint save
+
+
+def _disk_full_after(monkeypatch, driver_module, bad_evaluations):
+    """save_checkpoint raises ENOSPC while the driver records evaluation number n (1-based) in
+    ``bad_evaluations``; returns the list of evaluations whose checkpoint was written."""
+    import errno
+
+    real = driver_module.save_checkpoint
+    state = {"evaluation": 0, "written": []}
+
+    def save_checkpoint(path, payload):
+        if state["evaluation"] in bad_evaluations:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        state["written"].append(payload["eval"]["train_iter"])
+        return real(path, payload)
+
+    monkeypatch.setattr(driver_module, "save_checkpoint", save_checkpoint)
+    return state
+
+
+def test_a_full_disk_skips_checkpoints_and_training_goes_on(tiny_cfg, tmp_path, monkeypatch):
+    """Evaluations 2 and 3 find the disk full: their checkpoints are skipped with a warning (the
+    first stays the latest, and loads), the run goes on, evaluation 4's checkpoint is written and
+    the run's manifests are those its checkpoints refer to."""
+    from lz_tune.checkpoint import load_checkpoint
+    from lz_tune.pipeline import driver as driver_module
+
+    state = _disk_full_after(monkeypatch, driver_module, {2, 3})
+    messages = []
+    driver = Driver(tiny_cfg("max_env_step=600", "evaluator.eval_freq=10"), exp_dir=str(tmp_path / "run"),
+                    print_fn=messages.append)
+    on_eval = driver._on_eval
+
+    def counting_on_eval(result):
+        state["evaluation"] += 1
+        if state["evaluation"] == 3:  # mid-outage: the latest checkpoint is still the first one
+            assert load_checkpoint(tmp_path / "run/ckpt/ckpt_latest.pt")["eval"]["train_iter"] == state["written"][0]
+        on_eval(result)
+
+    driver._on_eval = counting_on_eval
+    try:
+        m = driver.run()
+    finally:
+        driver.close()
+    assert state["evaluation"] >= 4 and m["failed_saves"] == 2
+    assert sum("not saved (No space left on device)" in msg for msg in messages) == 2
+    ckpt = load_checkpoint(tmp_path / "run/ckpt/ckpt_latest.pt")
+    assert ckpt["eval"]["train_iter"] == state["written"][-1] > state["written"][0]
+    names = {load_checkpoint(tmp_path / "run/ckpt" / f)["buffer_manifest"] for f in ("ckpt_latest.pt", "ckpt_best.pt")}
+    assert {p.name for p in (tmp_path / "run/ckpt").glob("replay_buffer.v*.json")} == names
+
+
+def test_a_disk_that_stays_full_stops_the_run_cleanly(tiny_cfg, tmp_path, monkeypatch, capsys):
+    """From the second evaluation on the disk is full: after evaluator.max_failed_saves_in_a_row
+    failed saves the CLI stops with exit code 1 and says why; the first checkpoint still resumes."""
+    from lz_tune.cli.main import main
+    from lz_tune.pipeline import Driver, driver as driver_module
+
+    state = _disk_full_after(monkeypatch, driver_module, set(range(2, 1000)))
+    real_on_eval = Driver._on_eval
+
+    def counting_on_eval(self, result):
+        state["evaluation"] += 1
+        real_on_eval(self, result)
+
+    monkeypatch.setattr(Driver, "_on_eval", counting_on_eval)
+    run = tmp_path / "run"
+    code = main(["train", "zoo/classic_control/cartpole_muzero.py", *TINY_SYNC, "max_env_step=5000",
+                 "evaluator.eval_freq=8", "evaluator.max_failed_saves_in_a_row=2", "--exp-dir", str(run), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "disk full: 2 checkpoint saves in a row failed" in err
+    assert state["evaluation"] == 3 and len(set(state["written"])) == 1  # (latest and best of the first)
+    monkeypatch.undo()
+    driver = Driver(tiny_cfg(), exp_dir=str(run), resume_from=str(run / "ckpt" / "ckpt_latest.pt"), print_fn=None)
+    try:
+        assert driver.train_iter == state["written"][0] and driver.buffer.num_transitions > 0
     finally:
         driver.close()

@@ -23,7 +23,7 @@ from lz_tune.cli import tune as tune_command
 from lz_tune.cli.common import zoo_epilog
 from lz_tune.cli.signals import SIGNALS, flush_streams
 from lz_tune.config import ConfigError
-from lz_tune.pipeline.driver import TrainingDivergedError
+from lz_tune.pipeline.driver import DiskFullError, TrainingDivergedError
 from lz_tune.ray_auth import RayJoinError
 from lz_tune.run_folder import RunFolderInUseError
 
@@ -68,6 +68,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except TrainingDivergedError as e:  # (the run's checkpoints so far stay: finite weights)
         print(f"error: training diverged: {e}", file=sys.stderr)
+        return 1
+    except DiskFullError as e:
+        print(f"error: disk full: {e}", file=sys.stderr)
         return 1
     except ImportError as e:
         from lz_tune.pipeline.ray_backend import RAY_MISSING, UnsupportedRayError

@@ -122,6 +122,18 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     shutdown_ray_if_started()
             return signals.exit_code
+        except Exception:  # a run that stops with an error (diverged, disk full, ...) still closes its workers
+            with signals.deferred_while("shutting down workers"):
+                if progress is not None:
+                    progress.close()
+                if driver is not None:
+                    try:
+                        driver.close()
+                    except Exception as e:
+                        print(f"closing after the error: {type(e).__name__}: {e}", file=sys.stderr)
+                else:
+                    shutdown_ray_if_started()
+            raise
     m = driver.metrics()
     best = m.get("eval_reward_mean_best")
     best_text = "n/a" if best is None else f"{best:.1f}"

@@ -29,6 +29,7 @@ what a checkpoint holds read in one place.
 from __future__ import annotations
 
 import copy
+import errno
 import logging
 import math
 import os
@@ -69,6 +70,14 @@ class TrainingDivergedError(RuntimeError):
     """Updates kept producing non-finite losses (learner.max_nonfinite_updates_in_a_row)."""
 
 
+class DiskFullError(RuntimeError):
+    """Checkpoint saves kept failing for lack of disk space (evaluator.max_failed_saves_in_a_row)."""
+
+
+#: errors of a save that a later save may not meet (space freed): the run goes on without it
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 @dataclass
 class Counters:
     """Monotone run counters (restored on resume)."""
@@ -78,6 +87,7 @@ class Counters:
     episodes: int = 0
     evaluations: int = 0
     nonfinite_updates: int = 0
+    failed_saves: int = 0
     cold_start_collects: int = 0
     budgets_enqueued: int = 0
     updates_enqueued: int = 0
@@ -574,8 +584,14 @@ class Driver:
             "budgets": self.budgets.state_dict(),
         }
         if self.ckpt_dir:  # (Tune saves the current buffer instead)
-            state["buffer_file"] = self.buffer_checkpoints.save_for_evaluation(self.buffer, self.ckpt_dir,
-                                                                                snapshot.version)
+            try:
+                state["buffer_file"] = self.buffer_checkpoints.save_for_evaluation(self.buffer, self.ckpt_dir,
+                                                                                    snapshot.version)
+            except OSError as e:
+                if e.errno not in _DISK_FULL:
+                    raise
+                state["save_failed"] = e  # this evaluation writes no checkpoint: the previous one stays
+                state["buffer_file"] = None
         self._pending_eval_states[snapshot.version] = state
         if not self.backend.launch_eval(snapshot):
             self._discard_pending(self._pending_eval_states.pop(snapshot.version))
@@ -610,13 +626,7 @@ class Driver:
             payload = self._checkpoint_payload(state, result)
             self._last_eval_payload = payload
             if self.ckpt_dir:
-                save_checkpoint(self.run_folder.checkpoint_path(LATEST_CHECKPOINT), payload)
-                if is_best:
-                    save_checkpoint(self.run_folder.checkpoint_path(BEST_CHECKPOINT), payload)
-                # the buffer as it was when these weights were evaluated stays; older files go
-                self.buffer_checkpoints.commit_run_files(
-                    self.ckpt_dir, latest=payload["buffer_manifest"], best=is_best,
-                    pending=[s.get("buffer_file") for s in self._pending_eval_states.values()])
+                self._save_evaluated(state, payload, is_best=is_best)
         if result.stop and result.train_iter > 0:  # (the reference's evaluator: an untrained policy never stops a run)
             self.stop.reached_stop_value = True
         m = self.metrics()
@@ -627,6 +637,42 @@ class Driver:
                    + (f"{format_match(result.match)} " if result.match else "") +
                    f"env_steps/s={m['env_steps_per_s']:.0f} updates/s={m['updates_per_s']:.1f} "
                    f"wall={m['wall_time_s']:.0f}s")
+
+    def _save_evaluated(self, state: dict[str, Any], payload: dict[str, Any], *, is_best: bool) -> None:
+        """ckpt_latest.pt (and ckpt_best.pt) of an evaluation, then the run's files no checkpoint
+        refers to any more. A save that finds the disk full is skipped, the previous file staying
+        (evaluator.max_failed_saves_in_a_row)."""
+        error, saved_latest, saved_best = state.get("save_failed"), False, False
+        if error is None:
+            try:
+                save_checkpoint(self.run_folder.checkpoint_path(LATEST_CHECKPOINT), payload)
+                saved_latest = True
+                if is_best:
+                    save_checkpoint(self.run_folder.checkpoint_path(BEST_CHECKPOINT), payload)
+                    saved_best = True
+            except OSError as e:
+                if e.errno not in _DISK_FULL:
+                    raise
+                error = e
+        if saved_latest:  # the buffer as it was when these weights were evaluated stays; older files go
+            self.buffer_checkpoints.commit_run_files(
+                self.ckpt_dir, latest=payload["buffer_manifest"], best=saved_best,
+                pending=[s.get("buffer_file") for s in self._pending_eval_states.values()])
+        else:
+            self._discard_pending(state)
+        if error is None:
+            self._failed_saves_in_a_row = 0
+            return
+        self.counters.failed_saves += 1
+        self._failed_saves_in_a_row = getattr(self, "_failed_saves_in_a_row", 0) + 1
+        limit = self.cfg.evaluator.max_failed_saves_in_a_row
+        self.print(f"[{self.cfg.exp_name}] warning: checkpoint of train_iter {payload['counters']['train_iter']} "
+                   f"not saved ({error.strerror or error}); the previous checkpoint stays "
+                   f"({self._failed_saves_in_a_row} of {limit} in a row)")
+        if self._failed_saves_in_a_row >= limit:
+            raise DiskFullError(f"{self._failed_saves_in_a_row} checkpoint saves in a row failed "
+                                f"({error.strerror or error}) in {self.ckpt_dir}; the last saved checkpoint is "
+                                f"kept: free space, then --resume (evaluator.max_failed_saves_in_a_row)")
 
     def _append_history(self, m: dict[str, Any], record: dict[str, Any]) -> None:
         """One line of the run's evaluation history (appended: a resumed run continues the file)."""
@@ -675,6 +721,7 @@ class Driver:
             "updates_enqueued": self.budgets.total_enqueued,
             "buffer_reanalyzes": self.counters.buffer_reanalyzes,
             "nonfinite_updates": self.counters.nonfinite_updates,
+            "failed_saves": self.counters.failed_saves,
             **self.restore_report.metrics(),
             "collect_return_mean": float(np.mean(self._recent_returns)) if self._recent_returns else math.nan,
             "stop_value_reached": self.stop.reached_stop_value,
