@@ -49,6 +49,7 @@ RENAMED: dict[str, str] = {
     "nonfinite_updates": "learner/nonfinite_updates_lifetime",
     "failed_saves": "checkpoint/failed_saves_lifetime",
     "restore_buffer_transitions": "restore/buffer_transitions",
+    "restore_fallbacks": "restore/fallbacks",
     "restore_env_steps_before_first_update": "restore/env_steps_before_first_update",
     "stop_value_reached": "stop_value_reached",
     "done": "done",

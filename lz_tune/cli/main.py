@@ -20,6 +20,7 @@ from lz_tune.cli import config as config_command
 from lz_tune.cli import evaluate as evaluate_command
 from lz_tune.cli import train as train_command
 from lz_tune.cli import tune as tune_command
+from lz_tune.cli import verify as verify_command
 from lz_tune.cli.common import zoo_epilog
 from lz_tune.cli.signals import SIGNALS, flush_streams
 from lz_tune.config import ConfigError
@@ -31,7 +32,7 @@ __all__ = ["main", "build_parser", "run_as_process"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m lz_tune``: train, tune, evaluate, config; the zoo list in --help."""
+    """The parser of ``python -m lz_tune``: train, tune, evaluate, config, verify; the zoo list in --help."""
     parser = argparse.ArgumentParser(prog="python -m lz_tune",
                                      description="Train MuZero-family agents (sync or async on Ray).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_command.add_parser(sub)
     evaluate_command.add_parser(sub)
     config_command.add_parser(sub, epilog=epilog)
+    verify_command.add_parser(sub)
     return parser
 
 
@@ -56,7 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if extra:
         args.overrides = list(args.overrides) + extra
     commands = {"train": train_command, "tune": tune_command, "evaluate": evaluate_command,
-                "config": config_command}
+                "config": config_command, "verify": verify_command}
     try:
         return commands[args.command].run(args)
     except KeyboardInterrupt:  # while starting (imports, env probe): nothing to close yet

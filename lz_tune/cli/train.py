@@ -15,13 +15,14 @@ import argparse
 import os
 import sys
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
 from lz_tune.cli.common import CONFIG_HELP, POLICY_TYPE_HELP, config_from_args
 from lz_tune.cli.signals import SIGNALS
 from lz_tune.config import ConfigError
 from lz_tune.lightzero.flags import add_reference_flags
+from lz_tune.run_folder import BEST_CHECKPOINT, CKPT_DIR, LATEST_CHECKPOINT
 
 __all__ = ["add_parser", "run", "resolve_resume"]
 
@@ -49,6 +50,39 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                    "(e.g. auto, or HEAD_IP:6379; default: $RAY_ADDRESS, else a local Ray)")
     add_reference_flags(p, seed_and_async=False)  # --env, --max-env-step, --num-collector-actors, ...
     return p
+
+
+def resume_candidates(path: str) -> list[str]:
+    """``--resume PATH``: a checkpoint file alone; an experiment folder: its ckpt_latest.pt, then
+    its ckpt_best.pt (tried when the newer one or its replay buffer is damaged)."""
+    if not os.path.isdir(path):
+        return [path]
+    ckpt = os.path.join(path, CKPT_DIR)
+    found = [os.path.join(ckpt, name) for name in (LATEST_CHECKPOINT, BEST_CHECKPOINT)
+             if os.path.isfile(os.path.join(ckpt, name))]
+    if not found:
+        raise CheckpointError(f"{path}: no ckpt/ckpt_latest.pt in this experiment folder")
+    return found
+
+
+def start_driver(make: Callable[..., Any], cfg: Any, *, exp_dir: str, candidates: list[str],
+                 print_fn: Callable[[str], None]) -> Any:
+    """The Driver resumed from the first candidate checkpoint that loads (a damaged newer one is
+    passed over, said and counted in ``restore/fallbacks``); a new run without candidates."""
+    if not candidates:
+        return make(cfg, exp_dir=exp_dir, resume_from=None, print_fn=print_fn)
+    for i, path in enumerate(candidates):
+        try:
+            driver = make(cfg, exp_dir=exp_dir, resume_from=path, print_fn=print_fn)
+        except CheckpointError as e:
+            if i + 1 == len(candidates):
+                raise
+            print(f"[{cfg.exp_name}] note: {path} does not restore ({e}); resuming from {candidates[i + 1]} instead",
+                  file=sys.stderr, flush=True)
+            continue
+        driver.restore_report.fallbacks = i
+        return driver
+    raise AssertionError("unreachable")
 
 
 def resolve_resume(path: Optional[str]) -> Optional[str]:
@@ -92,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
     with SIGNALS.during_command() as signals:
         try:
             signals.check()  # one that arrived before the handlers, or was swallowed on the way
-            driver = Driver(cfg, exp_dir=exp_dir, resume_from=resume, print_fn=printer)
+            driver = start_driver(Driver, cfg, exp_dir=exp_dir, print_fn=printer,
+                                  candidates=resume_candidates(args.resume) if args.resume else [])
             signals.install()  # again: starting Ray may have installed its own handler
             signals.check()
             mode = "async" if cfg.async_pipeline.enabled else "sync"

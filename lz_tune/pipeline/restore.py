@@ -56,6 +56,7 @@ class RestoreReport:
     before the first update (NaN until that update; NaN throughout when nothing was restored)."""
 
     def __init__(self) -> None:
+        self.fallbacks = 0  # damaged newer checkpoints passed over for an older one (train --resume RUN)
         self.buffer_transitions = 0
         self._env_steps_at_restore: Optional[int] = None
         self.env_steps_before_first_update = math.nan
@@ -72,5 +73,5 @@ class RestoreReport:
             self._env_steps_at_restore = None
 
     def metrics(self) -> dict[str, float]:
-        return {"restore_buffer_transitions": self.buffer_transitions,
+        return {"restore_fallbacks": self.fallbacks, "restore_buffer_transitions": self.buffer_transitions,
                 "restore_env_steps_before_first_update": self.env_steps_before_first_update}
