@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-__all__ = ["atomic_write", "sync_dir", "TMP_PREFIX"]
+__all__ = ["atomic_write", "make_dirs", "remove_leftover_temporaries", "sync_dir", "TMP_PREFIX"]
 
 #: prefix of the temporary files (they end in ".tmp"; a killed writer leaves one behind, the next
 #: writer may delete it)
@@ -20,7 +20,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, 
     """Create ``path`` (its folder too) with the bytes ``write(f)`` writes to a binary file object.
     ``sync_folder=False`` skips the folder's fsync (the caller syncs once after many files)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -35,6 +35,37 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, 
             os.unlink(tmp)
         raise
     return path
+
+
+def make_dirs(folder: str | os.PathLike) -> None:
+    """``mkdir -p folder``, and fsync the parent of every folder it creates (a new folder's entry
+    in its parent survives a power cut, as a renamed file's does)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        try:
+            new.mkdir()
+        except FileExistsError:  # (made meanwhile by another thread: a store's parallel writes)
+            pass
+        sync_dir(new.parent)
+
+
+def remove_leftover_temporaries(folder: str | os.PathLike) -> int:
+    """Delete the temporary files a killed writer left in ``folder`` (call only as its one
+    writer); returns how many."""
+    removed = 0
+    if os.path.isdir(folder):
+        for name in os.listdir(folder):
+            if name.startswith(TMP_PREFIX) and name.endswith(".tmp"):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+    return removed
 
 
 def sync_dir(folder: str | os.PathLike) -> None:

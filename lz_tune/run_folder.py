@@ -21,7 +21,7 @@ network file system without flock support the lock is not taken and a warning sa
 
 A Tune trial's folder uses the same names for what Tune writes itself (``params.json``,
 ``result.json``); its checkpoints are Tune's ``checkpoint_00000N/`` folders instead of ``ckpt/``.
-This module imports nothing from lz_tune.
+This module imports nothing from lz_tune but lz_tune.atomic_file.
 """
 
 from __future__ import annotations
@@ -96,6 +96,10 @@ class RunFolder:
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                  "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
         self._lock_fd = fd
+        from lz_tune.atomic_file import remove_leftover_temporaries
+
+        for folder in (self.path, self.ckpt_dir):  # what a writer killed mid-save left (the store cleans its own)
+            remove_leftover_temporaries(folder)
 
     def unlock(self) -> None:
         """Give the lock up (at close; the kernel also drops it when the process ends)."""

@@ -98,3 +98,22 @@ def test_one_writer_per_run_folder(tiny_cfg, tmp_path, capsys):
         second.run()
     finally:
         second.close()
+
+
+def test_the_writer_removes_what_a_killed_writer_left(tmp_path):
+    """Temporary files of a save killed mid-write (SIGKILL) are deleted when the next writer takes
+    the run; other files stay."""
+    from lz_tune.atomic_file import TMP_PREFIX
+
+    run = tmp_path / "run"
+    (run / CKPT_DIR).mkdir(parents=True)
+    left = [run / CKPT_DIR / f"{TMP_PREFIX}ckpt_latest.pt.x1.tmp", run / f"{TMP_PREFIX}config.json.x2.tmp"]
+    kept = [run / CKPT_DIR / LATEST_CHECKPOINT, run / CKPT_DIR / "notes.tmp"]
+    for p in left + kept:
+        p.write_bytes(b"x")
+    folder = RunFolder(str(run))
+    folder.lock()
+    try:
+        assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
+    finally:
+        folder.unlock()
