@@ -10,7 +10,8 @@ A checkpoint is a dict::
      "eval": {"reward_mean": float, "version": int, ...} or None,
      "rng": {"torch": ByteTensor, "numpy": dict},
      "buffer_manifest": str or None,     # the replay buffer's manifest in the same folder
-     "budgets": TrainBudgetQueue.state_dict() or None}   # train budgets queued at that moment
+     "budgets": TrainBudgetQueue.state_dict() or None,   # train budgets queued at that moment
+     "content_digest": str}              # blake2b of everything above (checked on load)
 
 The replay buffer itself is saved by :mod:`lz_tune.pipeline.buffer_checkpoint`; the
 ``replay_buffer.pt`` files below are the format of checkpoints written before that (still read).
@@ -41,7 +42,45 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
     A crash at any moment leaves either the old file or the new one, never a torn file.
     """
     data = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
+    data["content_digest"] = content_digest(data)
     return atomic_write(path, lambda f: torch.save(data, f))
+
+
+def content_digest(obj: Any) -> str:
+    """32 hex digits of blake2b over a checkpoint's contents (every tensor's dtype, shape and
+    bytes, every key and scalar, in key order), ``content_digest`` itself left out: a file whose
+    bytes changed after it was written (bit rot, a bad copy) no longer matches. A zip record's
+    own CRC is not checked by ``torch.load``."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+
+    def walk(o: Any) -> None:
+        if isinstance(o, torch.Tensor):
+            t = o.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif type(o).__module__ == "numpy" and hasattr(o, "tobytes"):
+            h.update(f"N{o.dtype}{getattr(o, 'shape', ())}".encode())
+            h.update(o.tobytes())
+        elif isinstance(o, dict):
+            h.update(b"{")
+            for k in sorted(o, key=repr):
+                if k == "content_digest":
+                    continue
+                h.update(repr(k).encode())
+                walk(o[k])
+            h.update(b"}")
+        elif isinstance(o, (list, tuple)):
+            h.update(b"[" if isinstance(o, list) else b"(")
+            for v in o:
+                walk(v)
+            h.update(b"]")
+        else:
+            h.update(f"{type(o).__name__}:{o!r}".encode())
+
+    walk(obj)
+    return h.hexdigest()
 
 
 def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) -> dict[str, Any]:
@@ -61,6 +100,10 @@ def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) 
     for key in ("policy_type", "config", "learner", "counters"):
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
+    digest = data.get("content_digest")  # (checkpoints written before the digest have none)
+    if digest is not None and content_digest(data) != digest:
+        raise CheckpointError(f"{path}: checkpoint contents do not match their digest (the file was damaged "
+                              f"after it was written)")
     if policy_type is not None and data["policy_type"] != policy_type:
         raise CheckpointError(f"{path}: checkpoint is for policy_type {data['policy_type']!r}, "
                               f"the config asks for {policy_type!r}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -278,7 +279,7 @@ def check_encoded_state(encoded_state: Any, *, max_bytes: Optional[int] = None) 
                     raise ValueError(f"chunk rows {lo!r}, {hi!r}")
         except (KeyError, TypeError, ValueError) as e:
             raise ManifestError(f"array {where}: not a valid entry ({e})") from None
-        total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+        total += math.prod(shape) * dtype.itemsize  # (Python ints: a crafted shape cannot overflow)
         if max_bytes is not None and total > max_bytes:
             raise ManifestError(f"array {where}: the arrays would hold more than {max_bytes / 2**30:.2f} GB "
                                 f"(buffer.checkpoint_max_gb); refusing to allocate them")
@@ -291,9 +292,12 @@ def read_state(encoded_state: Any, store: ChunkStore, *, max_bytes: Optional[int
     malformed, larger than ``max_bytes`` in all, or the chunks do not cover an array)."""
     check_encoded_state(encoded_state, max_bytes=max_bytes)
     entries = list(_walk_arrays(encoded_state, ()))
-    with ThreadPoolExecutor(_THREADS) as pool:
-        arrays = dict(zip((id(e) for _, e in entries), pool.map(lambda pe: _read_array(pe[1], pe[0], store),
-                                                                   entries)))
+    try:
+        with ThreadPoolExecutor(_THREADS) as pool:
+            arrays = dict(zip((id(e) for _, e in entries), pool.map(lambda pe: _read_array(pe[1], pe[0], store),
+                                                                       entries)))
+    except (ValueError, MemoryError) as e:  # a shape numpy cannot allocate (no size cap configured)
+        raise ManifestError(f"the manifest's arrays cannot be allocated ({type(e).__name__}: {e})") from None
     return _decode(encoded_state, arrays)
 
 

@@ -935,7 +935,8 @@ class Driver:
             num_episodes=int(ev["num_episodes"]), env_steps=int(ev.get("env_steps", 0)), eval_time_s=0.0,
             stop=False)
         self.last_eval_env_steps = int(payload["counters"]["env_steps"])
-        self._last_eval_payload = {k: v for k, v in payload.items() if k not in ("format", "format_version")}
+        self._last_eval_payload = {k: v for k, v in payload.items()
+                                   if k not in ("format", "format_version", "content_digest")}
 
     def close(self, *, keep_backend: bool = False) -> None:
         """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and
