@@ -171,3 +171,14 @@ def test_segment_carry_simulation_matches_the_real_collector():
                           "--cartpole-env-steps", "1500"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "lz-tune / reference at the same replay_ratio" in out.stdout
+
+
+@pytest.mark.slow  # ~2 min: every 10th of ~50 injection points, ~5 s each
+def test_crash_injection_at_every_write_restores_exactly():
+    """benchmarks/crash_injection.py: the process killed at a file operation of a checkpoint save
+    (every 10th point here; the benchmark runs them all); each time the run folder verifies and a
+    resume restores exactly the previous or the new checkpoint (the script exits 1 otherwise)."""
+    out = subprocess.run([sys.executable, "benchmarks/crash_injection.py", "--every", "10"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "0 with problems" in out.stdout
