@@ -435,3 +435,28 @@ def test_cli_tune_counts_must_be_positive(flag, tmp_path, capsys):
         main(["tune", SPACE, flag, "0", "--storage-path", str(tmp_path), "--name", "x"])
     assert exit_info.value.code == 2 and flag in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_an_atari_id_without_a_usable_ale_py_or_rom_is_a_config_error(monkeypatch, tmp_path):
+    """An Atari id where ale-py does not import, or its ROM does not load: a ConfigError naming the
+    env id and the fix, before anything is written (not a traceback)."""
+    from lz_tune.envs import env_ids
+    from lz_tune.workers.common import _probe
+
+    _probe.cache_clear()
+    monkeypatch.setattr(env_ids, "_ale_registered", False)
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py fails
+    with pytest.raises(ConfigError, match=r"env.env_id: .*Atari ids need ale-py"):
+        _driver(_tiny_cfg("env.env_id=ALE/Pong-v5", "model.kind=conv"), tmp_path / "exp")
+    assert _tiny_cfg("env.env_id=CartPole-v1")  # other ids do not need it
+    monkeypatch.undo()
+    _probe.cache_clear()
+
+    def no_rom(game, *, full_action_space):
+        raise RuntimeError(f"Unable to find ROM {game}")
+
+    monkeypatch.setattr("lz_tune.envs.factory.atari_action_space_size", no_rom)
+    with pytest.raises(ConfigError, match=r"env.env_id: ALE/Pong-v5: the Atari ROM 'pong' does not load"):
+        _driver(_tiny_cfg("env.env_id=ALE/Pong-v5", "model.kind=conv"), tmp_path / "exp")
+    assert not (tmp_path / "exp").exists()
+    _probe.cache_clear()

@@ -58,13 +58,20 @@ class ResolvedEnvId:
         return bool(self.spec.kwargs.get("full_action_space", False))
 
 
-def _register_ale() -> None:
-    """Register ale_py's ids with gymnasium, once (importing ale_py costs ~0.1 s)."""
+def _register_ale(*, needed: bool = True) -> None:
+    """Register ale_py's ids with gymnasium, once (importing ale_py costs ~0.1 s). ``needed``: the
+    id is an ALE one, so an ale_py that does not import is a ValueError that says so (else the
+    lookup just goes on without the ALE ids)."""
     global _ale_registered
     if _ale_registered:
         return
-    import ale_py
-
+    try:
+        import ale_py
+    except Exception as e:  # missing, or a broken install (an ImportError of its compiled part)
+        if needed:
+            raise ValueError(f"Atari ids need ale-py (the emulator, with its ROMs), which does not import here "
+                             f"({type(e).__name__}: {e}); pip install 'ale-py>=0.11'") from e
+        return
     gymnasium.register_envs(ale_py)
     _ale_registered = True
 
@@ -126,7 +133,7 @@ def resolve_env_id(env_id: str) -> ResolvedEnvId:
     if name.startswith(MINATAR_NAMESPACE + "/"):
         _register_minatar(name)
     elif name not in gymnasium.registry or name.startswith("ALE/"):
-        _register_ale()
+        _register_ale(needed=name.startswith("ALE/"))
     spec = gymnasium.registry.get(name)
     if spec is None:
         raise _unknown_id_error(name)

@@ -175,13 +175,18 @@ def probe_env_spec(
     _check_action_repeat(resolved, action_repeat)
     if resolved.is_atari:
         options = atari_options_for(atari, frame_stack=frame_stack)
+        try:
+            action_space_size = atari_action_space_size(resolved.atari_game,
+                                                        full_action_space=resolved.atari_full_action_space)
+        except Exception as e:  # a ROM that is missing or does not load, a broken ale-py
+            raise ValueError(f"{env_id}: the Atari ROM {resolved.atari_game!r} does not load here "
+                             f"({type(e).__name__}: {e}); reinstall ale-py (pip install --force-reinstall "
+                             f"'ale-py>=0.11'), which ships the ROMs") from e
         return EnvSpecInfo(
             observation_shape=options.observation_shape,
             frame_shape=options.frame_shape,
             frame_stack=options.frame_stack,
-            action_space_size=atari_action_space_size(
-                resolved.atari_game, full_action_space=resolved.atari_full_action_space
-            ),
+            action_space_size=action_space_size,
             is_atari=True,
             observation_dtype=np.dtype(np.uint8),
         )
