@@ -5,9 +5,7 @@ else (no other exception, no silently different weights, no file read outside th
 from __future__ import annotations
 
 import json
-import os
 
-import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
