@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # (lz_tune from this checkout, installed or not)
 GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 #: approximate 5M-frame returns read from the MinAtar paper's curves (Young & Tian 2019)
 PUBLISHED_DQN = {"Asterix": 17.0, "Breakout": 10.0, "Freeway": 50.0, "Seaquest": 20.0, "SpaceInvaders": 43.0}
