@@ -390,3 +390,19 @@ def test_run_manifest_names_are_unique_per_writer(tiny_cfg, tmp_path):
     assert all(RUN_MANIFEST_PATTERN.fullmatch(os.path.basename(p)) for p in (a, b, "replay_buffer.v7.json"))
     os.unlink(b)  # the second writer discards its pending evaluation's file: the first's stays
     assert read_manifest(a)["transitions"] == buffer.num_transitions
+
+
+def test_a_store_is_chosen_only_if_it_holds_every_chunk(tiny_cfg, tmp_path):
+    """A checkpoint folder copied elsewhere next to a pruned (here: empty) store: the manifest's
+    recorded store, which holds every chunk, is read instead of failing on the copy's."""
+    import shutil
+
+    buffer = image_buffer()
+    buffer.push(image_segments(6))
+    checkpointer = BufferCheckpointer(tiny_cfg(SMALL_CFG), LocalChunkStore(tmp_path / "a" / "store"), relative="store")
+    assert checkpointer.save(buffer, str(tmp_path / "a" / "m.json"))
+    (tmp_path / "b" / "store").mkdir(parents=True)
+    shutil.copy(tmp_path / "a" / "m.json", tmp_path / "b" / "m.json")
+    target = image_buffer(seed=4)
+    checkpointer.load(target, str(tmp_path / "b" / "m.json"))
+    assert_buffer_states_equal(target.state_dict(), buffer.state_dict())

@@ -226,23 +226,33 @@ def _arrays(obj: Any):
 
 
 def find_store(manifest: dict[str, Any], manifest_path: str, *, filesystem: Any = None) -> ChunkStore:
-    """The chunk store a manifest refers to: its path relative to the manifest's folder if that
-    folder exists there (a run or trial folder, also moved or copied whole), else its recorded
-    place (a local folder, or a path on ``filesystem``: a Tune experiment's storage, where a
-    downloaded checkpoint's manifest points back to its trial's store)."""
+    """The chunk store a manifest refers to, of the places it may be: its path relative to the
+    manifest's folder (a run or trial folder, also moved or copied whole), then its recorded place
+    (a local folder, or a path on ``filesystem``: a Tune experiment's storage, where a downloaded
+    checkpoint's manifest points back to its trial's store). The first that holds every chunk the
+    manifest lists is taken (a copied folder whose store was pruned, or holds another run's
+    chunks, is passed over); when none holds them all, the first that exists (the load then names
+    the missing chunk)."""
     info = manifest.get("store") or {}
-    tried = []
+    needed = set(manifest.get("chunks") or ())
+    tried: list[str] = []
+    candidates: list[ChunkStore] = []
     if info.get("relative"):
         local = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(manifest_path)), info["relative"]))
         tried.append(local)
         if os.path.isdir(local):
-            return LocalChunkStore(local)
+            candidates.append(LocalChunkStore(local))
     path = info.get("path")
     if path:
         store = LocalChunkStore(path) if info.get("filesystem") == "local" or filesystem is None else \
             open_store(filesystem, path)
         tried.append(store.location)
         if store.exists():
+            candidates.append(store)
+    for store in candidates:
+        if needed <= store.names():
             return store
+    if candidates:
+        return candidates[0]
     raise ManifestError(f"{manifest_path}: the replay buffer's chunk folder is not there (looked in "
                         f"{', '.join(tried) or 'nothing: the manifest names no store'})")
