@@ -95,7 +95,8 @@ def test_crash_loop_becomes_a_clear_error(ray_cluster):
         driver.close()
 
 
-@pytest.mark.parametrize("kind", ["evaluator", pytest.param("collector", marks=pytest.mark.slow)])
+@pytest.mark.slow  # ~50 s each: a timeout, an actor restart, the run to its end
+@pytest.mark.parametrize("kind", ["evaluator", "collector"])
 def test_a_hung_actor_is_killed_after_its_timeout_and_the_run_finishes(ray_cluster, kind):
     """async_pipeline.eval_timeout_s / collect_timeout_s: an evaluation (a collect) that never
     comes back is given up after the timeout, its actor killed and restarted (counted); the run

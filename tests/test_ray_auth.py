@@ -114,12 +114,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("how", ["explicit", pytest.param("auto", marks=pytest.mark.slow)])
+def test_prepare_join_makes_ray_use_token_mode_although_ray_was_imported_first(tmp_path):
+    """Ray reads RAY_AUTH_MODE into its process config when it is imported: setting the variable
+    afterwards changed nothing for this process's own join (the README's cluster commands were
+    refused with InvalidAuthToken). prepare_join re-reads it. In a fresh process (re-reading Ray's
+    config here could disturb this process's own Ray); the end-to-end case against a real
+    `ray start --head` cluster is the slow test below."""
+    pytest.importorskip("ray")
+    script = (
+        "import ray\n"
+        "from ray._raylet import AuthenticationMode, get_authentication_mode\n"
+        "from lz_tune import ray_auth\n"
+        "before = get_authentication_mode() == AuthenticationMode.TOKEN\n"
+        "ray_auth.prepare_join('10.0.0.1:6379')\n"
+        "print(before, get_authentication_mode() == AuthenticationMode.TOKEN)\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                         env=_env_without_ray_auth(HOME=str(tmp_path), RAY_AUTH_TOKEN="t"))
+    assert run.stdout.split() == ["False", "True"], run.stderr[-2000:]
+
+
+@pytest.mark.slow  # ~40 s each: a real head node, then the CLI in a fresh process
+@pytest.mark.parametrize("how", ["explicit", "auto"])
 def test_the_cli_joins_a_token_cluster_as_the_readme_starts_it(how):
     """README "Running on a cluster", word for word, in a temporary HOME: ``ray get-auth-token
     --generate``, ``RAY_AUTH_MODE=token ray start --head --port=P``, then the CLI in a fresh process
     with RAY_AUTH_MODE unset joins by explicit address (lz-tune turns token mode on: the machine
-    has a token) or by ``auto`` (Ray does; under -m slow), and trains. Ray reads RAY_AUTH_MODE into its config
+    has a token) or by ``auto`` (Ray does), and trains. Ray reads RAY_AUTH_MODE into its config
     when it is imported: setting the variable later without re-reading it was refused with
     InvalidAuthToken."""
     pytest.importorskip("ray")
