@@ -4,6 +4,7 @@ a restore (no cold start)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -132,6 +133,8 @@ def test_garbage_collection_deletes_only_chunks_no_live_manifest_uses(tiny_cfg, 
         paths.append(str(tmp_path / f"m{i}.json"))
         checkpointer.save(buffer, paths[-1])
     (tmp_path / "store" / ".tmp-left-by-a-killed-save").write_bytes(b"half")
+    before = read_manifest(paths[2])["written_at"] - 60  # (killed before the live manifest was written)
+    os.utime(tmp_path / "store" / ".tmp-left-by-a-killed-save", (before, before))
     in_use = set(read_manifest(paths[2])["chunks"])
     removed = checkpointer.collect_garbage([paths[2]])
     assert removed and {p.name[:-len(SUFFIX)] for p in (tmp_path / "store").iterdir()} == in_use
@@ -405,4 +408,31 @@ def test_a_store_is_chosen_only_if_it_holds_every_chunk(tiny_cfg, tmp_path):
     shutil.copy(tmp_path / "a" / "m.json", tmp_path / "b" / "m.json")
     target = image_buffer(seed=4)
     checkpointer.load(target, str(tmp_path / "b" / "m.json"))
+    assert_buffer_states_equal(target.state_dict(), buffer.state_dict())
+
+
+def test_garbage_collection_spares_files_newer_than_the_newest_live_manifest(tiny_cfg, tmp_path):
+    """A chunk (or temporary file) written after the newest live manifest may be another writer's
+    save in progress: garbage collection leaves it; an unreferenced chunk older than that manifest
+    goes."""
+    import time
+
+    buffer = image_buffer()
+    buffer.push(image_segments(4))
+    store_dir = tmp_path / "store"
+    checkpointer = BufferCheckpointer(tiny_cfg(SMALL_CFG), LocalChunkStore(store_dir), relative="store")
+    assert checkpointer.save(buffer, str(tmp_path / "m.json"))
+    written = json.loads((tmp_path / "m.json").read_text())["written_at"]
+    old, new, tmp = (store_dir / f"{'a' * 32}{SUFFIX}", store_dir / f"{'b' * 32}{SUFFIX}",
+                     store_dir / ".tmp-x.chunk.y.tmp")
+    for f in (old, new, tmp):
+        f.write_bytes(b"z")
+    os.utime(old, (written - 60, written - 60))
+    future = time.time() + 60
+    os.utime(new, (future, future))
+    os.utime(tmp, (future, future))
+    assert checkpointer.collect_garbage([str(tmp_path / "m.json")]) == 1
+    assert not old.exists() and new.exists() and tmp.exists()
+    target = image_buffer(seed=2)
+    checkpointer.load(target, str(tmp_path / "m.json"))  # what the manifest names is all there
     assert_buffer_states_equal(target.state_dict(), buffer.state_dict())

@@ -136,18 +136,29 @@ class ChunkStore(abc.ABC):
             raise ChunkError(f"{self.location}/{name}{SUFFIX}: chunk file missing or unreadable "
                              f"({type(e).__name__}: {e})") from e
 
-    def remove_except(self, keep: set[str]) -> int:
+    def remove_except(self, keep: set[str], *, spare_since: float | None = None) -> int:
         """Delete every chunk not in ``keep`` and leftover temporary files; returns the number
-        of chunk files deleted."""
+        of chunk files deleted. ``spare_since`` (seconds since the epoch): files modified at or
+        after it are kept whatever ``keep`` says (a grace period: they may belong to a save that
+        has not written its manifest yet)."""
         removed = 0
         for file in list(self._list()):
-            if file.startswith(TMP_PREFIX):
-                self._delete(file)
-            elif file.endswith(SUFFIX) and file[:-len(SUFFIX)] not in keep:
-                self._delete(file)
+            garbage = file.startswith(TMP_PREFIX) or (file.endswith(SUFFIX) and file[:-len(SUFFIX)] not in keep)
+            if not garbage:
+                continue
+            if spare_since is not None:
+                mtime = self._mtime(file)
+                if mtime is None or mtime >= spare_since:
+                    continue
+            self._delete(file)
+            if file.endswith(SUFFIX):
                 self.names().discard(file[:-len(SUFFIX)])
                 removed += 1
         return removed
+
+    def _mtime(self, name: str) -> float | None:
+        """Modification time of the file ``name`` (seconds since the epoch; None: not known)."""
+        return None
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
@@ -170,6 +181,12 @@ class LocalChunkStore(ChunkStore):
 
     def _write(self, name: str, data: bytes) -> None:
         atomic_write(os.path.join(self.path, name), lambda f: f.write(data), sync_folder=False)
+
+    def _mtime(self, name: str) -> float | None:
+        try:
+            return os.stat(os.path.join(self.path, name)).st_mtime
+        except FileNotFoundError:
+            return None
 
     def _read(self, name: str) -> bytes:
         with open(os.path.join(self.path, name), "rb") as f:
@@ -211,6 +228,10 @@ class ArrowChunkStore(ChunkStore):
             return []
         infos = self.fs.get_file_info(pyarrow.fs.FileSelector(self.path, recursive=False))
         return [info.base_name for info in infos if info.type == pyarrow.fs.FileType.File]
+
+    def _mtime(self, name: str) -> float | None:
+        mtime = self.fs.get_file_info(f"{self.path}/{name}").mtime
+        return None if mtime is None else mtime.timestamp()
 
     def _write(self, name: str, data: bytes) -> None:
         self.fs.create_dir(self.path, recursive=True)

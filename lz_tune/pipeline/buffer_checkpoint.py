@@ -114,7 +114,7 @@ class BufferCheckpointer:
             "state": encoded, "chunks": sorted(set(names)), "digest": state_digest(encoded),
             "transitions": buffer.num_transitions, "chunk_bytes": self.writer.chunk_bytes,
             "store": {**self.store.describe(), "relative": self.relative},
-            "stats": asdict(stats), **(extra or {})})
+            "written_at": time.time(), "stats": asdict(stats), **(extra or {})})
         stats.seconds += time.perf_counter() - start
         self.last_save, self.last_skip_reason = stats, None
         return True
@@ -177,6 +177,7 @@ class BufferCheckpointer:
         refers to. If a live manifest cannot be read, nothing is deleted (None): a chunk is lost
         only when it is certainly unused. Returns the number of chunk files deleted."""
         keep: set[str] = set()
+        written: list[float] = []
         for manifest in live_manifests:
             if isinstance(manifest, str):
                 try:
@@ -185,7 +186,13 @@ class BufferCheckpointer:
                     self.log(f"[{self.cfg.exp_name}] replay buffer chunks kept: {e}")
                     return None
             keep |= set(manifest.get("chunks", ())) | referenced_chunks(manifest["state"])
-        return self.store.remove_except(keep)
+            if isinstance(manifest.get("written_at"), (int, float)):
+                written.append(float(manifest["written_at"]))
+        # grace period: files written after the newest live manifest are spared: no manifest of this
+        # writer can name them, so they are another writer's save in progress (a Tune trial's old
+        # process behind a partition). (Sparing everything newer than the OLDEST live manifest would
+        # keep every superseded chunk since an early ckpt_best: the store would grow without bound.)
+        return self.store.remove_except(keep, spare_since=max(written) if written else None)
 
 
 def for_run(cfg: Config, ckpt_dir: Optional[str], *, log: Optional[Callable[[str], None]] = None
