@@ -230,8 +230,9 @@ def main() -> None:
             print(f"  {key:22s} collects {s['collects']:5d}  transitions/env step {s['transitions_per_env_step']:.3f}  "
                   f"updates/env step {s['updates_per_env_step']:.4f}")
         a, b = r["lz_tune_ratio_only"], r["reference_ratio_only"]
-        print(f"  lz-tune / reference at the same replay_ratio: transitions x{a['transitions_per_env_step'] / max(b['transitions_per_env_step'], 1e-12):.3f}, "
-              f"updates x{a['updates_per_env_step'] / max(b['updates_per_env_step'], 1e-12):.3f}")
+        transitions = a["transitions_per_env_step"] / max(b["transitions_per_env_step"], 1e-12)
+        updates = a["updates_per_env_step"] / max(b["updates_per_env_step"], 1e-12)
+        print(f"  lz-tune / reference at the same replay_ratio: transitions x{transitions:.3f}, updates x{updates:.3f}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

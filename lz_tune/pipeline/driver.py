@@ -207,6 +207,9 @@ class Driver:
         self._last_logs: dict[str, float] = {}
         self._final_eval_launched = False
         self._final_eval_wanted = False
+        self._nonfinite_in_a_row = 0  # updates skipped for a non-finite loss, in a row
+        self._first_nonfinite_term = "unknown"  # the loss term of the first of them
+        self._failed_saves_in_a_row = 0  # checkpoint saves skipped for a full disk, in a row
         self.collects_discarded_at_close = 0
         self._last_eval_payload: Optional[dict[str, Any]] = None
         #: set to a list to record the loop's events as ``(kind, info)``: "collect" (segments pushed),
@@ -501,7 +504,7 @@ class Driver:
             self._nonfinite_in_a_row = 0
             return
         self.counters.nonfinite_updates += 1
-        self._nonfinite_in_a_row = getattr(self, "_nonfinite_in_a_row", 0) + 1
+        self._nonfinite_in_a_row += 1
         if self._nonfinite_in_a_row == 1:
             self._first_nonfinite_term = getattr(self.learner, "nonfinite_term", None) or "unknown"
             self.print(f"[{self.cfg.exp_name}] train_iter={self.train_iter}: non-finite loss "
@@ -664,7 +667,7 @@ class Driver:
             self._failed_saves_in_a_row = 0
             return
         self.counters.failed_saves += 1
-        self._failed_saves_in_a_row = getattr(self, "_failed_saves_in_a_row", 0) + 1
+        self._failed_saves_in_a_row += 1
         limit = self.cfg.evaluator.max_failed_saves_in_a_row
         self.print(f"[{self.cfg.exp_name}] warning: checkpoint of train_iter {payload['counters']['train_iter']} "
                    f"not saved ({error.strerror or error}); the previous checkpoint stays "
