@@ -314,8 +314,8 @@ def script(tiny_cfg):
         driver.close()
 
 
-def run_scripted(cfg, script, *, concurrent, **backend_kwargs):
-    backend = ScriptedBackend(script, concurrent=concurrent, **backend_kwargs)
+def run_scripted(cfg, script, *, concurrent, backend_cls=None, **backend_kwargs):
+    backend = (backend_cls or ScriptedBackend)(script, concurrent=concurrent, **backend_kwargs)
     driver = Driver(cfg, backend=backend, print_fn=None)
     backend.driver = driver
     driver.event_log = []
@@ -632,14 +632,8 @@ def test_golden_trace_of_the_reference_loop(tiny_cfg, script, max_train_iter):
                    "evaluator.eval_freq=7", "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0",
                    "buffer.buffer_reanalyze_freq=2", "async_pipeline.enabled=True", "async_pipeline.eval_at_start=True",
                    "async_pipeline.max_eval_inflight=1", f"max_env_step={max_env_step}", *extra)
-    backend = UpdateTimedEvalBackend(script, eval_updates=9, concurrent=True, collect_polls=(3,))
-    driver = Driver(cfg, backend=backend, print_fn=None)
-    backend.driver = driver
-    driver.event_log = []
-    try:
-        driver.run()
-    finally:
-        driver.close()
+    driver, _ = run_scripted(cfg, script, concurrent=True, backend_cls=UpdateTimedEvalBackend, eval_updates=9,
+                             collect_polls=(3,))
     trace = training_trace(driver)
     assert trace["budgets"] == [5] * 6 and driver.counters.collects == 6
     assert trace["updates"] == golden_updates

@@ -76,3 +76,10 @@ def test_a_damaged_chunk_is_named(trained_run, tmp_path, capsys):
     lines = out.splitlines()
     assert code == 1 and lines[0].startswith("DAMAGED") and name in lines[0] and lines[1].startswith("ok")
     assert "ckpt_best.pt (the newer ones are damaged)" in lines[-1]
+
+
+def test_verify_reads_the_manifest_name_tune_writes():
+    from lz_tune.cli.verify import TUNE_MANIFEST
+    from lz_tune.tune.trial_storage import MANIFEST_FILE
+
+    assert TUNE_MANIFEST == MANIFEST_FILE

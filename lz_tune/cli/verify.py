@@ -18,7 +18,8 @@ import argparse
 import os
 from pathlib import Path
 
-#: the replay buffer manifest of a Tune checkpoint folder (lz_tune.tune.trial_storage.MANIFEST_FILE)
+#: the replay buffer manifest of a Tune checkpoint folder: lz_tune.tune.trial_storage.MANIFEST_FILE,
+#: written again here because importing lz_tune.tune imports Ray (a test keeps the two equal)
 TUNE_MANIFEST = "lz_tune_buffer.json"
 
 __all__ = ["add_parser", "run", "verify_checkpoint", "checkpoints_in"]
