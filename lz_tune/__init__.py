@@ -12,5 +12,25 @@ _os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from lz_tune.config import Config, ConfigError
 
-__all__ = ["Config", "ConfigError"]
+__all__ = ["Config", "ConfigError", "Driver", "EvalResult", "RunResult", "evaluate", "load_config", "train"]
 __version__ = "0.1.0"
+
+#: the Python API (lz_tune.api) and the Driver, imported on first use: ``import lz_tune`` stays light
+#: (no torch) for the CLI's --help, the analysis helpers and Ray workers that only need the config
+_LAZY = {"train": "lz_tune.api", "evaluate": "lz_tune.api", "load_config": "lz_tune.api",
+         "RunResult": "lz_tune.api", "EvalResult": "lz_tune.api", "Driver": "lz_tune.pipeline.driver"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lz_tune' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

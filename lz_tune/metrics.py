@@ -69,10 +69,6 @@ EVAL_FIELDS: dict[str, str] = {
 MATCH_RATES: tuple[str, ...] = tuple(f"evaluation/env_runners/{outcome}_rate{seat}" for outcome in ("win", "draw", "loss")
                                      for seat in ("", "_as_first", "_as_second"))
 
-#: the evaluation curve against env steps (TensorBoard only: a tag has one step axis, and the
-#: result key of the same curve is EVAL_RETURN, stepped by train_iter)
-EVAL_RETURN_VS_ENV_STEPS = EVAL_RETURN + "_vs_env_steps"
-
 
 def learner_metric(policy_type: str, key: str) -> str:
     """Public name of a learner log key: ``loss/value`` -> ``learners/muzero/value_loss``,

@@ -15,11 +15,23 @@ import time
 from typing import Any, Callable, Optional, TextIO
 
 
-def format_progress(m: dict[str, Any], *, train_start_after_envsteps: int, trainable: bool) -> str:
-    """One line from the driver's metrics (``Driver.metrics()``)."""
-    wall = int(m.get("wall_time_s", 0.0))
-    clock = f"{wall // 3600}:{wall % 3600 // 60:02d}:{wall % 60:02d}"
-    parts = [clock, f"env steps {m['env_steps']:,} ({m['env_steps_per_s']:.0f}/s)"]
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def format_progress(m: dict[str, Any], *, train_start_after_envsteps: int, trainable: bool,
+                    max_env_step: Optional[int] = None) -> str:
+    """One line from the driver's metrics (``Driver.metrics()``). With ``max_env_step`` the env
+    steps show the share of that budget done and an ETA at the run's mean env steps per second
+    (wall-clock ``h:mm:ss``; ``ETA n/a`` before any env step)."""
+    steps, rate = m["env_steps"], m["env_steps_per_s"]
+    if max_env_step:
+        eta = _clock(max(0, max_env_step - steps) / rate) if rate > 0 else "n/a"
+        env = f"env steps {steps:,}/{max_env_step:,} ({min(100.0, 100.0 * steps / max_env_step):.1f}%, {rate:.0f}/s, ETA {eta})"
+    else:
+        env = f"env steps {steps:,} ({rate:.0f}/s)"
+    parts = [_clock(m.get("wall_time_s", 0.0)), env]
     if not trainable:
         parts.append(f"cold start {min(m['env_steps'], train_start_after_envsteps):,}/"
                      f"{train_start_after_envsteps:,} env steps, {m['buffer_transitions']:,} transitions")

@@ -7,7 +7,8 @@ agree::
       params.json        the Config as flat dotted keys, like a Tune trial's (PARAMS_FILE)
       result.json        one JSON row per evaluation, Tune's result format (RESULT_FILE; appended
                          by a resumed run)
-      tb/                TensorBoard scalars (TB_DIR)
+      tb/                TensorBoard scalars against env steps (TB_DIR)
+      tb_train_iter/     the same against learner updates (TB_TRAIN_ITER_DIR)
       ckpt/              checkpoints (CKPT_DIR): ckpt_latest.pt, the latest evaluated snapshot and
                          what --resume loads; ckpt_best.pt, the best evaluated one; the replay
                          buffer's manifests and chunks beside them (lz_tune.pipeline.buffer_checkpoint)
@@ -33,13 +34,14 @@ import time
 import warnings
 from typing import Any, Optional
 
-__all__ = ["CONFIG_FILE", "PARAMS_FILE", "RESULT_FILE", "TB_DIR", "CKPT_DIR", "LATEST_CHECKPOINT",
+__all__ = ["CONFIG_FILE", "PARAMS_FILE", "RESULT_FILE", "TB_DIR", "TB_TRAIN_ITER_DIR", "CKPT_DIR", "LATEST_CHECKPOINT",
            "BEST_CHECKPOINT", "LOCK_FILE", "RunFolder", "RunFolderInUseError"]
 
 CONFIG_FILE = "config.json"
 PARAMS_FILE = "params.json"
 RESULT_FILE = "result.json"
 TB_DIR = "tb"
+TB_TRAIN_ITER_DIR = "tb_train_iter"
 CKPT_DIR = "ckpt"
 LATEST_CHECKPOINT = "ckpt_latest.pt"
 BEST_CHECKPOINT = "ckpt_best.pt"
@@ -59,7 +61,8 @@ class RunFolder:
     Attributes:
       path: the folder (None: nothing is written).
       ckpt_dir: ``path/ckpt`` where checkpoints go (None when they are not written).
-      tb_dir: ``path/tb`` (None without a folder).
+      tb_dir: ``path/tb``, TensorBoard against env steps (None without a folder).
+      tb_train_iter_dir: ``path/tb_train_iter``, the same scalars against updates (None without a folder).
     """
 
     def __init__(self, path: Optional[str], *, write_files: bool = True) -> None:
@@ -67,6 +70,7 @@ class RunFolder:
         self.write_files = bool(path) and write_files
         self.ckpt_dir = os.path.join(path, CKPT_DIR) if self.write_files else None
         self.tb_dir = os.path.join(path, TB_DIR) if path else None
+        self.tb_train_iter_dir = os.path.join(path, TB_TRAIN_ITER_DIR) if path else None
         self._lock_fd: Optional[int] = None
 
     def lock(self) -> None:

@@ -47,7 +47,7 @@ from lz_tune.buffer.reanalysis import segments_for_sequences
 from lz_tune.checkpoint import CheckpointError, load_buffer_state, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
-from lz_tune.metrics import EVAL_FIELDS, EVAL_RETURN_VS_ENV_STEPS, learner_metrics, public_metrics
+from lz_tune.metrics import EVAL_FIELDS, learner_metrics, public_metrics
 from lz_tune.parallel import make_learner
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline import buffer_checkpoint
@@ -149,7 +149,16 @@ def make_backend(cfg: Config) -> WorkerBackend:
 
 class Driver:
     """Owns learner + buffer and runs the loop. ``run()`` trains to a stop criterion;
-    ``step(max_seconds)`` advances a bounded slice (what a Tune trial calls)."""
+    ``step(max_seconds)`` advances a bounded slice (what a Tune trial calls).
+
+    A context manager: ``with Driver(cfg, exp_dir=...) as d: ...`` closes the workers, the Ray
+    instance the driver started and the run folder's lock on any exit (:meth:`close`)."""
+
+    def __enter__(self) -> "Driver":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
 
     def __init__(self, cfg: Config, *, exp_dir: Optional[str] = None, backend: Optional[WorkerBackend] = None,
                  resume_from: Optional[str] = None, print_fn: Optional[Callable[[str], None]] = print,
@@ -229,7 +238,7 @@ class Driver:
         self.run_folder.lock()  # one writer per run folder: refused here, before anything is written
         try:
             self.run_folder.write_config(cfg.to_dict(), cfg.flat_dict())
-            self.logger = ScalarLogger(self.run_folder.tb_dir)
+            self.logger = ScalarLogger(self.run_folder.tb_dir, self.run_folder.tb_train_iter_dir)
         except BaseException:
             self.run_folder.unlock()
             raise
@@ -333,7 +342,7 @@ class Driver:
         (:attr:`trainable`). For benchmarks that time updates alone."""
         self._train_one()
 
-    def step(self, *, max_seconds: float) -> dict[str, Any]:
+    def step(self, *, max_seconds: float = 1.0) -> dict[str, Any]:
         """Run the loop for about ``max_seconds`` (at least one iteration); returns metrics."""
         deadline = time.perf_counter() + max_seconds
         while not self.done:
@@ -493,7 +502,8 @@ class Driver:
         self._count_nonfinite(nonfinite)
         self._last_logs = logs
         if self.train_iter % 10 == 0:
-            self.logger.log(learner_metrics(self.cfg.policy_type, logs), self.train_iter)
+            self.logger.log(learner_metrics(self.cfg.policy_type, logs), env_steps=self.counters.env_steps,
+                            train_iter=self.train_iter)
         if self.train_iter % self.cfg.async_pipeline.buffer_stats_interval == 0:
             self._log_throughput()
 
@@ -522,7 +532,7 @@ class Driver:
         scalars = {k: float(v) for k, v in public_metrics(self.metrics(), policy_type=self.cfg.policy_type,
                                                           learner_logs={}).items()
                    if not isinstance(v, bool) and not k.startswith("evaluation/")}
-        self.logger.log(scalars, self.train_iter)
+        self.logger.log(scalars, env_steps=self.counters.env_steps, train_iter=self.train_iter)
 
     def _reanalyze_due(self, done: int) -> bool:
         """buffer_reanalyze_freq >= 1: whether a buffer reanalyze comes before the update at
@@ -621,9 +631,11 @@ class Driver:
                   "wall_time_s": time.perf_counter() - self._start_time, "match": dict(result.match)}
         self.eval_history.append(record)
         self.last_eval_env_steps = record["env_steps"]
-        self.logger.log({name: getattr(result, field) for field, name in EVAL_FIELDS.items()}, self.train_iter)
-        self.logger.log(dict(result.match), self.train_iter)  # two-player games: win / draw / loss rates
-        self.logger.log({EVAL_RETURN_VS_ENV_STEPS: result.reward_mean}, record["env_steps"] or 0)
+        # at the env steps and updates behind the evaluated snapshot (two-player games: win / draw / loss rates too)
+        at = {"env_steps": self.counters.env_steps if record["env_steps"] is None else record["env_steps"],
+              "train_iter": result.train_iter}
+        self.logger.log({name: getattr(result, field) for field, name in EVAL_FIELDS.items()}, **at)
+        self.logger.log(dict(result.match), **at)
         self._log_throughput()
         if state is not None:
             payload = self._checkpoint_payload(state, result)
@@ -943,7 +955,10 @@ class Driver:
 
     def close(self, *, keep_backend: bool = False) -> None:
         """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and
-        flush the TensorBoard files."""
+        flush the TensorBoard files. A second call does nothing."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         close_learner = getattr(getattr(self, "learner", None), "close", None)
         if close_learner is not None:  # (also with keep_backend: a new Driver starts its own learner workers)
             try:
