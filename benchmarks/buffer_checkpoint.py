@@ -105,7 +105,7 @@ def part_cartpole(seconds: float) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     trial_dir = tempfile.mkdtemp(prefix="lz_bench_cartpole_")
-    config = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 5.0, "learner.num_threads": 1,
+    config = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": 5.0, "learner.num_threads": 1,
               "evaluator.stop_value": 1e9, "max_env_step": 10_000_000}
     t = _trial(config, trial_dir)
     saves: list[tuple[float, int, float, int]] = []
@@ -173,7 +173,7 @@ def part_pong(env_steps: int, new_env_steps: int, env_steps_per_s: float) -> dic
 
     torch.set_num_threads(2)
     trial_dir = tempfile.mkdtemp(prefix="lz_bench_pong_")
-    t = _trial({"config": "zoo.atari.pong_muzero", "step_seconds": 5.0}, trial_dir)
+    t = _trial({"config": "lz_tune.zoo.atari.pong_muzero", "step_seconds": 5.0}, trial_dir)
     try:
         segments = _pong_segments(env_steps, t.cfg)
         filled = 0

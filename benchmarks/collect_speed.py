@@ -32,7 +32,7 @@ from lz_tune.config import Config  # noqa: E402
 from lz_tune.workers.collector import SegmentCollector  # noqa: E402
 
 #: task -> zoo module pattern
-TASKS = {"pong": "zoo.atari.pong_{}", "cartpole": "zoo.classic_control.cartpole_{}"}
+TASKS = {"pong": "lz_tune.zoo.atari.pong_{}", "cartpole": "lz_tune.zoo.classic_control.cartpole_{}"}
 
 
 def make_collector(task: str, policy_type: str, inference: str, overrides: list[str]) -> SegmentCollector:

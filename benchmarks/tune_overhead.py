@@ -59,7 +59,7 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     ray_init_s = time.perf_counter() - t0
     storage = args.storage_path or tempfile.mkdtemp(prefix="lz_tune_overhead_")
-    space = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": args.step_seconds,
+    space = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": args.step_seconds,
              "driver_num_cpus": 1, "learner.num_threads": 1, "evaluator.eval_freq": 100,
              "learner.learning_rate": tune.grid_search([3e-3, 5e-3])}
     callback = _FirstResult()

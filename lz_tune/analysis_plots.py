@@ -13,8 +13,14 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+
+try:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+except ImportError as e:  # the `analysis` extra
+    from lz_tune.extras import missing_extra
+
+    raise missing_extra("lz_tune.analysis_plots (plots of an experiment)", "analysis", e) from e
 
 from lz_tune.analysis import EVAL_METRIC, STEPS, Experiment
 

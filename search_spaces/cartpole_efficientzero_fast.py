@@ -15,12 +15,12 @@ it stays.
 
 from ray import tune
 
-from search_spaces.cartpole_muzero_fast import metric, mode, scheduler, space as muzero_space
-from zoo.classic_control.cartpole_efficientzero import make_config
+from lz_tune.search_spaces.cartpole_muzero_fast import metric, mode, scheduler, space as muzero_space
+from lz_tune.zoo.classic_control.cartpole_efficientzero import make_config
 
 space = {
     **muzero_space,
-    "config": "zoo.classic_control.cartpole_efficientzero",
+    "config": "lz_tune.zoo.classic_control.cartpole_efficientzero",
     "seed": tune.grid_search(list(range(100, 110))),
     "efficientzero.lstm_hidden_size": tune.choice([16, 32, 64]),
 }

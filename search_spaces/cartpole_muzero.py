@@ -2,9 +2,11 @@
 
     from ray import tune
     from lz_tune.tune import MuZeroTrainable
-    from search_spaces.cartpole_muzero import space, stop, scheduler
-    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="evaluation/env_runners/episode_return_mean", mode="max", storage_path="~/lz_results", name="cartpole")
+    from lz_tune.search_spaces.cartpole_muzero import space, stop, scheduler
+    tune.Tuner(MuZeroTrainable, param_space=space,
+               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                           num_samples=8, scheduler=scheduler()),
+               run_config=tune.RunConfig(storage_path="~/lz_results", name="cartpole", stop=stop)).fit()
 
 Keys are dotted config keys (validated when a trial starts: a wrong key fails the trial with an
 error naming it) plus the Tune-only keys of :mod:`lz_tune.tune.trainable`.
@@ -13,7 +15,7 @@ error naming it) plus the Tune-only keys of :mod:`lz_tune.tune.trainable`.
 from ray import tune
 
 space = {
-    "config": "zoo.classic_control.cartpole_muzero",
+    "config": "lz_tune.zoo.classic_control.cartpole_muzero",
     "step_seconds": 10.0,
     # Adam step size: the main knob for how fast the value horizon is learned
     "learner.learning_rate": tune.loguniform(1e-3, 1e-2),

@@ -16,7 +16,7 @@ seeds with ``benchmarks/cartpole_solve.py``.
 from ray import tune
 
 space = {
-    "config": "zoo.classic_control.cartpole_muzero",
+    "config": "lz_tune.zoo.classic_control.cartpole_muzero",
     "step_seconds": 5.0,
     "seed": tune.grid_search([100, 101, 102]),
     # one torch thread per trial: two trials share the 2 cores of the reference box

@@ -10,7 +10,7 @@ Keys are dotted config keys plus the Tune-only keys of :mod:`lz_tune.tune.traina
 from ray import tune
 
 space = {
-    "config": "zoo.board_games.connect_four_muzero",
+    "config": "lz_tune.zoo.board_games.connect_four_muzero",
     "step_seconds": 60.0,
     "learner.learning_rate": tune.loguniform(1e-3, 1e-2),
     # updates per collect of 8 games (~170 moves)

@@ -2,15 +2,17 @@
 
     from ray import tune
     from lz_tune.tune import MuZeroTrainable
-    from search_spaces.game_2048_stochastic_muzero import space, stop, scheduler
-    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="evaluation/env_runners/episode_return_mean", mode="max")
+    from lz_tune.search_spaces.game_2048_stochastic_muzero import space, stop, scheduler
+    tune.Tuner(MuZeroTrainable, param_space=space,
+               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                           num_samples=8, scheduler=scheduler()),
+               run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune
 
 space = {
-    "config": "zoo.board_games.game_2048_stochastic_muzero",
+    "config": "lz_tune.zoo.board_games.game_2048_stochastic_muzero",
     "step_seconds": 60.0,
     # learned chance codes or the env's true (cell, tile) outcome
     "stochastic.use_true_chance_label": tune.choice([False, True]),

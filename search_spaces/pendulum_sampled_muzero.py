@@ -2,15 +2,17 @@
 
     from ray import tune
     from lz_tune.tune import MuZeroTrainable
-    from search_spaces.pendulum_sampled_muzero import space, stop, scheduler
-    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="evaluation/env_runners/episode_return_mean", mode="max")
+    from lz_tune.search_spaces.pendulum_sampled_muzero import space, stop, scheduler
+    tune.Tuner(MuZeroTrainable, param_space=space,
+               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                           num_samples=8, scheduler=scheduler()),
+               run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune
 
 space = {
-    "config": "zoo.classic_control.pendulum_sampled_muzero",
+    "config": "lz_tune.zoo.classic_control.pendulum_sampled_muzero",
     "step_seconds": 20.0,
     "learner.learning_rate": tune.loguniform(1e-3, 1e-2),
     "learner.update_per_collect": tune.choice([50, 100, 200]),

@@ -2,17 +2,19 @@
 
     from ray import tune
     from lz_tune.tune import MuZeroTrainable
-    from search_spaces.pendulum_sampled_unizero import space, stop, scheduler
-    tune.run(MuZeroTrainable, config=space, num_samples=8, stop=stop, scheduler=scheduler(),
-             metric="evaluation/env_runners/episode_return_mean", mode="max")
+    from lz_tune.search_spaces.pendulum_sampled_unizero import space, stop, scheduler
+    tune.Tuner(MuZeroTrainable, param_space=space,
+               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                           num_samples=8, scheduler=scheduler()),
+               run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune
 
-from search_spaces.pendulum_sampled_muzero import scheduler, stop
+from lz_tune.search_spaces.pendulum_sampled_muzero import scheduler, stop
 
 space = {
-    "config": "zoo.classic_control.pendulum_sampled_unizero",
+    "config": "lz_tune.zoo.classic_control.pendulum_sampled_unizero",
     "step_seconds": 20.0,
     "learner.learning_rate": tune.loguniform(3e-4, 3e-3),
     # K: actions sampled per expansion

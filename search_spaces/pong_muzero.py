@@ -7,7 +7,7 @@ async_pipeline.collector_num_cpus per collector actor and evaluator_num_cpus per
 from ray import tune
 
 space = {
-    "config": "zoo.atari.pong_muzero",
+    "config": "lz_tune.zoo.atari.pong_muzero",
     "step_seconds": 60.0,
     "driver_num_cpus": 1.0,
     "async_pipeline.enabled": True,

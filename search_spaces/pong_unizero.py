@@ -2,10 +2,10 @@
 
 from ray import tune
 
-from search_spaces.pong_muzero import scheduler, stop
+from lz_tune.search_spaces.pong_muzero import scheduler, stop
 
 space = {
-    "config": "zoo.atari.pong_unizero",
+    "config": "lz_tune.zoo.atari.pong_unizero",
     "step_seconds": 60.0,
     "driver_num_cpus": 1.0,
     "async_pipeline.enabled": True,

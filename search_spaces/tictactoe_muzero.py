@@ -11,7 +11,7 @@ Keys are dotted config keys plus the Tune-only keys of :mod:`lz_tune.tune.traina
 from ray import tune
 
 space = {
-    "config": "zoo.board_games.tictactoe_muzero",
+    "config": "lz_tune.zoo.board_games.tictactoe_muzero",
     "step_seconds": 30.0,
     # Adam step size
     "learner.learning_rate": tune.loguniform(1e-3, 1e-2),

@@ -25,7 +25,7 @@ from test_tune import TINY  # noqa: E402  (the tiny CartPole config of the Tune 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # evaluations (hence checkpoints) every ~40 updates; iteration 3 is never checkpointed (below)
-SPACE = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 1.0, "driver_num_cpus": 1, **TINY,
+SPACE = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": 1.0, "driver_num_cpus": 1, **TINY,
          "evaluator.eval_freq": 40, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])}
 STOP = {"training_iteration": 6}
 
@@ -314,6 +314,9 @@ def test_quickstart_notebook_runs_a_tiny_search(monkeypatch, tmp_path):
                           LZ_QUICKSTART_STORAGE=str(tmp_path))
     assert pngs >= 2
     assert re.search(r"re-evaluated: mean return [\d.]+ over 4 episodes", text), text[-2000:]
+    assert re.search(r"max_env_step reached: best evaluation [\d.]+, \d+ env steps", text), text[-2000:]
+    assert re.search(r"evaluated again: [\d.]+ \+- [\d.]+ over 4 episodes", text), text[-2000:]
+    assert (tmp_path / "one_agent" / "ckpt" / "ckpt_latest.pt").is_file()  # lz_tune.train's run folder
     exp = load_experiment(tmp_path / "quickstart")
     assert len(exp.trials) == 2 and len(exp.eval_curve()) >= 2
 

@@ -91,7 +91,9 @@ def test_config_missing_zoo_file_exits_2(capsys):
 def test_help_lists_the_zoo_configs(capsys, tmp_path, args):
     code, out, _ = _main(capsys, *args)
     assert code == 0
-    listed = [line.strip() for line in out.splitlines() if line.startswith("  zoo/")]
+    rows = _zoo_rows(out)  # each line: the short name, then the file
+    assert all(os.path.basename(path) == f"{name}.py" for name, path in rows)
+    listed = [path for _, path in rows]
     assert "zoo/classic_control/cartpole_muzero.py" in listed and "zoo/atari/pong_muzero.py" in listed
     expected = sorted(os.path.relpath(os.path.join(d, f), REPO_ROOT)
                       for d, _, files in os.walk(os.path.join(REPO_ROOT, "zoo")) for f in files
@@ -100,5 +102,11 @@ def test_help_lists_the_zoo_configs(capsys, tmp_path, args):
     assert listed == expected
     # from another folder: absolute paths, still usable as CONFIG there
     code, out, _ = _main(capsys, *args, cwd=str(tmp_path))
-    listed = [line.strip() for line in out.splitlines() if line.strip().endswith("cartpole_muzero.py")]
+    listed = [path for _, path in _zoo_rows(out) if path.endswith("cartpole_muzero.py")]
     assert listed == [os.path.join(REPO_ROOT, "zoo", "classic_control", "cartpole_muzero.py")]
+
+
+def _zoo_rows(help_text: str) -> list[tuple[str, str]]:
+    """(short name, file) of each zoo config line of the --help epilog."""
+    rows = [line.split() for line in help_text.splitlines() if line.startswith("  ")]
+    return [(row[0], row[1]) for row in rows if len(row) == 2 and row[1].endswith(".py")]

@@ -23,7 +23,7 @@ TINY = dict(parse_override(o) for o in [
     "model.reward_support_size=5", "model.projection_dim=16", "learner.num_threads=1",
     "learner.update_per_collect=4", "evaluator.eval_freq=8",
 ])
-BASE = {"config": "zoo.classic_control.cartpole_muzero", "step_seconds": 1.5, "driver_num_cpus": 1, **TINY}
+BASE = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": 1.5, "driver_num_cpus": 1, **TINY}
 
 
 def test_bundles_follow_the_async_config():

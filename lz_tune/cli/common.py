@@ -7,18 +7,29 @@ command runs; the commands import what they need when they run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
 __all__ = ["ZOO_DIR", "int_at_least", "positive_int", "non_negative_int", "zoo_configs", "zoo_epilog",
            "CONFIG_HELP", "POLICY_TYPE_HELP", "config_from_args"]
 
-#: the zoo folder next to the package (a source checkout or an editable install)
-ZOO_DIR = Path(__file__).resolve().parents[2] / "zoo"
 
-CONFIG_HELP = ("zoo config: a .py file with make_config() or a dotted module name; or a LightZero config file "
-               "(main_config / create_config; README: Coming from LightZero); leave it out and give --env ENV_ID "
-               "to derive a config from the env")
+def _zoo_dir() -> Path:
+    """The folder of the :mod:`lz_tune.zoo` package: the repository's ``zoo/`` in an editable
+    install, ``site-packages/lz_tune/zoo`` in a wheel."""
+    spec = importlib.util.find_spec("lz_tune.zoo")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]).resolve() if locations else Path(__file__).resolve().parents[2] / "zoo"
+
+
+#: the zoo's folder, located through the lz_tune.zoo package
+ZOO_DIR = _zoo_dir()
+
+CONFIG_HELP = ("zoo config: a short name (cartpole_muzero), a .py file with make_config() or a dotted module name "
+               "(lz_tune.zoo.classic_control.cartpole_muzero); or a LightZero config file (main_config / "
+               "create_config; docs/coming_from_lightzero.md); leave it out and give --env ENV_ID to derive a "
+               "config from the env")
 
 POLICY_TYPE_HELP = ("policy_type (muzero, efficientzero, gumbel_muzero, sampled_muzero, ...); with --env and no "
                     "config: which type the derived config is for")
@@ -42,21 +53,35 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
+def _zoo_files() -> list[tuple[str, Path]]:
+    """(short name, file) of each zoo config (the :mod:`lz_tune.zoo` package's ``*/*.py``)."""
+    from lz_tune.config_loader import ZOO_PACKAGE, named_modules
+
+    return [(m.name, m.path.resolve()) for m in named_modules(ZOO_PACKAGE)
+            if m.module.count(".") == ZOO_PACKAGE.count(".") + 2]
+
+
+def _usable_here(path: Path) -> str:
+    """``path`` relative to the current folder when it is inside it, else absolute."""
+    cwd = Path.cwd().resolve()
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+
 def zoo_configs() -> list[str]:
     """The zoo config files (``zoo/*/*.py``), as paths usable on the command line here: relative
     to the current folder when the zoo is inside it, else absolute."""
-    files = sorted(p for p in ZOO_DIR.glob("*/*.py") if not p.name.startswith("_"))
-    cwd = Path.cwd().resolve()
-    return [str(p.relative_to(cwd)) if p.is_relative_to(cwd) else str(p) for p in files]
+    return [_usable_here(p) for _, p in _zoo_files()]
 
 
 def zoo_epilog() -> str:
-    """The ``--help`` epilog listing the zoo configs."""
-    configs = zoo_configs()
-    if not configs:
+    """The ``--help`` epilog listing the zoo configs: each one's short name and file."""
+    files = _zoo_files()
+    if not files:
         return f"zoo configs: none found (looked in {ZOO_DIR})"
-    return ("zoo configs (CONFIG of train / config; a dotted module name such as "
-            "zoo.classic_control.cartpole_muzero works too):\n" + "\n".join(f"  {c}" for c in configs))
+    width = max(len(name) for name, _ in files) + 2
+    return ("zoo configs (CONFIG of train / config): the short name, the file, or the dotted module\n"
+            "(lz_tune.zoo.classic_control.cartpole_muzero):\n"
+            + "\n".join(f"  {name:<{width}}{_usable_here(path)}" for name, path in files))
 
 
 def config_from_args(args: argparse.Namespace):
@@ -88,29 +113,9 @@ def config_from_args(args: argparse.Namespace):
 
 def _config_of_run(resume: str, overrides, flags, *, allow_imports: bool = False):
     """``train --resume RUN`` with no config: the run's own ``config.json`` (what it was started
-    with, however it was built), then the overrides and flags. Modules it names are imported only
-    if already imported or ``allow_imports`` (:mod:`lz_tune.trusted_imports`)."""
-    import json
-    import os
-
-    from lz_tune.config import Config, ConfigError
+    with, however it was built), then the overrides and flags (:func:`lz_tune.api.config_of_run`)."""
+    from lz_tune.api import config_of_run
     from lz_tune.lightzero.flags import flag_updates
-    from lz_tune.run_folder import CONFIG_FILE
 
-    folder = resume if os.path.isdir(resume) else os.path.dirname(os.path.dirname(os.path.abspath(resume)))
-    path = os.path.join(folder, CONFIG_FILE)
-    from lz_tune.trusted_imports import refuse_untrusted_imports
+    return config_of_run(resume, overrides, flag_updates(flags), allow_imports=allow_imports)
 
-    try:
-        with open(path) as f:
-            saved = json.load(f)
-        refuse_untrusted_imports(saved if isinstance(saved, dict) else {}, source=path, allow=allow_imports)
-        cfg = Config.from_dict(saved)
-    except FileNotFoundError:
-        raise ConfigError(f"--resume {resume}: no {CONFIG_FILE} in {folder}; give the run's CONFIG (or --env)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"--resume {resume}: {path} is not a config ({e}); give the run's CONFIG (or --env)") from None
-    if overrides:
-        cfg = cfg.with_overrides(list(overrides))
-    updates = flag_updates(flags)
-    return cfg.with_updates(updates) if updates else cfg

@@ -64,7 +64,9 @@ def _check_video_path(video: str) -> Path:
     if out.is_dir():
         raise ConfigError(f"--video {video}: is a folder")
     if importlib.util.find_spec("PIL") is None:
-        raise ConfigError("--video: needs Pillow (pip install pillow)")
+        from lz_tune.extras import install_hint
+
+        raise ConfigError(f"--video: needs Pillow, which is not installed: {install_hint('analysis')}")
     return out
 
 

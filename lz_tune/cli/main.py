@@ -24,6 +24,7 @@ from lz_tune.cli import verify as verify_command
 from lz_tune.cli.common import zoo_epilog
 from lz_tune.cli.signals import SIGNALS, flush_streams
 from lz_tune.config import ConfigError
+from lz_tune.extras import MissingExtraError
 from lz_tune.pipeline.driver import DiskFullError, TrainingDivergedError
 from lz_tune.ray_auth import RayJoinError
 from lz_tune.run_folder import RunFolderInUseError
@@ -65,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("interrupted before training started; nothing was written", file=sys.stderr)
         train_command.shutdown_ray_if_started()
         return SIGNALS.exit_code
-    except (ConfigError, CheckpointError, RayJoinError, RunFolderInUseError) as e:
+    except (ConfigError, CheckpointError, RayJoinError, RunFolderInUseError, MissingExtraError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except TrainingDivergedError as e:  # (the run's checkpoints so far stay: finite weights)

@@ -25,8 +25,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """The ``tune`` sub-command's parser."""
     p = sub.add_parser("tune", help="hyperparameter search with Ray Tune over a search_spaces/ module",
                        description="Run (or resume) a Ray Tune search with MuZeroTrainable.")
-    p.add_argument("space", help="search space: a .py file or dotted module defining `space` (and optionally "
-                                 "`stop`, `scheduler()`)")
+    p.add_argument("space", help="search space: a short name (cartpole_muzero: a file of search_spaces/), a .py "
+                                 "file or a dotted module defining `space` (and optionally `stop`, `scheduler()`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="fixed values added to the space")
     p.add_argument("--num-samples", type=positive_int, default=4, help="trials to sample (default 4)")
     p.add_argument("--scheduler", choices=["fifo", "asha", "pbt"], default=None,
@@ -44,12 +44,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def load_space_module(path: str):
-    """A search space module (a .py file or a dotted name) checked for `space`, `metric`, `mode`; a
-    LightZero config file becomes a space of that one config."""
+    """A search space module (a .py file, a dotted name, or a short name: the file's name in
+    :mod:`lz_tune.search_spaces`, the repository's ``search_spaces/``) checked for `space`,
+    `metric`, `mode`; a LightZero config file becomes a space of that one config."""
     import importlib
     import importlib.util
 
-    if path.endswith(".py") or os.sep in path:
+    from lz_tune.config_loader import SEARCH_SPACES_PACKAGE, resolve_short_name
+
+    if path.endswith(".py") or os.sep in path or "/" in path:
         if not os.path.isfile(path):
             raise ConfigError(f"{path}: search space file not found")
         from lz_tune.lightzero import is_lightzero_config
@@ -61,7 +64,13 @@ def load_space_module(path: str):
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(path)
+        name = resolve_short_name(path, SEARCH_SPACES_PACKAGE, what="search space") if path.isidentifier() else path
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (name == e.name or name.startswith(e.name + ".")):
+                raise  # the module exists but imports something missing: keep that error
+            raise ConfigError(f"{path}: search space module not found (no module named {e.name!r})") from e
     if not isinstance(getattr(module, "space", None), dict):
         raise ConfigError(f"{path}: a search space module must define a dict named `space`")
     if not isinstance(getattr(module, "metric", ""), str) or getattr(module, "mode", "max") not in ("max", "min"):
@@ -98,7 +107,10 @@ def run(args: argparse.Namespace) -> int:
     # what the search ranks trials by: the module's `metric` / `mode` (default: eval return, max)
     metric, mode = getattr(module, "metric", EVAL_RETURN), getattr(module, "mode", "max")
     space = dict(module.space) | dict(parse_override(o) for o in args.overrides)
-    name = args.name or os.path.splitext(os.path.basename(args.space))[0].split(".")[-1]
+    # default name: the file's or the module's last name (cartpole_muzero for search_spaces/cartpole_muzero.py,
+    # lz_tune.search_spaces.cartpole_muzero and the short name cartpole_muzero alike)
+    name = args.name or (os.path.splitext(os.path.basename(args.space))[0] if args.space.endswith(".py")
+                         else args.space.rsplit(".", 1)[-1])
     storage = storage_root(args.storage_path)
     path = f"{storage}/{name}" if is_uri(storage) else os.path.join(storage, name)
     # validate keys on one sample before anything starts or is written

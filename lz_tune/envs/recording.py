@@ -262,7 +262,13 @@ def write_gif(frames: Any, path: str | os.PathLike, *, fps: float) -> Path:
     delay (CartPole's first steps often move the cart less than a pixel), so frame i would no longer
     be step i; the frames are written one by one with Pillow's GIF encoder instead."""
     import numpy as np
-    from PIL import GifImagePlugin, Image
+
+    try:
+        from PIL import GifImagePlugin, Image
+    except ImportError as e:  # the `analysis` extra
+        from lz_tune.extras import missing_extra
+
+        raise missing_extra("write_gif (evaluate --video)", "analysis", e) from e
 
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:

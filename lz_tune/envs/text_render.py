@@ -16,7 +16,12 @@ _MARGIN = 1
 @functools.lru_cache(maxsize=1)
 def _glyphs() -> tuple[object, int, int]:
     """Pillow's built-in font and the cell (width, height) every character is drawn in."""
-    from PIL import Image, ImageDraw, ImageFont
+    try:
+        from PIL import Image, ImageDraw, ImageFont
+    except ImportError as e:  # the `analysis` extra
+        from lz_tune.extras import missing_extra
+
+        raise missing_extra("rendering a board game (evaluate --video)", "analysis", e) from e
 
     font = ImageFont.load_default()
     draw = ImageDraw.Draw(Image.new("RGB", (1, 1)))

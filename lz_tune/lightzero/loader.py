@@ -261,6 +261,11 @@ def _import_file(path: str) -> types.ModuleType:
     except ConfigError:
         raise
     except ModuleNotFoundError as e:
+        if e.name == "easydict":  # the `lightzero` extra
+            from lz_tune.extras import install_hint
+
+            raise ConfigError(f"{path}: a LightZero config file needs easydict, which is not installed: "
+                              f"{install_hint('lightzero')}") from e
         raise ConfigError(f"{path}: imports {e.name}, which is not installed ({e})") from e
     except _EntryCalled as e:
         raise ConfigError(f"{path}: calls lzero.entry.{e.name} when imported; LightZero configs call their "

@@ -1,7 +1,8 @@
 """A Tune config dict (a search space's sample) to :class:`~lz_tune.config.Config`: Ray-free, read
 by the Trainable and by the resource checks before any trial starts.
 
-Keys: ``config`` (a zoo module, a .py file or a LightZero config file; default CartPole MuZero),
+Keys: ``config`` (a zoo module: a short name such as ``cartpole_muzero``, a dotted module name or a
+.py file; or a LightZero config file; default CartPole MuZero),
 the trial's own ``step_seconds``, ``driver_num_cpus``, ``driver_num_gpus``, and any dotted config
 key (``learner.learning_rate``).
 """
@@ -17,7 +18,7 @@ from lz_tune.config_loader import load_config_module
 
 __all__ = ["DEFAULT_CONFIG", "TUNE_ONLY_KEYS", "config_from_tune"]
 
-DEFAULT_CONFIG = "zoo.classic_control.cartpole_muzero"
+DEFAULT_CONFIG = "lz_tune.zoo.classic_control.cartpole_muzero"
 """The zoo config of a Tune config without a ``config`` key."""
 TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus")
 """Keys of a Tune config that are the trial's, not the Config's."""

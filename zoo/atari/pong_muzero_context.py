@@ -5,7 +5,7 @@ re-encoded from the real frames every 4 steps of each env (the original's Atari 
 """
 
 from lz_tune.config import Config
-from zoo.atari.pong_muzero import make_config as muzero_config
+from lz_tune.zoo.atari.pong_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:

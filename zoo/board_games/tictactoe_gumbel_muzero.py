@@ -7,7 +7,7 @@ game against OpenSpiel's MCTS bot with 1,000 simulations is lost (100 games, hal
 """
 
 from lz_tune.config import Config
-from zoo.board_games.tictactoe_muzero import make_config as muzero_config
+from lz_tune.zoo.board_games.tictactoe_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:

@@ -7,7 +7,7 @@ code; this config is a smoke run of the type (2048 is its real task:
 """
 
 from lz_tune.config import Config
-from zoo.classic_control.cartpole_muzero import make_config as muzero_config
+from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:

@@ -7,7 +7,7 @@ return reaches 195.
 """
 
 from lz_tune.config import Config
-from zoo.classic_control.cartpole_muzero import make_config as muzero_config
+from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:

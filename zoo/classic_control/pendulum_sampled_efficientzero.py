@@ -6,7 +6,7 @@
 """
 
 from lz_tune.config import Config
-from zoo.classic_control.pendulum_sampled_muzero import make_config as sampled_muzero_config
+from lz_tune.zoo.classic_control.pendulum_sampled_muzero import make_config as sampled_muzero_config
 
 
 def make_config() -> Config:
