@@ -1,9 +1,7 @@
 """Typed experiment configuration.
 
 One frozen dataclass per concern (env, model, mcts, buffer, learner, collector, evaluator,
-async_pipeline) plus one section per policy type with its own keys (efficientzero, gumbel, sampled,
-stochastic, context),
-gathered in :class:`Config`. Every field has a docstring-style comment and a
+async_pipeline), gathered in :class:`Config`. Every field has a docstring-style comment and a
 default; values are checked when the object is built, so a wrong key or value fails with a
 :class:`ConfigError` naming the dotted key before any env or actor starts.
 
@@ -15,6 +13,23 @@ Three ways to change a config::
     cfg = cfg.with_updates({"learner.learning_rate": 3e-3})   # what Tune search spaces use
 
 A zoo config is a Python module with a ``make_config() -> Config`` function.
+
+**Policy types' own sections.** This module holds only the sections every type reads. A type
+with keys of its own declares them in a :class:`Section` subclass next to its algorithm
+(``lz_tune/algos/unizero_config.py``: ``UniZeroConfig``, ``section_name = "unizero"``) and
+registers the class with the type (``register_policy_type(..., config_section=...)``,
+:mod:`lz_tune.policy_registry`). A :class:`Config` holds the registered sections its
+``policy_type`` calls for (:func:`lz_tune.policy_registry.config_section_classes`: every built-in
+type's, then those a type registered elsewhere reads) in one typed field, :attr:`Config.sections`,
+built at construction; nothing else about them is special:
+
+- attribute access as for a shared section: ``cfg.unizero.num_layers`` (``Config.__getattr__``
+  looks the name up in ``sections``; ``cfg.section(UniZeroConfig)`` is the same, typed);
+- dicts, ``config.json`` and Tune configs key them by name at the top level, as the shared
+  sections (``{"unizero": {"num_layers": 4}}``, ``unizero.num_layers=4``), so :meth:`Config.to_dict`
+  / :meth:`Config.from_dict` round-trip and ``config.json`` files of earlier runs load;
+- the same checks (types, ``validate``, did-you-mean on a wrong key naming the dotted key) and
+  the same documentation (``python -m lz_tune config`` reads the field docstrings of any section).
 """
 
 from __future__ import annotations
@@ -26,9 +41,10 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence
 
-from lz_tune.policy_registry import POLICY_TYPES, UnknownPolicyTypeError, lookup_policy_type  # noqa: F401  (re-exported)
+from lz_tune.policy_registry import (POLICY_TYPES, UnknownConfigSectionError,  # noqa: F401  (re-exported)
+                                     UnknownPolicyTypeError, config_section_classes, lookup_policy_type)
 
 
 class ConfigError(ValueError):
@@ -95,48 +111,84 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     raise TypeError(f"unsupported annotation {tp!r} for {key}")  # programming error
 
 
-class _Section:
-    """Mixin: type-checks every field at construction, then runs ``_check``."""
+class Section:
+    """Base of every config section: subclass it as a frozen dataclass whose fields are the
+    section's keys, each with a default and a docstring below it (``python -m lz_tune config``
+    prints it), and set ``section_name`` (its key in the config: ``learner``, ``unizero``)::
 
-    _prefix: str = ""
+        @dataclass(frozen=True)
+        class ToyConfig(Section):
+            \"\"\"The toy type's keys (first line: the section's title).\"\"\"
+            section_name = "toy"
+            key: int = 1
+            \"\"\"How many toys (>= 1).\"\"\"
+
+            def validate(self) -> None:
+                self.require_positive("key")
+
+    At construction every field is checked against its annotation (``int``, ``float``, ``bool``,
+    ``str``, ``Optional``, ``Literal``, ``tuple``; ints pass for floats, lists for tuples), then
+    :meth:`validate` runs; a bad value raises :class:`ConfigError` naming the dotted key
+    (``toy.key: must be > 0 (got 0)``). The sections of :class:`Config` are defined here; a
+    policy type's own section lives next to its algorithm and is registered with the type
+    (:mod:`lz_tune.policy_registry`)."""
+
+    section_name: ClassVar[str] = ""
+    """The section's key in the config ("" for :class:`Config` itself)."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            key = f"{self._prefix}.{f.name}" if self._prefix else f.name
+            if f.metadata.get(_NOT_A_KEY):
+                continue
+            key = self.dotted_key(f.name)
+            if f.name in _SECTION_API:
+                raise TypeError(f"{key}: a config key may not be named like a Section method")  # programming error
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(hints[f.name]):
                 if not isinstance(value, hints[f.name]):
                     raise ConfigError(f"{key}: expected a {hints[f.name].__name__} section")
                 continue
             object.__setattr__(self, f.name, _coerce(key, value, hints[f.name]))
-        self._check()
+        self.validate()
 
-    def _check(self) -> None:  # per-section value rules
-        pass
+    def validate(self) -> None:
+        """The section's value rules beyond the types (override; raise through :meth:`require`)."""
 
-    def _key(self, name: str) -> str:
-        return f"{self._prefix}.{name}" if self._prefix else name
+    def dotted_key(self, name: str) -> str:
+        """``name`` under the section: ``"key"`` -> ``"toy.key"``."""
+        return f"{self.section_name}.{name}" if self.section_name else name
 
-    def _require(self, ok: bool, name: str, why: str) -> None:
+    def require(self, ok: bool, name: str, why: str) -> None:
+        """Raise ConfigError ``"<section>.<name>: <why> (got <value>)"`` unless ``ok``."""
         if not ok:
-            raise ConfigError(f"{self._key(name)}: {why} (got {getattr(self, name)!r})")
+            raise ConfigError(f"{self.dotted_key(name)}: {why} (got {getattr(self, name)!r})")
 
-    def _positive(self, *names: str) -> None:
+    def require_positive(self, *names: str) -> None:
+        """Each named key is > 0 (or None)."""
         for n in names:
             v = getattr(self, n)
             if v is not None:
-                self._require(v > 0, n, "must be > 0")
+                self.require(v > 0, n, "must be > 0")
 
-    def _non_negative(self, *names: str) -> None:
+    def require_non_negative(self, *names: str) -> None:
+        """Each named key is >= 0 (or None)."""
         for n in names:
             v = getattr(self, n)
             if v is not None:
-                self._require(v >= 0, n, "must be >= 0")
+                self.require(v >= 0, n, "must be >= 0")
 
-    def _fraction(self, *names: str) -> None:
+    def require_fraction(self, *names: str) -> None:
+        """Each named key is in [0, 1]."""
         for n in names:
-            self._require(0.0 <= getattr(self, n) <= 1.0, n, "must be in [0, 1]")
+            self.require(0.0 <= getattr(self, n) <= 1.0, n, "must be in [0, 1]")
+
+
+_SECTION_API = frozenset(name for name in vars(Section) if not name.startswith("_"))
+"""Method names a section's key may not take (its default would hide the method)."""
+
+_NOT_A_KEY = "lz_tune.config.not_a_key"
+"""Field metadata marking a dataclass field that is not a config key (:attr:`Config.sections`)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -144,10 +196,10 @@ class _Section:
 
 
 @dataclass(frozen=True)
-class EnvConfig(_Section):
+class EnvConfig(Section):
     """Which environment, how many copies, and Atari preprocessing."""
 
-    _prefix = "env"
+    section_name = "env"
     env_id: str = "CartPole-v1"
     """Any gymnasium id with a Discrete action space (``CartPole-v1``), an ALE id (``ALE/Pong-v5``), or
     ``openspiel:<game>`` for a two-player OpenSpiel board game (``openspiel:tic_tac_toe``)."""
@@ -194,26 +246,26 @@ class EnvConfig(_Section):
     ``function()`` once per process, e.g. ``("minatar.gym:register_envs",)``. (lz_tune registers
     ``MinAtar/*`` and ALE ids by itself.)"""
 
-    def _check(self) -> None:
-        self._require(bool(self.env_id.strip()), "env_id", "must not be empty")
+    def validate(self) -> None:
+        self.require(bool(self.env_id.strip()), "env_id", "must not be empty")
         for i, name in enumerate(self.import_modules):
             module, _, function = name.partition(":")
             if not module.strip() or not all(part.isidentifier() for part in module.split(".")) or (
                     function and not function.isidentifier()):
                 raise ConfigError(f"env.import_modules[{i}]: {name!r} is not 'package.module' or "
                                   "'package.module:function'")
-        self._positive("collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps",
-                       "frame_skip", "action_repeat")
-        self._require(self.image_size >= 32, "image_size", "must be >= 32")
-        self._non_negative("noop_max")
-        self._fraction("repeat_action_probability")
+        self.require_positive("collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps",
+                              "frame_skip", "action_repeat")
+        self.require(self.image_size >= 32, "image_size", "must be >= 32")
+        self.require_non_negative("noop_max")
+        self.require_fraction("repeat_action_probability")
 
 
 @dataclass(frozen=True)
-class ModelConfig(_Section):
+class ModelConfig(Section):
     """Network shapes. The kind is picked from the observation unless given."""
 
-    _prefix = "model"
+    section_name = "model"
     kind: Literal["auto", "mlp", "conv", "conv_mlp"] = "auto"
     """``mlp`` for vector observations (any other observation is flattened), ``conv`` for images (MuZero's
     conv network: convolutional latent, dynamics and heads); ``conv_mlp`` for small images: a conv stem
@@ -243,18 +295,18 @@ class ModelConfig(_Section):
     layer_norm: bool = False
     """MLP: LayerNorm after every hidden layer."""
 
-    def _check(self) -> None:
-        self._positive("latent_dim", "num_channels", "value_support_size", "reward_support_size",
-                       "projection_dim", "projection_hidden_dim")
-        self._non_negative("num_res_blocks")
-        self._require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "every size must be > 0")
+    def validate(self) -> None:
+        self.require_positive("latent_dim", "num_channels", "value_support_size", "reward_support_size",
+                              "projection_dim", "projection_hidden_dim")
+        self.require_non_negative("num_res_blocks")
+        self.require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "every size must be > 0")
 
 
 @dataclass(frozen=True)
-class MCTSConfig(_Section):
+class MCTSConfig(Section):
     """Tree search constants (MuZero appendix values by default)."""
 
-    _prefix = "mcts"
+    section_name = "mcts"
     num_simulations: int = 50
     """Simulations per search during collection (and reanalyze)."""
     eval_num_simulations: Optional[int] = None
@@ -278,19 +330,19 @@ class MCTSConfig(_Section):
     ``transformer_inference.py``), everything else (conv MuZero-family networks, GPU networks)
     through torch. ``torch``: always torch (the reference path)."""
 
-    def _check(self) -> None:
-        self._positive("num_simulations", "eval_num_simulations", "pb_c_base", "root_dirichlet_alpha",
-                       "value_delta_max")
-        self._non_negative("pb_c_init")
-        self._fraction("root_noise_weight")
-        self._require(0.0 < self.discount_factor <= 1.0, "discount_factor", "must be in (0, 1]")
+    def validate(self) -> None:
+        self.require_positive("num_simulations", "eval_num_simulations", "pb_c_base", "root_dirichlet_alpha",
+                              "value_delta_max")
+        self.require_non_negative("pb_c_init")
+        self.require_fraction("root_noise_weight")
+        self.require(0.0 < self.discount_factor <= 1.0, "discount_factor", "must be in (0, 1]")
 
 
 @dataclass(frozen=True)
-class BufferConfig(_Section):
+class BufferConfig(Section):
     """Game segments, prioritized replay and reanalyze."""
 
-    _prefix = "buffer"
+    section_name = "buffer"
     replay_buffer_size: int = 1_000_000
     """Capacity in transitions (owned positions); the oldest segments are evicted past it."""
     game_segment_length: int = 200
@@ -348,13 +400,13 @@ class BufferConfig(_Section):
     """Raw size of one chunk file of a buffer checkpoint (at most 16384 rows): a save rewrites
     the chunks at the two ends of each table; smaller means finer increments and more files."""
 
-    def _check(self) -> None:
-        self._positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",
-                       "mini_infer_size")
-        self._non_negative("num_unroll_steps", "buffer_reanalyze_freq", "checkpoint_max_gb")
-        self._require(self.checkpoint_chunk_mb * 2**20 >= 1, "checkpoint_chunk_mb", "must be >= 1 byte (1e-6 MB)")
-        self._fraction("priority_prob_alpha", "priority_prob_beta", "reanalyze_ratio")
-        self._require(0.0 < self.reanalyze_partition <= 1.0, "reanalyze_partition", "must be in (0, 1]")
+    def validate(self) -> None:
+        self.require_positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",
+                              "mini_infer_size")
+        self.require_non_negative("num_unroll_steps", "buffer_reanalyze_freq", "checkpoint_max_gb")
+        self.require(self.checkpoint_chunk_mb * 2**20 >= 1, "checkpoint_chunk_mb", "must be >= 1 byte (1e-6 MB)")
+        self.require_fraction("priority_prob_alpha", "priority_prob_beta", "reanalyze_ratio")
+        self.require(0.0 < self.reanalyze_partition <= 1.0, "reanalyze_partition", "must be in (0, 1]")
         if self.num_unroll_steps + self.td_steps > self.game_segment_length:
             # names both keys: either one may be the one that is too long
             raise ConfigError(
@@ -364,10 +416,10 @@ class BufferConfig(_Section):
 
 
 @dataclass(frozen=True)
-class LearnerConfig(_Section):
+class LearnerConfig(Section):
     """Optimisation, losses and the replay ratio."""
 
-    _prefix = "learner"
+    section_name = "learner"
     batch_size: int = 256
     """Samples per update."""
     optim_type: Literal["sgd", "adam", "adamw"] = "sgd"
@@ -444,34 +496,34 @@ class LearnerConfig(_Section):
     update's priorities are written back (PER one update late). Off: batches are prepared ahead
     only where nothing changes (no PER, target network unchanged by the update in flight)."""
 
-    def _check(self) -> None:
-        self._positive("batch_size", "learning_rate", "threshold_training_steps_for_final_lr", "grad_clip_value",
-                       "target_update_freq", "update_per_collect", "replay_ratio", "num_threads", "num_workers",
-                       "worker_num_cpus", "max_nonfinite_updates_in_a_row")
-        self._non_negative("worker_num_gpus")
-        self._require(self.num_workers <= self.batch_size, "num_workers",
-                      f"{self.num_workers} workers cannot share a global batch of learner.batch_size="
-                      f"{self.batch_size} (each needs at least one sample)")
-        self._require(not self.sync_batchnorm or self.num_workers >= 2, "sync_batchnorm",
-                      "synchronises BatchNorm over learner workers: needs learner.num_workers >= 2")
-        self._require(self.worker_num_gpus == 0 or self.device.startswith("cuda"), "worker_num_gpus",
-                      f"reserves GPUs for the learner workers, but learner.device="
-                      f"{self.device} leaves them idle; set learner.device=cuda")
-        self._require(self.num_workers == 1 or not self.device.startswith("cuda") or self.worker_num_gpus > 0,
-                      "device", f"with learner.num_workers={self.num_workers}: the workers "
-                      "run the update, set learner.worker_num_gpus (e.g. 1) so each gets a GPU")
-        self._non_negative("weight_decay", "value_loss_weight", "reward_loss_weight", "policy_loss_weight",
-                           "ssl_loss_weight", "policy_entropy_weight", "train_start_after_envsteps")
-        self._fraction("momentum")
-        self._require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
-                      "must be cpu, cuda[:N] or mps")
+    def validate(self) -> None:
+        self.require_positive("batch_size", "learning_rate", "threshold_training_steps_for_final_lr", "grad_clip_value",
+                              "target_update_freq", "update_per_collect", "replay_ratio", "num_threads", "num_workers",
+                              "worker_num_cpus", "max_nonfinite_updates_in_a_row")
+        self.require_non_negative("worker_num_gpus")
+        self.require(self.num_workers <= self.batch_size, "num_workers",
+                     f"{self.num_workers} workers cannot share a global batch of learner.batch_size="
+                     f"{self.batch_size} (each needs at least one sample)")
+        self.require(not self.sync_batchnorm or self.num_workers >= 2, "sync_batchnorm",
+                     "synchronises BatchNorm over learner workers: needs learner.num_workers >= 2")
+        self.require(self.worker_num_gpus == 0 or self.device.startswith("cuda"), "worker_num_gpus",
+                     f"reserves GPUs for the learner workers, but learner.device="
+                     f"{self.device} leaves them idle; set learner.device=cuda")
+        self.require(self.num_workers == 1 or not self.device.startswith("cuda") or self.worker_num_gpus > 0,
+                     "device", f"with learner.num_workers={self.num_workers}: the workers "
+                     "run the update, set learner.worker_num_gpus (e.g. 1) so each gets a GPU")
+        self.require_non_negative("weight_decay", "value_loss_weight", "reward_loss_weight", "policy_loss_weight",
+                                  "ssl_loss_weight", "policy_entropy_weight", "train_start_after_envsteps")
+        self.require_fraction("momentum")
+        self.require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
+                     "must be cpu, cuda[:N] or mps")
 
 
 @dataclass(frozen=True)
-class CollectorConfig(_Section):
+class CollectorConfig(Section):
     """Acting during collection."""
 
-    _prefix = "collector"
+    section_name = "collector"
     temperature: float = 0.25
     """Visit-count temperature for action choice (fixed unless manual_temperature_decay)."""
     manual_temperature_decay: bool = False
@@ -492,17 +544,17 @@ class CollectorConfig(_Section):
     """Temporally extended epsilon-greedy: a random action is held for n steps, n ~ zeta(2) on
     1..eps_greedy_max_duration (Dabney et al. 2021); 1: plain epsilon-greedy."""
 
-    def _check(self) -> None:
-        self._positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect",
-                       "eps_greedy_decay_env_steps", "eps_greedy_max_duration")
-        self._fraction("eps_greedy_start", "eps_greedy_end")
+    def validate(self) -> None:
+        self.require_positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect",
+                              "eps_greedy_decay_env_steps", "eps_greedy_max_duration")
+        self.require_fraction("eps_greedy_start", "eps_greedy_end")
 
 
 @dataclass(frozen=True)
-class EvaluatorConfig(_Section):
+class EvaluatorConfig(Section):
     """Evaluation and stop criteria."""
 
-    _prefix = "evaluator"
+    section_name = "evaluator"
     eval_freq: int = 1000
     """Evaluate every this many learner updates (and once training stops)."""
     n_evaluator_episode: int = 8
@@ -529,274 +581,19 @@ class EvaluatorConfig(_Section):
     warning, the previous checkpoint staying valid, and tried again at the next evaluation; this
     many in a row stop the run cleanly (workers closed, exit code 1)."""
 
-    def _check(self) -> None:
-        self._positive("eval_freq", "n_evaluator_episode", "max_failed_saves_in_a_row", "opponent_mcts_simulations",
-                       "opponent_mcts_rollouts")
-        self._non_negative("opponent_mcts_uct_c")
+    def validate(self) -> None:
+        self.require_positive("eval_freq", "n_evaluator_episode", "max_failed_saves_in_a_row",
+                              "opponent_mcts_simulations", "opponent_mcts_rollouts")
+        self.require_non_negative("opponent_mcts_uct_c")
         if self.stop_loss_rate is not None:
-            self._fraction("stop_loss_rate")
+            self.require_fraction("stop_loss_rate")
 
 
 @dataclass(frozen=True)
-class EfficientZeroConfig(_Section):
-    """EfficientZero (``policy_type=efficientzero``): the value-prefix LSTM. Ignored by other types."""
-
-    _prefix = "efficientzero"
-    lstm_horizon_len: int = 5
-    """The value prefix (sum of rewards since the last reset) and the LSTM state are reset every
-    this many model steps, counted from the root of each search and from each sampled position
-    of a training batch."""
-    lstm_hidden_size: int = 64
-    """Hidden size of the value-prefix LSTM (the original uses 512 on Atari)."""
-    value_prefix_loss_weight: float = 1.0
-    """Weight of the value-prefix cross-entropy (it replaces MuZero's reward loss)."""
-
-    def _check(self) -> None:
-        self._positive("lstm_horizon_len", "lstm_hidden_size")
-        self._non_negative("value_prefix_loss_weight")
-
-
-@dataclass(frozen=True)
-class GumbelConfig(_Section):
-    """Gumbel MuZero (``policy_type=gumbel_muzero``) search. Ignored by other types. The Gumbel
-    search has no Dirichlet root noise and no pUCT constants: ``mcts.root_*`` and ``mcts.pb_c_*``
-    do not apply to it, nor does ``collector.temperature`` (the search chooses the action)."""
-
-    _prefix = "gumbel"
-    max_num_considered_actions: int = 16
-    """m: actions sampled without replacement at the root (Gumbel top-k) and halved by
-    sequential halving; capped at the legal actions of each root."""
-    gumbel_scale: float = 1.0
-    """Scale of the root Gumbel noise during collection (evaluation uses none)."""
-    c_visit: float = 50.0
-    """sigma(q) = (c_visit + max visits) * c_scale * q (paper's constants)."""
-    c_scale: float = 0.1
-    """See c_visit."""
-
-    def _check(self) -> None:
-        self._positive("max_num_considered_actions", "c_visit", "c_scale")
-        self._non_negative("gumbel_scale")
-
-
-@dataclass(frozen=True)
-class SampledConfig(_Section):
-    """Sampled MuZero / Sampled EfficientZero (``policy_type=sampled_muzero`` or
-    ``sampled_efficientzero``): the search plans over K actions sampled from the policy at
-    every expansion. Ignored by other types. The pUCT keys ``mcts.*`` (root noise included)
-    apply to the K children."""
-
-    _prefix = "sampled"
-    num_samples: int = 20
-    """K: actions sampled at every expansion (continuous: i.i.d. from the tanh-Gaussian policy;
-    discrete: K distinct actions by Gumbel-top-k, so K <= the env's action count)."""
-    policy_loss_type: Literal["cross_entropy", "kl"] = "cross_entropy"
-    """Policy loss against the visit distribution over the K root samples:
-    ``-sum_k pi_hat_k log pi(a_k)``, or that plus ``sum_k pi_hat_k log pi_hat_k`` (KL; same
-    gradient, a loss that is 0 at the optimum for discrete actions)."""
-    min_std: float = 1e-3
-    """Continuous: smallest standard deviation of the (pre-tanh) Gaussian policy."""
-    max_std: float = 5.0
-    """Continuous: largest standard deviation of the (pre-tanh) Gaussian policy."""
-
-    def _check(self) -> None:
-        self._positive("num_samples", "min_std", "max_std")
-        self._require(self.min_std < self.max_std, "min_std", f"must be < sampled.max_std={self.max_std}")
-
-
-@dataclass(frozen=True)
-class ContextConfig(_Section):
-    """History-conditioned inference (``policy_type=muzero_context`` and ``muzero_rnn_full_obs``):
-    per-env state carried across real env steps. Ignored by other types."""
-
-    _prefix = "context"
-    context_length_init: int = 4
-    """Restart each env's carried state from its real observation every this many env steps
-    (counted per env from its episode start). muzero_context: in between, the root latent is
-    ``dynamics(previous root latent, real action)``; muzero_rnn_full_obs: the GRU history is
-    zeroed. 1: every step (no history)."""
-    rnn_hidden_size: int = 256
-    """muzero_rnn_full_obs: width H of the GRU history."""
-    train_search_chain: bool = True
-    """muzero_rnn_full_obs: also train prediction, reward and consistency along the search's own
-    chain of states (dynamics latents, history over them), besides the true-observation unroll;
-    without it the search evaluates states its heads never saw in training."""
-
-    def _check(self) -> None:
-        self._positive("context_length_init", "rnn_hidden_size")
-
-
-@dataclass(frozen=True)
-class StochasticConfig(_Section):
-    """Stochastic MuZero (``policy_type=stochastic_muzero``): afterstates and chance outcomes
-    in the model and the tree (Antonoglou et al. 2022). Ignored by other types."""
-
-    _prefix = "stochastic"
-    chance_space_size: int = 32
-    """C: chance codes of an afterstate (learned codes: the chance encoder's one-hot width;
-    true labels: at least the env's number of chance outcomes, 32 for 2048)."""
-    use_true_chance_label: bool = False
-    """Train with the env's true chance outcome (``StepResult.info_columns['chance_outcome']``,
-    stored per step) as the dynamics code and the sigma target instead of the chance
-    encoder's code. Needs an env that reports chance outcomes."""
-    chance_loss_weight: float = 1.0
-    """Weight of the cross-entropy of the afterstate's chance distribution sigma against the
-    code that happened (the encoder's one-hot, detached; or the true label)."""
-    afterstate_value_loss_weight: float = 0.25
-    """Weight of the afterstate value Q's cross-entropy against the value target z_k."""
-    commitment_loss_weight: float = 1.0
-    """Weight of the commitment term ||softmax(c_e) - sg(one_hot(argmax c_e))||^2 that pulls
-    the chance encoder's distribution to its own one-hot code (learned codes only)."""
-    code_usage_loss_weight: float = 0.0
-    """Weight of the code-usage term ``log C - H(mean over the batch of softmax(c_e))`` (learned
-    codes only; 0 when a batch uses its codes evenly). With the commitment term (each code
-    confident) it maximises the information the code carries about the transition, as in
-    information-maximising clustering. Without it the encoder can settle on one code for every
-    transition, and the model is then a deterministic one (2048: 1 of 32 codes in use after 500
-    updates, benchmarks/README.md). 0 is the paper's loss."""
-    q_normalization: Literal["tree", "node"] = "tree"
-    """Q normalisation at decision nodes: ``tree`` (min-max over the whole tree, MuZero) or
-    ``node`` (per node, as mctx)."""
-
-    def _check(self) -> None:
-        self._positive("chance_space_size")
-        self._non_negative("chance_loss_weight", "afterstate_value_loss_weight", "commitment_loss_weight",
-                           "code_usage_loss_weight")
-
-
-@dataclass(frozen=True)
-class UniZeroConfig(_Section):
-    """UniZero (``policy_type=unizero``): a transformer world model over observation and action
-    tokens with per-env key/value caches (Pu et al. 2024). Ignored by other types. The loss
-    weights are the learner's (``learner.policy_loss_weight``, ``value_loss_weight``,
-    ``reward_loss_weight``, ``policy_entropy_weight``; ``ssl_loss_weight`` weighs the latent
-    consistency MSE)."""
-
-    _prefix = "unizero"
-    embed_dim: int = 256
-    """E: width of every token (observation latents included)."""
-    num_layers: int = 2
-    """Transformer blocks."""
-    num_heads: int = 4
-    """Attention heads (E / num_heads must be even: rotary positions)."""
-    infer_context_length: int = 4
-    """H: real env steps of context. Every token attends to itself and the 2H - 1 tokens before
-    it (the window C = 2H), in training, collection, evaluation and search alike."""
-    kv_cache_clear_interval: int = 2000
-    """Clear an env's key/value cache (restart its context from the current observation) every
-    this many of its env steps; 0 disables the periodic clearing (the window keeps the cache
-    bounded either way)."""
-    dropout: float = 0.0
-    """Transformer dropout in training (the original uses 0.1)."""
-    search_cache: bool = True
-    """Search with per-node key/value windows (one token step per model call). False: the
-    uncached reference, every simulation recomputes each leaf's whole path of tokens from its
-    root (same results; for tests and ``benchmarks/mcts_speed.py``)."""
-    target_momentum: float = 0.05
-    """tau of the momentum target network, updated after every update: theta_target <-
-    (1 - tau) theta_target + tau theta. 1: a hard copy every update."""
-    policy_ls_eps_start: float = 0.0
-    """Policy label smoothing at train_iter 0 (target (1 - eps) pi + eps / A); 0: off (the
-    schedule runs only when this is > 0, as the reference's)."""
-    policy_ls_eps_end: float = 0.0
-    """Policy label smoothing after policy_ls_eps_decay_steps updates (linear in train_iter)."""
-    policy_ls_eps_decay_steps: int = 50_000
-    """Updates over which the label smoothing goes from start to end."""
-    label_smoothing_eps: Optional[float] = None
-    """Label smoothing of the value and reward targets: the two-hot target over the K support
-    bins becomes (1 - eps) two_hot + eps / K. None: the reference's default of the type
-    (unizero 0.1, sampled_unizero 0: LightZero's sampled UniZero does not smooth)."""
-    use_continuous_label_smoothing: bool = False
-    """Smooth the policy target by continuous_ls_eps at every update instead of the
-    policy_ls_eps_* schedule."""
-    continuous_ls_eps: float = 0.05
-    """The fixed policy label smoothing of use_continuous_label_smoothing."""
-    use_adaptive_entropy_weight: bool = False
-    """Learn the policy entropy weight alpha (it replaces learner.policy_entropy_weight): after
-    every forward pass, one Adam step on log alpha with the loss log_alpha * (H - H_target), H
-    the batch's mean policy entropy per valid unroll step, H_target = ln(A) * ratio(train_iter)
-    (target_entropy_*). alpha starts at 1 and is kept in [adaptive_entropy_alpha_min, _max]; it
-    and its optimizer are saved in checkpoints. unizero only (discrete actions)."""
-    adaptive_entropy_alpha_lr: float = 1e-3
-    """Adam learning rate of log alpha (the reference's Atari config uses 1e-4)."""
-    adaptive_entropy_alpha_min: float = 1e-4
-    """Lower bound of the adaptive alpha."""
-    adaptive_entropy_alpha_max: float = 10.0
-    """Upper bound of the adaptive alpha."""
-    target_entropy_start_ratio: float = 0.98
-    """Target entropy at train_iter 0, as a fraction of the maximum ln(A)."""
-    target_entropy_end_ratio: float = 0.05
-    """Target entropy after target_entropy_decay_steps updates (linear in train_iter; the
-    reference's Atari config uses 0.7)."""
-    target_entropy_decay_steps: int = 500_000
-    """Updates over which the target entropy ratio goes from start to end (Atari: 100000)."""
-    use_encoder_clip_annealing: bool = False
-    """Encoder latent-norm clip with a threshold annealed in train_iter from
-    encoder_clip_start_value to encoder_clip_end_value (off: the fixed
-    latent_norm_clip_threshold). When the largest L2 norm of this update's observation latents
-    exceeds the threshold, the encoder's final LayerNorm (weight and bias) is scaled by
-    threshold / norm, after the backward pass and before the optimizer step."""
-    encoder_clip_anneal_type: Literal["cosine", "linear"] = "cosine"
-    """Shape of the encoder clip threshold's annealing."""
-    encoder_clip_start_value: float = 30.0
-    """Encoder clip threshold at train_iter 0 (annealing)."""
-    encoder_clip_end_value: float = 10.0
-    """Encoder clip threshold from encoder_clip_anneal_steps updates on (annealing)."""
-    encoder_clip_anneal_steps: int = 100_000
-    """Updates over which the encoder clip threshold anneals."""
-    latent_norm_clip_threshold: float = 0.0
-    """Fixed encoder latent-norm clip threshold when use_encoder_clip_annealing is off; 0: no
-    clipping."""
-    head_clip_heads: tuple[Literal["policy", "value", "reward", "observations"], ...] = ()
-    """Heads whose outputs are clipped (the reference's head clip; empty: off). When the largest
-    |output| of a head in this update exceeds the head clip threshold, every parameter of that
-    head is scaled by threshold / max, after the backward pass and before the optimizer step
-    (``observations``: the next-latent head). One schedule (head_clip_*) for all the heads."""
-    head_clip_use_annealing: bool = True
-    """Anneal the head clip threshold from head_clip_start_value to head_clip_end_value (off:
-    the fixed head_clip_threshold)."""
-    head_clip_anneal_type: Literal["cosine", "linear"] = "cosine"
-    """Shape of the head clip threshold's annealing."""
-    head_clip_start_value: float = 30.0
-    """Head clip threshold at train_iter 0 (annealing)."""
-    head_clip_end_value: float = 10.0
-    """Head clip threshold from head_clip_anneal_steps updates on (annealing)."""
-    head_clip_anneal_steps: int = 500_000
-    """Updates over which the head clip threshold anneals."""
-    head_clip_threshold: float = 15.0
-    """Fixed head clip threshold when head_clip_use_annealing is off."""
-    head_clip_monitor_freq: int = 1
-    """Head clipping runs at the updates whose train_iter is a multiple of this."""
-    monitor_norm_freq: int = 5000
-    """Every this many updates (and at the first update of a process or after a restore):
-    parameter and gradient norms per module, transformer-output, logit and latent statistics,
-    logged (``norm/*``, ``grad/*``, ``logits/*``, ``embeddings/*``, ``stability/*``) and
-    repeated in every update's logs until the next check; 0 disables it."""
-
-    def _check(self) -> None:
-        self._positive("embed_dim", "num_layers", "num_heads", "infer_context_length", "policy_ls_eps_decay_steps")
-        self._non_negative("kv_cache_clear_interval")
-        self._require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
-        self._require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
-        self._require(self.label_smoothing_eps is None or 0.0 <= self.label_smoothing_eps < 1.0, "label_smoothing_eps",
-                      "must be None or in [0, 1)")
-        self._fraction("policy_ls_eps_start", "policy_ls_eps_end", "continuous_ls_eps", "target_entropy_start_ratio",
-                       "target_entropy_end_ratio")
-        self._positive("adaptive_entropy_alpha_lr", "adaptive_entropy_alpha_min", "adaptive_entropy_alpha_max",
-                       "target_entropy_decay_steps", "encoder_clip_start_value", "encoder_clip_end_value",
-                       "encoder_clip_anneal_steps", "head_clip_start_value", "head_clip_end_value",
-                       "head_clip_anneal_steps", "head_clip_threshold", "head_clip_monitor_freq")
-        self._require(self.adaptive_entropy_alpha_min <= self.adaptive_entropy_alpha_max, "adaptive_entropy_alpha_min",
-                      f"must be <= unizero.adaptive_entropy_alpha_max={self.adaptive_entropy_alpha_max}")
-        self._non_negative("latent_norm_clip_threshold", "monitor_norm_freq")
-        self._require(self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
-                      "embed_dim", f"must split into unizero.num_heads={self.num_heads} heads of even width")
-
-
-@dataclass(frozen=True)
-class AsyncPipelineConfig(_Section):
+class AsyncPipelineConfig(Section):
     """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
 
-    _prefix = "async_pipeline"
+    section_name = "async_pipeline"
     enabled: bool = False
     """Run collectors / evaluators as Ray actors that overlap the learner."""
     num_collector_actors: int = 1
@@ -861,13 +658,13 @@ class AsyncPipelineConfig(_Section):
     front). Outside Tune (``train --async-pipeline`` on a cluster) SPREAD and STRICT_SPREAD
     spread the actors over the nodes (Ray's SPREAD scheduling); the driver is the calling process."""
 
-    def _check(self) -> None:
-        self._positive("num_collector_actors", "num_evaluator_actors", "max_collect_inflight", "max_eval_inflight",
-                       "max_train_chunk_steps", "weight_sync_interval", "max_train_budget_queue_size",
-                       "buffer_stats_interval", "poll_interval_s", "shutdown_timeout_s", "collect_timeout_s",
-                       "eval_timeout_s")
-        self._non_negative("collector_num_cpus", "evaluator_num_cpus", "collector_num_gpus", "evaluator_num_gpus",
-                           "max_actor_restarts")
+    def validate(self) -> None:
+        self.require_positive("num_collector_actors", "num_evaluator_actors", "max_collect_inflight",
+                              "max_eval_inflight", "max_train_chunk_steps", "weight_sync_interval",
+                              "max_train_budget_queue_size", "buffer_stats_interval", "poll_interval_s",
+                              "shutdown_timeout_s", "collect_timeout_s", "eval_timeout_s")
+        self.require_non_negative("collector_num_cpus", "evaluator_num_cpus", "collector_num_gpus",
+                                  "evaluator_num_gpus", "max_actor_restarts")
 
     @property
     def collect_inflight(self) -> int:
@@ -878,9 +675,15 @@ class AsyncPipelineConfig(_Section):
         return self.max_train_budget_queue_size or 2 * self.num_collector_actors
 
 
+S = typing.TypeVar("S", bound=Section)
+
+
 @dataclass(frozen=True)
-class Config(_Section):
-    """A whole experiment."""
+class Config(Section):
+    """A whole experiment.
+
+    The shared sections (``cfg.learner``, ...) are fields; the policy types' own sections
+    (``cfg.unizero``, ...) are held in :attr:`sections` and read as attributes too."""
 
     policy_type: str = "muzero"
     """A registered policy type (:mod:`lz_tune.policy_registry`: the built-in POLICY_TYPES and
@@ -901,25 +704,57 @@ class Config(_Section):
     collector: CollectorConfig = field(default_factory=CollectorConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     async_pipeline: AsyncPipelineConfig = field(default_factory=AsyncPipelineConfig)
-    efficientzero: EfficientZeroConfig = field(default_factory=EfficientZeroConfig)
-    gumbel: GumbelConfig = field(default_factory=GumbelConfig)
-    sampled: SampledConfig = field(default_factory=SampledConfig)
-    stochastic: StochasticConfig = field(default_factory=StochasticConfig)
-    context: ContextConfig = field(default_factory=ContextConfig)
-    unizero: UniZeroConfig = field(default_factory=UniZeroConfig)
+    sections: tuple[Section, ...] = field(default=(), metadata={_NOT_A_KEY: True})
+    """The policy types' own sections, in the order of
+    :func:`lz_tune.policy_registry.config_section_classes` of ``policy_type`` (every built-in
+    type's, then those a type registered elsewhere reads). Each is read as an attribute under its
+    ``section_name`` (``cfg.unizero.num_layers``) and keyed by it in dicts and overrides
+    (``unizero.num_layers=4``), as a shared section; it is not a key itself. Given sections
+    replace the defaults, the others are filled in at construction:
+    ``Config(policy_type="unizero", sections=(UniZeroConfig(num_layers=4),))``."""
 
-    def _check(self) -> None:
-        try:
-            entry = lookup_policy_type(self.policy_type)
-        except UnknownPolicyTypeError as e:
-            raise ConfigError(f"policy_type: {e}") from None
-        sections = {f.name for f in dataclasses.fields(self)}
-        missing = [name for name in entry.config_sections if name not in sections]
-        if missing:
-            raise ConfigError(f"policy_type: {self.policy_type!r} reads config section(s) {', '.join(missing)}, "
-                              f"which Config does not have")
-        self._positive("max_env_step", "max_train_iter")
-        self._non_negative("seed")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy_type", _coerce("policy_type", self.policy_type, str))
+        classes = {cls.section_name: cls for cls in _section_classes(self.policy_type)}
+        if not isinstance(self.sections, (tuple, list)):
+            raise ConfigError(f"sections: expected a tuple of config sections, got {type(self.sections).__name__}")
+        given: dict[str, Section] = {}
+        for section in self.sections:
+            if not isinstance(section, Section) or not dataclasses.is_dataclass(section):
+                raise ConfigError(f"sections: {section!r} is not a config section")
+            name = section.section_name
+            if name not in classes:
+                raise ConfigError(f"{name}: not a config section of policy_type {self.policy_type!r}"
+                                  f"{_did_you_mean(name, classes)} (its sections: {', '.join(classes)})")
+            if not isinstance(section, classes[name]):
+                raise ConfigError(f"{name}: expected a {classes[name].__name__} section, got {type(section).__name__}")
+            if name in given:
+                raise ConfigError(f"{name}: section given twice")
+            given[name] = section
+        object.__setattr__(self, "sections", tuple(given.get(name) or cls() for name, cls in classes.items()))
+        super().__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        """``cfg.unizero``: the section of :attr:`sections` named ``name`` (Python asks here only
+        for names that are no field, method or property)."""
+        held = self.__dict__.get("sections", ()) if not name.startswith("_") else ()
+        for section in held:
+            if section.section_name == name:
+                return section
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute or config section {name!r}"
+                             + (f" (its sections: {', '.join(s.section_name for s in held)})" if held else ""))
+
+    def section(self, cls: type[S]) -> S:
+        """The held section of class ``cls``, typed: ``cfg.section(UniZeroConfig).num_layers``
+        (what ``cfg.unizero.num_layers`` reads, for type checkers)."""
+        for section in self.sections:
+            if isinstance(section, cls):
+                return section
+        raise ConfigError(f"{cls.section_name}: not a config section of policy_type {self.policy_type!r}")
+
+    def validate(self) -> None:
+        self.require_positive("max_env_step", "max_train_iter")
+        self.require_non_negative("seed")
         if self.buffer.replay_buffer_size <= self.learner.batch_size:  # training needs more than one batch held
             raise ConfigError(f"buffer.replay_buffer_size: must be larger than learner.batch_size, or training "
                               f"never starts (got {self.buffer.replay_buffer_size} <= {self.learner.batch_size})")
@@ -935,12 +770,24 @@ class Config(_Section):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Config":
-        """Build from a nested dict; unknown keys raise ConfigError naming them."""
-        return _from_dict(cls, data, "")
+        """Build from a nested dict (the layout of :meth:`to_dict`); unknown keys raise
+        ConfigError naming them. ``policy_type`` says which type sections it may hold."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config: expected a mapping, got {type(data).__name__}")
+        policy_type = _coerce("policy_type", data.get("policy_type", cls.__dataclass_fields__["policy_type"].default),
+                              str)
+        classes = {c.section_name: c for c in _section_classes(policy_type)}
+        sections = tuple(value if isinstance(value, classes[key]) else _from_dict(classes[key], value, key)
+                         for key, value in data.items() if key in classes)
+        shared = {key: value for key, value in data.items() if key not in classes}
+        return _from_dict(cls, shared, "", also_known=tuple(classes), sections=sections)
 
     def to_dict(self) -> dict[str, Any]:
-        """Nested plain dict (tuples become lists), suitable for JSON and Tune."""
-        return _to_dict(self)
+        """Nested plain dict (tuples become lists), suitable for JSON and Tune: the shared keys,
+        then each type section under its name."""
+        out = _to_dict(self)
+        out.update((section.section_name, _to_dict(section)) for section in self.sections)
+        return out
 
     def flat_dict(self) -> dict[str, Any]:
         """``{"learner.learning_rate": 3e-3, ...}``: every field under its dotted key (as Tune configs)."""
@@ -948,9 +795,21 @@ class Config(_Section):
 
     def with_updates(self, updates: Mapping[str, Any]) -> "Config":
         """Return a copy with dotted keys replaced: ``{"learner.learning_rate": 3e-3}``.
-        Nested dicts are accepted too: ``{"learner": {"learning_rate": 3e-3}}``."""
+        Nested dicts are accepted too: ``{"learner": {"learning_rate": 3e-3}}``. A new
+        ``policy_type`` is applied first, so the keys of its sections may be set with it (in any
+        order); sections the new type does not hold are dropped."""
+        flat = _flatten(updates)
         data = self.to_dict()
-        for key, value in _flatten(updates).items():
+        if "policy_type" in flat:
+            data["policy_type"] = flat.pop("policy_type")
+            if data["policy_type"] != self.policy_type and isinstance(data["policy_type"], str):
+                new = {c.section_name: c for c in _section_classes(data["policy_type"])}
+                for section in self.sections:
+                    if section.section_name not in new:
+                        del data[section.section_name]
+                for name, c in new.items():
+                    data.setdefault(name, _to_dict(c()))
+        for key, value in flat.items():
             _check_dotted_key(data, key)
             parts = key.split(".")
             node = data
@@ -984,22 +843,46 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def _public_fields(cls: type) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+def _key_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of a section that are config keys (not ``_`` names, not :attr:`Config.sections`)."""
+    return [f for f in dataclasses.fields(cls) if not f.name.startswith("_") and not f.metadata.get(_NOT_A_KEY)]
 
 
-def _from_dict(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+def _did_you_mean(name: str, options: Any) -> str:
+    close = difflib.get_close_matches(str(name), sorted(options), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _section_classes(policy_type: str) -> tuple[type[Section], ...]:
+    """The type sections a config of ``policy_type`` holds (ConfigError naming ``policy_type``)."""
+    try:
+        classes = config_section_classes(policy_type)
+    except (UnknownPolicyTypeError, UnknownConfigSectionError) as e:
+        raise ConfigError(f"policy_type: {e}") from None
+    shared = {f.name for f in _key_fields(Config)}
+    for cls in classes:
+        if not (issubclass(cls, Section) and dataclasses.is_dataclass(cls)):
+            raise ConfigError(f"policy_type: {policy_type!r} has a config section {cls.__qualname__} that is not a "
+                              "frozen dataclass subclassing lz_tune.config.Section")
+        if cls.section_name in shared:
+            raise ConfigError(f"policy_type: {policy_type!r} has a config section named {cls.section_name!r}, the "
+                              "name of a shared key")
+    return classes
+
+
+def _from_dict(cls: type, data: Mapping[str, Any], prefix: str, *, also_known: Sequence[str] = (),
+               **given: Any) -> Any:
+    """``cls(**data)`` with nested sections built from dicts; unknown keys (hinted among the keys
+    and ``also_known``) raise ConfigError naming them."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in _public_fields(cls)}
-    kwargs: dict[str, Any] = {}
+    names = {f.name for f in _key_fields(cls)}
+    kwargs: dict[str, Any] = dict(given)
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
-            close = difflib.get_close_matches(str(key), sorted(names), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{dotted}: unknown config key{hint}")
+            raise ConfigError(f"{dotted}: unknown config key{_did_you_mean(key, names | set(also_known))}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             value = value if isinstance(value, tp) else _from_dict(tp, value, dotted)
@@ -1009,7 +892,7 @@ def _from_dict(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
 
 def _to_dict(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
-        return {f.name: _to_dict(getattr(obj, f.name)) for f in _public_fields(type(obj))}
+        return {f.name: _to_dict(getattr(obj, f.name)) for f in _key_fields(type(obj))}
     if isinstance(obj, tuple):
         return [_to_dict(v) for v in obj]
     return obj

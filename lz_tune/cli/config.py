@@ -8,6 +8,7 @@ flags, with its value, type, default and documentation, grouped by section.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from typing import Any
@@ -72,41 +73,40 @@ def _type_text(tp: Any) -> str:
 
 
 def describe_config(cfg: Any) -> list[dict[str, Any]]:
-    """One dict per leaf field of ``cfg`` (a :class:`lz_tune.config.Config`), in declaration order:
-    ``section`` ("" for the top level), ``key`` (dotted), ``value``, ``type`` (text), ``default``
-    (the dataclass default) and ``doc`` (the field's docstring)."""
-    import dataclasses
+    """One dict per leaf field of ``cfg`` (a :class:`lz_tune.config.Config`), in the order of
+    ``cfg.to_dict()``: ``section`` ("" for the top level), ``key`` (dotted), ``value``, ``type``
+    (text), ``default`` (the dataclass default) and ``doc`` (the field's docstring). The policy
+    types' own sections (``cfg.sections``) follow the shared ones and are described the same way."""
     import typing
 
     rows: list[dict[str, Any]] = []
-
-    def walk(obj: Any, prefix: str, section: str) -> None:
+    for section, obj, names in _sections(cfg):
         cls = type(obj)
         hints, docs = typing.get_type_hints(cls), _field_docs(cls)
-        nested = []
+        prefix = f"{section}." if section else ""
         for f in dataclasses.fields(obj):
-            if f.name.startswith("_"):
-                continue
-            value = getattr(obj, f.name)
-            if dataclasses.is_dataclass(hints[f.name]):
-                nested.append((f.name, value))
+            if f.name not in names:
                 continue
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-            rows.append({"section": section, "key": prefix + f.name, "value": value,
+            rows.append({"section": section, "key": prefix + f.name, "value": getattr(obj, f.name),
                          "type": _type_text(hints[f.name]), "default": default, "doc": docs.get(f.name, "")})
-        for name, value in nested:  # sections after the top-level values
-            walk(value, f"{prefix}{name}.", f"{prefix}{name}")
-
-    walk(cfg, "", "")
     return rows
 
 
-def _section_docs(cfg: Any) -> dict[str, str]:
-    import dataclasses
+def _sections(cfg: Any) -> list[tuple[str, Any, set[str]]]:
+    """(section name, section object, its value keys): ("", cfg, top-level keys) first, then the
+    sections in the order of ``cfg.to_dict()`` (the shared ones, then the policy types' own)."""
+    data = cfg.to_dict()
+    out = [("", cfg, {k for k, v in data.items() if not isinstance(v, dict)})]
+    for name, value in data.items():
+        if isinstance(value, dict):
+            out.append((name, getattr(cfg, name), set(value)))
+    return out
 
-    return {f.name: (type(getattr(cfg, f.name)).__doc__ or "").strip().splitlines()[0]
-            for f in dataclasses.fields(cfg) if dataclasses.is_dataclass(getattr(cfg, f.name))}
+
+def _section_docs(cfg: Any) -> dict[str, str]:
+    return {name: (type(obj).__doc__ or "").strip().splitlines()[0] for name, obj, _ in _sections(cfg) if name}
 
 
 def run(args: argparse.Namespace) -> int:
