@@ -378,7 +378,12 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     b.set("learner.learning_rate", 3e-3, "")
     b.set("learner.piecewise_decay_lr_scheduler", True, "step size x0.1 after half the budget's updates, x0.01 "
           "at its end: at the full step size evaluations swing (Acrobot, LunarLander)")
-    b.set("learner.weight_decay", 1e-4, "")
+    if image:
+        b.set("learner.weight_decay", 0.0, "no L2 term with Adam on images: Adam scales it like a gradient, so "
+              "every weight whose loss gradient is small shrinks at the full step size; on MinAtar it zeroed "
+              "most channels of the conv stem (BatchNorm scale -> 0) and left one action for every state")
+    else:
+        b.set("learner.weight_decay", 1e-4, "")
     b.set("learner.batch_size", 128 if board else 64, "")
     b.set("learner.replay_ratio", 0.25, "updates per env step")
     b.set("learner.target_update_freq", 100 if image and not small else 20, "")

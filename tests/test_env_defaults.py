@@ -157,3 +157,14 @@ def test_resume_without_a_config_continues_the_runs_own(repo_root, tmp_path, cap
     assert saved["max_env_step"] == 200 and saved["mcts"]["num_simulations"] == 4
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"), cwd=repo_root)
     assert code == 2 and "error:" in err
+
+
+def test_image_configs_use_adam_without_an_l2_term():
+    """Adam scales an L2 term like a gradient: a weight whose loss gradient is small shrinks at the
+    full step size. On MinAtar that zeroed most of the conv stem (BatchNorm scale -> 0: one action
+    for every state, Asterix 0.375 at every evaluation); images get no L2 term, vectors keep 1e-4."""
+    for env_id in ("MinAtar/Breakout-v1", "MinAtar/Asterix-v1"):
+        g = config_for_env(env_id)
+        assert g.config.learner.optim_type == "adam" and g.config.learner.weight_decay == 0.0
+        assert any(c.key == "learner.weight_decay" and "conv stem" in c.why for c in g.choices)
+    assert config_for_env("CartPole-v1").config.learner.weight_decay == 1e-4
