@@ -29,7 +29,8 @@ from lz_tune.config import Config, ConfigError
 if TYPE_CHECKING:
     from lz_tune.pipeline.driver import Driver
 
-__all__ = ["EvalResult", "RunResult", "evaluate", "load_config", "train"]
+__all__ = ["EvalResult", "RunResult", "config_of_run", "evaluate", "load_config", "resume_candidates",
+           "shutdown_ray_if_started", "start_driver", "train"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -131,7 +132,7 @@ def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[s
           on_start: Optional[Callable[["Driver"], None]] = None,
           on_step: Optional[Callable[["Driver", dict[str, Any]], None]] = None,
           closing: Callable[[str], ContextManager[Any]] = lambda what: contextlib.nullcontext(),
-          print_fn: Optional[Callable[[str], None]] = None) -> RunResult:
+          print_fn: Optional[Callable[[str], None]] = None, step_seconds: float = 1.0) -> RunResult:
     """Train one agent to its stop criterion and return a :class:`RunResult`.
 
     ``config``: a :class:`~lz_tune.config.Config`, or anything :func:`load_config` takes as its
@@ -147,7 +148,7 @@ def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[s
     trust; SECURITY.md).
 
     Hooks, for callers that drive a display (the CLI): ``on_start(driver)`` once the driver is up,
-    ``on_step(driver, metrics)`` after each slice of about one second (an exception raised there,
+    ``on_step(driver, metrics)`` after each slice of about ``step_seconds`` (an exception raised there,
     e.g. KeyboardInterrupt, stops the run), ``closing(what)`` a context manager wrapped around
     closing the workers (the CLI defers signals there). ``print_fn`` replaces the printing of the
     driver's lines.
@@ -174,7 +175,7 @@ def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[s
         print_fn(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, "
                  f"exp dir {run_dir}")
         while not driver.done:
-            m = driver.step(max_seconds=1.0)
+            m = driver.step(max_seconds=step_seconds)
             if on_step is not None:
                 on_step(driver, m)
         with closing("closing the run"):
@@ -187,7 +188,7 @@ def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[s
                 except Exception as e:  # the first error is the one to see
                     print(f"closing after the error: {type(e).__name__}: {e}", file=sys.stderr)
             else:
-                _shutdown_ray_if_started()
+                shutdown_ray_if_started()
         raise
     return _run_result(driver, run_dir)
 
@@ -288,7 +289,7 @@ def start_driver(make: Callable[..., Any], cfg: Config, *, exp_dir: str, candida
     raise AssertionError("unreachable")
 
 
-def _shutdown_ray_if_started() -> None:
+def shutdown_ray_if_started() -> None:
     """After an error or an interrupt while the driver was starting: stop what ray.init started."""
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():

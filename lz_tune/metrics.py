@@ -5,7 +5,7 @@ They follow RLlib's current names where the meaning matches (``num_env_steps_sam
 ``learners/<policy type>/total_loss``, ...). :func:`public_metrics` turns the driver's internal
 counters (:meth:`lz_tune.pipeline.Driver.metrics`) into them; the driver's TensorBoard scalars
 are named by the same functions, so a curve in TensorBoard and a column of ``progress.csv``
-carry one name. The README's metric table lists every key.
+carry one name. docs/metrics.md lists every key.
 """
 
 from __future__ import annotations

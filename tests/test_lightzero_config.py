@@ -228,9 +228,8 @@ def test_config_command_shows_the_mapped_config(capsys):
     assert code == 2 and "must define make_config()" in err
 
 
-def test_readme_lists_the_default_keys_and_the_commands():
-    readme = Path(REPO_ROOT, "README.md").read_text()
-    section = readme.split("## Coming from LightZero", 1)[1].split("\n## ", 1)[0]
+def test_docs_list_the_default_keys_and_the_commands():
+    section = Path(REPO_ROOT, "docs", "coming_from_lightzero.md").read_text()
     for key in LIGHTZERO_DEFAULTS:
         assert f"`{key.split('policy.', 1)[-1]}`" in section, key
     assert "atari_muzero_segment_async_config.py --env ALE/Pong-v5 --seed 0 --async-pipeline" in section

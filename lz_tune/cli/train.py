@@ -17,13 +17,13 @@ import os
 import sys
 from typing import Any, Optional
 
-from lz_tune.api import _shutdown_ray_if_started, resume_candidates, start_driver, train
+from lz_tune.api import resume_candidates, shutdown_ray_if_started, start_driver, train
 from lz_tune.checkpoint import CheckpointError, find_latest_checkpoint
 from lz_tune.cli.common import CONFIG_HELP, POLICY_TYPE_HELP, config_from_args
 from lz_tune.cli.signals import SIGNALS
 from lz_tune.lightzero.flags import add_reference_flags
 
-__all__ = ["add_parser", "run", "resolve_resume", "resume_candidates", "start_driver"]
+__all__ = ["add_parser", "run", "resolve_resume", "resume_candidates", "shutdown_ray_if_started", "start_driver"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -63,11 +63,6 @@ def resolve_resume(path: Optional[str]) -> Optional[str]:
     return path
 
 
-def shutdown_ray_if_started() -> None:
-    """After an interrupt while the driver was starting: stop what ray.init started."""
-    _shutdown_ray_if_started()
-
-
 def run(args: argparse.Namespace) -> int:
     """Train through :func:`lz_tune.api.train` with a live progress line and the CLI's signal
     handling; returns the exit code (0 done, 130 / 143 interrupted by Ctrl-C / SIGTERM)."""
@@ -105,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             signals.check()  # one that arrived before the handlers, or was swallowed on the way
+            # slices no longer than the progress line's interval, so the line moves on time
             result = train(cfg, exp_dir=args.exp_dir, resume=args.resume, print_fn=printer,
-                           on_start=on_start, on_step=on_step, closing=closing)
+                           on_start=on_start, on_step=on_step, closing=closing,
+                           step_seconds=1.0 if progress is None else min(1.0, progress.interval_s))
         except KeyboardInterrupt:  # (said, and the workers closed, in closing())
             return signals.exit_code
     best = result.best_eval_return

@@ -168,7 +168,7 @@ def _apply_rule(m: _Mapping, key: str, value: Any) -> None:
     if rule is None:
         close = difflib.get_close_matches(key, list(R.RULES), n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        m.error(key, f"unknown LightZero key{hint} (lz-tune maps every key it knows; README: Coming from LightZero)")
+        m.error(key, f"unknown LightZero key{hint} (lz-tune maps every key it knows; docs/coming_from_lightzero.md)")
     elif rule.kind == "to":
         if rule.types is not None and m.policy_type not in rule.types:
             m.no_effect(key)
@@ -447,7 +447,7 @@ def _async(m: _Mapping) -> None:
         name = key[len(prefix):]
         if name not in ours:
             m.error(key, "unknown async pipeline key (lz-tune has every key of LightZero's async entry: "
-                         "README, Async pipeline)")
+                         "docs/async_pipeline.md)")
         else:
             m.set(f"async_pipeline.{name}", m.get(key), key)
 

@@ -380,7 +380,7 @@ RULES: dict[str, Rule] = {
     "policy.policy_loss_type": to("sampled.policy_loss_type",
                                   _choice({"cross_entropy": "cross_entropy", "KL": "kl", "kl": "kl"}),
                                   types=SAMPLED_TYPES - {"sampled_unizero"}),
-    "policy.normalize_prob_of_sampled_actions": differs("child priors are lz-tune's (README: Sampled MuZero)"),
+    "policy.normalize_prob_of_sampled_actions": differs("child priors are lz-tune's (docs/policy_types.md)"),
     "policy.use_ture_chance_label_in_chance_encoder": to("stochastic.use_true_chance_label",
                                                          types=frozenset({"stochastic_muzero"})),
     "policy.afterstate_policy_loss_weight": to("stochastic.chance_loss_weight", _float,

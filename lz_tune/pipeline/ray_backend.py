@@ -43,7 +43,7 @@ RAY_MISSING = ("the async pipeline needs Ray, which is not installed: pip instal
                "(or run without --async-pipeline / async_pipeline.enabled=False for the sync pipeline)")
 
 #: the Ray versions lz-tune supports, [low, high): 2.59 turned token authentication on for the
-#: local clusters ray.init() starts (what the README's security notes rely on); 2.61 changes
+#: local clusters ray.init() starts (what docs/clusters_and_security.md relies on); 2.61 changes
 #: ``ray start`` and every cluster's authentication, and the learner group uses Ray internals, so a
 #: minor version the tests have not run is refused rather than half working (pyproject.toml says
 #: the same)

@@ -171,7 +171,7 @@ class MuZeroTrainable(tune.Trainable):
         evaluation, so every result carries a real :data:`lz_tune.metrics.EVAL_RETURN` (a scheduler never sees a
         NaN; ASHA's cut-offs ignore NaN, so unevaluated trials would pass every rung).
         ``async_pipeline.eval_at_start=True`` makes that first result come sooner. Keys: the
-        README's metric table (:mod:`lz_tune.metrics`; the same names as the TensorBoard tags)."""
+        metric table of docs/metrics.md (:mod:`lz_tune.metrics`; the same names as the TensorBoard tags)."""
         start = time.perf_counter()
         metrics = self.driver.step(max_seconds=self.step_seconds)
         while self.driver.last_eval is None and not self.driver.done:
