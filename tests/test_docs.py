@@ -59,3 +59,37 @@ def test_the_readme_stays_short_and_links_every_docs_page():
     pages = {f"docs/{p.relative_to(REPO_ROOT / 'docs').as_posix()}" for p in (REPO_ROOT / "docs").glob("*.md")}
     pages -= {"docs/benchmarks.md", "docs/security.md"}  # benchmarks/README.md and SECURITY.md themselves
     assert not pages - linked, f"docs pages the README does not link: {sorted(pages - linked)}"
+
+
+def _python_block_under(page: Path, heading: str) -> str:
+    """The first ```python block after ``heading`` on ``page``."""
+    text = page.read_text()
+    assert heading in text, f"{page.name}: no heading {heading!r}"
+    block = re.search(r"```python\n(.*?)```", text.split(heading, 1)[1], flags=re.DOTALL)
+    assert block, f"{page.name}: no python block under {heading!r}"
+    return block.group(1)
+
+
+def test_getting_started_install_and_test_commands_are_the_readme_and_ci_ones():
+    """The page, the README and .ci/run give the same install and test commands."""
+    page = (REPO_ROOT / "docs" / "getting_started.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    for command in ('pip install -c constraints.txt -e ".[all]"', "python -m pytest"):
+        assert command in page and command in readme, command
+    assert 'pip install -q -c constraints.txt -e ".[all]"' in ci and ci.rstrip().endswith("python -m pytest")
+
+
+def test_getting_started_trains_cartpole_from_python_word_by_word(tmp_path):
+    """The page's "Train from Python" block, run as written in a fresh process and an empty
+    folder (as a new user's), trains CartPole to the stop value through lz_tune.train and
+    evaluates the checkpoint again."""
+    code = _python_block_under(REPO_ROOT / "docs" / "getting_started.md", "## Train from Python")
+    assert "lz_tune.train(" in code and "lz_tune.evaluate(" in code
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": ""})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    first = run.stdout.splitlines()[0].split()
+    assert first[0] == "True" and float(first[1]) >= 195, run.stdout  # stop_value_reached, best_eval_return
+    assert list(tmp_path.glob("runs/cartpole_muzero_seed0_*/ckpt/ckpt_latest.pt"))
+    assert re.search(r"over 10 episodes", run.stdout), run.stdout
