@@ -43,20 +43,33 @@ from lz_tune.pipeline.backends import InProcessBackend
 
 def base_config(pong: bool) -> Config:
     if pong:
-        cfg = load_config_module("zoo/atari/pong_muzero.py").with_overrides([
-            "mcts.num_simulations=8", "learner.batch_size=64", "learner.train_start_after_envsteps=0",
-            "env.evaluator_env_num=1", "evaluator.n_evaluator_episode=1",
-        ])
+        cfg = load_config_module("zoo/atari/pong_muzero.py").with_overrides(
+            [
+                "mcts.num_simulations=8",
+                "learner.batch_size=64",
+                "learner.train_start_after_envsteps=0",
+                "env.evaluator_env_num=1",
+                "evaluator.n_evaluator_episode=1",
+            ]
+        )
     else:
         cfg = load_config_module("zoo/classic_control/cartpole_muzero.py")
     # learning rate ~0: updates cost the same, but the policy (so episode lengths and env steps
     # per collect) stays fixed, so the two modes are measured on the same workload.
     # no env-step / update limit: the windows of several rounds must not run into the zoo's max_env_step
-    return cfg.with_overrides(["max_env_step=1000000000000", "max_train_iter=1000000000000",
-                               "evaluator.eval_freq=1000000000", "evaluator.stop_value=None",
-                               "learner.learning_rate=1e-12", "learner.piecewise_decay_lr_scheduler=False",
-                               "learner.num_threads=1", "async_pipeline.collector_num_cpus=1",
-                               "async_pipeline.evaluator_num_cpus=0.5"])
+    return cfg.with_overrides(
+        [
+            "max_env_step=1000000000000",
+            "max_train_iter=1000000000000",
+            "evaluator.eval_freq=1000000000",
+            "evaluator.stop_value=None",
+            "learner.learning_rate=1e-12",
+            "learner.piecewise_decay_lr_scheduler=False",
+            "learner.num_threads=1",
+            "async_pipeline.collector_num_cpus=1",
+            "async_pipeline.evaluator_num_cpus=0.5",
+        ]
+    )
 
 
 class CollectTrainProbe:
@@ -173,14 +186,16 @@ def window(driver: Driver, seconds: float) -> dict[str, float]:
         return m1[share] * m1["wall_time_s"] - m0[share] * m0["wall_time_s"]
 
     train_s = seconds_in("time_share_train")
-    return {"env_steps_per_s": (m1["env_steps"] - m0["env_steps"]) / dt,
-            "updates_per_s": (m1["train_iter"] - m0["train_iter"]) / dt,
-            "policy_lag_launch_mean": m1["policy_lag_launch_mean"],
-            "policy_lag_return_mean": m1["policy_lag_return_mean"],
-            # the collectors' own time per collect and the learner's time per update in this window
-            "collect_s": seconds_in("time_share_collect") / max(m1["collects"] - m0["collects"], 1),
-            "update_s": train_s / max(m1["train_iter"] - m0["train_iter"], 1),
-            "train_busy": train_s / dt}
+    return {
+        "env_steps_per_s": (m1["env_steps"] - m0["env_steps"]) / dt,
+        "updates_per_s": (m1["train_iter"] - m0["train_iter"]) / dt,
+        "policy_lag_launch_mean": m1["policy_lag_launch_mean"],
+        "policy_lag_return_mean": m1["policy_lag_return_mean"],
+        # the collectors' own time per collect and the learner's time per update in this window
+        "collect_s": seconds_in("time_share_collect") / max(m1["collects"] - m0["collects"], 1),
+        "update_s": train_s / max(m1["train_iter"] - m0["train_iter"], 1),
+        "train_busy": train_s / dt,
+    }
 
 
 def bound_of(e: float, c: float, t: float, updates: int) -> float:
@@ -200,8 +215,12 @@ def main() -> None:
     parser.add_argument("--pong", action="store_true", help="Atari Pong instead of CartPole")
     parser.add_argument("--window", type=float, default=None, help="measurement window per mode and round (s)")
     parser.add_argument("--collects", type=int, default=None, help="collects in each collect-only phase")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds of (collect-only, train-only, sync, async), interleaved; medians reported")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of (collect-only, train-only, sync, async), interleaved; medians reported",
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for both runs")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -224,9 +243,13 @@ def main() -> None:
     asyn = Driver(async_cfg, exp_dir=None, print_fn=None)
     # the same, with a second collect queued in the actor's mailbox (max_collect_inflight=2): the actor
     # starts its next collect without waiting for the driver to finish the update it is in
-    piped = Driver(async_cfg.with_updates({"async_pipeline.max_collect_inflight": 2,
-                                           "async_pipeline.max_train_budget_queue_size": 4}),
-                   exp_dir=None, print_fn=None)
+    piped = Driver(
+        async_cfg.with_updates(
+            {"async_pipeline.max_collect_inflight": 2, "async_pipeline.max_train_budget_queue_size": 4}
+        ),
+        exp_dir=None,
+        print_fn=None,
+    )
     rows = []
     try:
         window(sync, seconds / 3)  # warm-ups: buffer filled, numba compiled, actor started
@@ -244,21 +267,42 @@ def main() -> None:
             ratio = a["env_steps_per_s"] / s["env_steps_per_s"]
             # what this hardware allows: alone times (probe) over the overlapped cycle at side-by-side speeds
             hw_bound = (probe_r["E"] / probe_r["C"] + updates / probe_r["T"]) / max(collect_par, updates * update_par)
-            rows.append({"C": probe_r["C"], "E": probe_r["E"], "T": probe_r["T"], "sync": s["env_steps_per_s"],
-                         "async": a["env_steps_per_s"], "sync_upd": s["updates_per_s"],
-                         "async_upd": a["updates_per_s"], "ratio": ratio, "bound": bound, "probe_bound": probe_bound,
-                         "probe_share": ratio / probe_bound, "hw_bound": hw_bound, "hw_share": ratio / hw_bound,
-                         "piped_hw_share": p["env_steps_per_s"] / s["env_steps_per_s"] / hw_bound,
-                         "collect_par": collect_par, "update_par": update_par, "collect_alone": probe_r["E"] / probe_r["C"],
-                         "update_alone": 1.0 / probe_r["T"],
-                         "share": ratio / bound, "lag": a["policy_lag_launch_mean"],
-                         "piped": p["env_steps_per_s"], "piped_ratio": p["env_steps_per_s"] / s["env_steps_per_s"],
-                         "piped_share": p["env_steps_per_s"] / s["env_steps_per_s"] / bound,
-                         "lag_return": a["policy_lag_return_mean"], "piped_lag_return": p["policy_lag_return_mean"],
-                         "collect_s_piped": p["collect_s"], "train_busy_piped": p["train_busy"],
-                         "collect_s_sync": s["collect_s"], "collect_s_async": a["collect_s"],
-                         "update_s_sync": s["update_s"], "update_s_async": a["update_s"],
-                         "train_busy_async": a["train_busy"]})
+            rows.append(
+                {
+                    "C": probe_r["C"],
+                    "E": probe_r["E"],
+                    "T": probe_r["T"],
+                    "sync": s["env_steps_per_s"],
+                    "async": a["env_steps_per_s"],
+                    "sync_upd": s["updates_per_s"],
+                    "async_upd": a["updates_per_s"],
+                    "ratio": ratio,
+                    "bound": bound,
+                    "probe_bound": probe_bound,
+                    "probe_share": ratio / probe_bound,
+                    "hw_bound": hw_bound,
+                    "hw_share": ratio / hw_bound,
+                    "piped_hw_share": p["env_steps_per_s"] / s["env_steps_per_s"] / hw_bound,
+                    "collect_par": collect_par,
+                    "update_par": update_par,
+                    "collect_alone": probe_r["E"] / probe_r["C"],
+                    "update_alone": 1.0 / probe_r["T"],
+                    "share": ratio / bound,
+                    "lag": a["policy_lag_launch_mean"],
+                    "piped": p["env_steps_per_s"],
+                    "piped_ratio": p["env_steps_per_s"] / s["env_steps_per_s"],
+                    "piped_share": p["env_steps_per_s"] / s["env_steps_per_s"] / bound,
+                    "lag_return": a["policy_lag_return_mean"],
+                    "piped_lag_return": p["policy_lag_return_mean"],
+                    "collect_s_piped": p["collect_s"],
+                    "train_busy_piped": p["train_busy"],
+                    "collect_s_sync": s["collect_s"],
+                    "collect_s_async": a["collect_s"],
+                    "update_s_sync": s["update_s"],
+                    "update_s_async": a["update_s"],
+                    "train_busy_async": a["train_busy"],
+                }
+            )
     finally:
         sync.close()
         asyn.close()
@@ -270,20 +314,28 @@ def main() -> None:
     def med(key: str) -> float:
         return float(np.median([row[key] for row in rows]))
 
-    print(f"{'round':<7}{'collect-only':>14}{'train-only':>12}{'sync':>9}{'async':>9}{'async/sync':>12}"
-          f"{'bound':>8}{'share':>8}{'probe bound':>13}{'share':>8}")
+    print(
+        f"{'round':<7}{'collect-only':>14}{'train-only':>12}{'sync':>9}{'async':>9}{'async/sync':>12}"
+        f"{'bound':>8}{'share':>8}{'probe bound':>13}{'share':>8}"
+    )
     print(f"{'':<7}{'env steps/s':>14}{'updates/s':>12}{'steps/s':>9}{'steps/s':>9}")
     for i, row in enumerate(rows):
-        print(f"{i + 1:<7}{row['C']:>14.1f}{row['T']:>12.2f}{row['sync']:>9.1f}{row['async']:>9.1f}"
-              f"{row['ratio']:>12.3f}{row['bound']:>8.3f}{row['share']:>8.1%}{row['probe_bound']:>13.3f}"
-              f"{row['probe_share']:>8.1%}")
+        print(
+            f"{i + 1:<7}{row['C']:>14.1f}{row['T']:>12.2f}{row['sync']:>9.1f}{row['async']:>9.1f}"
+            f"{row['ratio']:>12.3f}{row['bound']:>8.3f}{row['share']:>8.1%}{row['probe_bound']:>13.3f}"
+            f"{row['probe_share']:>8.1%}"
+        )
     print("bound: from the sync window's own collect and train phases (same minute as the async window);")
     print("probe bound: from the separate collect-only / train-only phases (columns 2-3) of the round")
-    _print_rounds(rows, "async, 2 collects in flight on the one actor (max_collect_inflight=2, "
-                        "max_train_budget_queue_size=4):",
-                  lambda row: f"{row['piped']:.1f} env steps/s, async/sync {row['piped_ratio']:.3f}, share of bound "
-                              f"{row['piped_share']:.1%}, policy lag at return {row['piped_lag_return']:.2f} "
-                              f"(1 in flight: {row['lag_return']:.2f}), learner busy {row['train_busy_piped']:.0%}")
+    _print_rounds(
+        rows,
+        "async, 2 collects in flight on the one actor (max_collect_inflight=2, max_train_budget_queue_size=4):",
+        lambda row: (
+            f"{row['piped']:.1f} env steps/s, async/sync {row['piped_ratio']:.3f}, share of bound "
+            f"{row['piped_share']:.1%}, policy lag at return {row['piped_lag_return']:.2f} "
+            f"(1 in flight: {row['lag_return']:.2f}), learner busy {row['train_busy_piped']:.0%}"
+        ),
+    )
     out = {
         "task": "pong" if args.pong else "cartpole",
         "rounds": len(rows),
@@ -319,17 +371,26 @@ def main() -> None:
         "async_pipelined_policy_lag_return_mean": round(med("piped_lag_return"), 2),
         "cpus": os.cpu_count(),
     }
-    _print_rounds(rows, "diagnostics: the collector's seconds per collect and the learner's seconds per update, sync "
-                        "(each alone) vs async (side by side), and the share of async wall time the learner trained:",
-                  lambda row: f"collect {row['collect_s_sync']:.3f} -> {row['collect_s_async']:.3f} s, update "
-                              f"{row['update_s_sync'] * 1e3:.1f} -> {row['update_s_async'] * 1e3:.1f} ms, learner busy "
-                              f"{row['train_busy_async']:.0%}")
-    _print_rounds(rows, "hardware: the collect-only and train-only loops as two plain processes running at once "
-                        "(no Ray):",
-                  lambda row: f"collect {row['collect_alone']:.3f} -> {row['collect_par']:.3f} s, update "
-                              f"{row['update_alone'] * 1e3:.1f} -> {row['update_par'] * 1e3:.1f} ms; hardware bound "
-                              f"{row['hw_bound']:.3f}: async reaches {row['hw_share']:.1%}, pipelined "
-                              f"{row['piped_hw_share']:.1%}")
+    _print_rounds(
+        rows,
+        "diagnostics: the collector's seconds per collect and the learner's seconds per update, sync "
+        "(each alone) vs async (side by side), and the share of async wall time the learner trained:",
+        lambda row: (
+            f"collect {row['collect_s_sync']:.3f} -> {row['collect_s_async']:.3f} s, update "
+            f"{row['update_s_sync'] * 1e3:.1f} -> {row['update_s_async'] * 1e3:.1f} ms, learner busy "
+            f"{row['train_busy_async']:.0%}"
+        ),
+    )
+    _print_rounds(
+        rows,
+        "hardware: the collect-only and train-only loops as two plain processes running at once (no Ray):",
+        lambda row: (
+            f"collect {row['collect_alone']:.3f} -> {row['collect_par']:.3f} s, update "
+            f"{row['update_alone'] * 1e3:.1f} -> {row['update_par'] * 1e3:.1f} ms; hardware bound "
+            f"{row['hw_bound']:.3f}: async reaches {row['hw_share']:.1%}, pipelined "
+            f"{row['piped_hw_share']:.1%}"
+        ),
+    )
     print(f"medians over {len(rows)} rounds:")
     for k, v in out.items():
         print(f"  {k:<32}{v!s:>12}")

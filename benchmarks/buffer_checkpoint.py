@@ -96,8 +96,12 @@ def _tune_save(t, trial_dir: str, index: int, keep: int = 3) -> tuple[float, int
     stats = t.driver.buffer_checkpoints.last_save  # chunk files this save wrote
     manifest = os.path.join(target, MANIFEST_FILE)
     buffer_bytes = stats.file_bytes + os.path.getsize(manifest) if stats is not None else 0
-    return (seconds, _bytes_in(target) + (stats.file_bytes if stats is not None else 0),
-            stats.seconds if stats is not None else 0.0, buffer_bytes)
+    return (
+        seconds,
+        _bytes_in(target) + (stats.file_bytes if stats is not None else 0),
+        stats.seconds if stats is not None else 0.0,
+        buffer_bytes,
+    )
 
 
 def part_cartpole(seconds: float) -> dict[str, Any]:
@@ -105,8 +109,13 @@ def part_cartpole(seconds: float) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     trial_dir = tempfile.mkdtemp(prefix="lz_bench_cartpole_")
-    config = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": 5.0, "learner.num_threads": 1,
-              "evaluator.stop_value": 1e9, "max_env_step": 10_000_000}
+    config = {
+        "config": "lz_tune.zoo.classic_control.cartpole_muzero",
+        "step_seconds": 5.0,
+        "learner.num_threads": 1,
+        "evaluator.stop_value": 1e9,
+        "max_env_step": 10_000_000,
+    }
     t = _trial(config, trial_dir)
     saves: list[tuple[float, int, float, int]] = []
     start = time.perf_counter()
@@ -122,12 +131,21 @@ def part_cartpole(seconds: float) -> dict[str, Any]:
         t.stop()
         shutil.rmtree(trial_dir, ignore_errors=True)
     save_s, save_b, buf_s, buf_b = (np.array(column) for column in zip(*saves))
-    return {"wall_s": wall, "saves": len(saves), "env_steps": env_steps, "buffer_transitions": transitions,
-            "save_s_mean": float(save_s.mean()), "save_s_max": float(save_s.max()),
-            "save_bytes_mean": float(save_b.mean()), "save_bytes_max": int(save_b.max()),
-            "buffer_s_mean": float(buf_s.mean()), "buffer_bytes_mean": float(buf_b.mean()),
-            "seconds_between_saves": wall / max(1, len(saves)), "share": float(save_s.sum() / wall),
-            "buffer_share": float(buf_s.sum() / wall)}
+    return {
+        "wall_s": wall,
+        "saves": len(saves),
+        "env_steps": env_steps,
+        "buffer_transitions": transitions,
+        "save_s_mean": float(save_s.mean()),
+        "save_s_max": float(save_s.max()),
+        "save_bytes_mean": float(save_b.mean()),
+        "save_bytes_max": int(save_b.max()),
+        "buffer_s_mean": float(buf_s.mean()),
+        "buffer_bytes_mean": float(buf_b.mean()),
+        "seconds_between_saves": wall / max(1, len(saves)),
+        "share": float(save_s.sum() / wall),
+        "buffer_share": float(buf_s.sum() / wall),
+    }
 
 
 def _pong_segments(env_steps: int, cfg, seed: int = 0):
@@ -140,9 +158,16 @@ def _pong_segments(env_steps: int, cfg, seed: int = 0):
     env = make_vector_env(env_id="ALE/Pong-v5", num_envs=n, seed=seed, mode="collect")
     rng = np.random.default_rng(seed)
     b = cfg.buffer
-    builders = [SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
-                               td_steps=b.td_steps, frame_stack=cfg.env.frame_stack, action_space_size=6)
-                for _ in range(n)]
+    builders = [
+        SegmentBuilder(
+            segment_length=b.game_segment_length,
+            num_unroll_steps=b.num_unroll_steps,
+            td_steps=b.td_steps,
+            frame_stack=cfg.env.frame_stack,
+            action_space_size=6,
+        )
+        for _ in range(n)
+    ]
     batch = env.reset()
     s = cfg.env.frame_stack
     for i, builder in enumerate(builders):
@@ -153,11 +178,18 @@ def _pong_segments(env_steps: int, cfg, seed: int = 0):
         res = env.step(actions)
         for i, builder in enumerate(builders):
             done = (res.batch.timestep[i] % episode) == episode - 1
-            out += builder.add_step(action=int(actions[i]), reward=float(res.reward[i]),
-                                    root_value=float(rng.normal()), pred_value=float(rng.normal()),
-                                    policy_target=rng.dirichlet(np.ones(6)).astype(np.float32),
-                                    action_mask=np.ones(6, bool), to_play=-1, timestep=int(res.batch.timestep[i]),
-                                    next_frame=res.batch.frame[i], done=bool(done))
+            out += builder.add_step(
+                action=int(actions[i]),
+                reward=float(res.reward[i]),
+                root_value=float(rng.normal()),
+                pred_value=float(rng.normal()),
+                policy_target=rng.dirichlet(np.ones(6)).astype(np.float32),
+                action_mask=np.ones(6, bool),
+                to_play=-1,
+                timestep=int(res.batch.timestep[i]),
+                next_frame=res.batch.frame[i],
+                done=bool(done),
+            )
             if done:
                 builder.begin_episode(res.batch.observation[i].reshape((s, -1) + res.batch.observation.shape[2:]))
         steps += n
@@ -201,13 +233,25 @@ def part_pong(env_steps: int, new_env_steps: int, env_steps_per_s: float) -> dic
         t.stop()
         shutil.rmtree(trial_dir, ignore_errors=True)
     interval = new_env_steps / env_steps_per_s
-    return {"buffer_transitions": transitions, "buffer_raw_bytes": raw, "store_bytes": store_bytes,
-            "first_save_s": first_s, "first_save_bytes": first_b, "next_save_s": next_s, "next_save_bytes": next_b,
-            "first_buffer_s": first_buf_s, "first_buffer_bytes": first_buf_b, "next_buffer_s": next_buf_s,
-            "next_buffer_bytes": next_buf_b,
-            "next_save_new_raw_bytes": stats.new_raw_bytes, "load_s": load_s,
-            "new_env_steps_per_save": new_env_steps, "seconds_between_saves": interval, "share": next_s / interval,
-            "first_save_share": first_s / interval}
+    return {
+        "buffer_transitions": transitions,
+        "buffer_raw_bytes": raw,
+        "store_bytes": store_bytes,
+        "first_save_s": first_s,
+        "first_save_bytes": first_b,
+        "next_save_s": next_s,
+        "next_save_bytes": next_b,
+        "first_buffer_s": first_buf_s,
+        "first_buffer_bytes": first_buf_b,
+        "next_buffer_s": next_buf_s,
+        "next_buffer_bytes": next_buf_b,
+        "next_save_new_raw_bytes": stats.new_raw_bytes,
+        "load_s": load_s,
+        "new_env_steps_per_save": new_env_steps,
+        "seconds_between_saves": interval,
+        "share": next_s / interval,
+        "first_save_share": first_s / interval,
+    }
 
 
 def _rows(run: str) -> list[dict]:
@@ -238,26 +282,42 @@ def _after_restore(killed: list[dict], rows: list[dict]) -> dict[str, Any]:
     key, std = "evaluation/env_runners/episode_return_mean", "evaluation/env_runners/episode_return_std"
     last3, after = killed[-3:], rows[len(killed)]
     low, high = min(r[key] - r[std] for r in last3), max(r[key] + r[std] for r in last3)
-    return {"last3_before": [r[key] for r in last3], "first_after": after[key], "first_after_std": after[std],
-            "within_range": min(r[key] for r in last3) <= after[key] <= max(r[key] for r in last3),
-            "within_band": low <= after[key] <= high, "band": [low, high],
-            "env_steps_before_first_update": after.get("restore/env_steps_before_first_update"),
-            "buffer_transitions_restored": after.get("restore/buffer_transitions"),
-            "env_steps_first_eval_after": after["evaluation/num_env_steps_sampled_lifetime"]}
+    return {
+        "last3_before": [r[key] for r in last3],
+        "first_after": after[key],
+        "first_after_std": after[std],
+        "within_range": min(r[key] for r in last3) <= after[key] <= max(r[key] for r in last3),
+        "within_band": low <= after[key] <= high,
+        "band": [low, high],
+        "env_steps_before_first_update": after.get("restore/env_steps_before_first_update"),
+        "buffer_transitions_restored": after.get("restore/buffer_transitions"),
+        "env_steps_first_eval_after": after["evaluation/num_env_steps_sampled_lifetime"],
+    }
 
 
 def part_kill(kill_after: int) -> dict[str, Any]:
     """SIGKILL a CartPole run, resume it with its buffer (the default) and, from a copy of the
     killed folder, without (``buffer.save_in_checkpoint=False``: the old behaviour)."""
     run = tempfile.mkdtemp(prefix="lz_bench_kill_")
-    common = [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
-              "evaluator.stop_value=1e9", "max_env_step=10000000", "learner.num_threads=1", "--quiet"]
+    common = [
+        sys.executable,
+        "-m",
+        "lz_tune",
+        "train",
+        "zoo/classic_control/cartpole_muzero.py",
+        "evaluator.stop_value=1e9",
+        "max_env_step=10000000",
+        "learner.num_threads=1",
+        "--quiet",
+    ]
     _run_until(common + ["--exp-dir", run], run, kill_after, signal.SIGKILL)
     killed = _rows(run)
     empty = run + "_empty"
     shutil.copytree(run, empty)
-    out: dict[str, Any] = {"evaluations_before_kill": len(killed),
-                           "env_steps_at_kill_checkpoint": killed[-1]["evaluation/num_env_steps_sampled_lifetime"]}
+    out: dict[str, Any] = {
+        "evaluations_before_kill": len(killed),
+        "env_steps_at_kill_checkpoint": killed[-1]["evaluation/num_env_steps_sampled_lifetime"],
+    }
     for name, folder, extra in (("with_buffer", run, []), ("empty_buffer", empty, ["buffer.save_in_checkpoint=False"])):
         _run_until(common + extra + ["--resume", folder], folder, len(killed) + 3, signal.SIGTERM)
         out[name] = _after_restore(killed, _rows(folder))
@@ -270,8 +330,12 @@ def main() -> None:
     parser.add_argument("--parts", default="cartpole,pong,kill")
     parser.add_argument("--cartpole-seconds", type=float, default=180.0)
     parser.add_argument("--pong-env-steps", type=int, default=100_000)
-    parser.add_argument("--pong-new-env-steps", type=int, default=20_000,
-                        help="env steps between two saves (eval_freq 5000 updates / replay_ratio 0.25)")
+    parser.add_argument(
+        "--pong-new-env-steps",
+        type=int,
+        default=20_000,
+        help="env steps between two saves (eval_freq 5000 updates / replay_ratio 0.25)",
+    )
     parser.add_argument("--pong-env-steps-per-s", type=float, default=31.8)
     parser.add_argument("--kill-after", type=int, default=6, help="evaluations before the SIGKILL")
     args = parser.parse_args()
@@ -279,32 +343,38 @@ def main() -> None:
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d")}
     if "cartpole" in parts:
         out["cartpole"] = c = part_cartpole(args.cartpole_seconds)
-        print(f"CartPole: {c['saves']} saves in {c['wall_s']:.0f} s (one every {c['seconds_between_saves']:.1f} s), "
-              f"buffer {c['buffer_transitions']} transitions; per save {c['save_s_mean'] * 1e3:.0f} ms "
-              f"(max {c['save_s_max'] * 1e3:.0f}), {c['save_bytes_mean'] / 1e3:.0f} kB "
-              f"(max {c['save_bytes_max'] / 1e3:.0f}); share of wall-clock {100 * c['share']:.2f}%; of which the "
-              f"buffer {c['buffer_s_mean'] * 1e3:.0f} ms, {c['buffer_bytes_mean'] / 1e3:.0f} kB per save "
-              f"({100 * c['buffer_share']:.2f}%)")
+        print(
+            f"CartPole: {c['saves']} saves in {c['wall_s']:.0f} s (one every {c['seconds_between_saves']:.1f} s), "
+            f"buffer {c['buffer_transitions']} transitions; per save {c['save_s_mean'] * 1e3:.0f} ms "
+            f"(max {c['save_s_max'] * 1e3:.0f}), {c['save_bytes_mean'] / 1e3:.0f} kB "
+            f"(max {c['save_bytes_max'] / 1e3:.0f}); share of wall-clock {100 * c['share']:.2f}%; of which the "
+            f"buffer {c['buffer_s_mean'] * 1e3:.0f} ms, {c['buffer_bytes_mean'] / 1e3:.0f} kB per save "
+            f"({100 * c['buffer_share']:.2f}%)"
+        )
     if "pong" in parts:
         out["pong"] = p = part_pong(args.pong_env_steps, args.pong_new_env_steps, args.pong_env_steps_per_s)
-        print(f"Pong, {p['buffer_transitions']} transitions ({p['buffer_raw_bytes'] / 1e6:.0f} MB raw, store "
-              f"{p['store_bytes'] / 1e6:.1f} MB): first save {p['first_save_s']:.2f} s / "
-              f"{p['first_save_bytes'] / 1e6:.1f} MB (buffer {p['first_buffer_s']:.2f} s / "
-              f"{p['first_buffer_bytes'] / 1e6:.1f} MB); next save ({p['new_env_steps_per_save']} new env steps) "
-              f"{p['next_save_s']:.2f} s / {p['next_save_bytes'] / 1e6:.1f} MB (buffer {p['next_buffer_s']:.2f} s / "
-              f"{p['next_buffer_bytes'] / 1e6:.1f} MB) = {100 * p['share']:.3f}% of the "
-              f"{p['seconds_between_saves']:.0f} s between saves (first save {100 * p['first_save_share']:.2f}%); "
-              f"restore {p['load_s']:.2f} s")
+        print(
+            f"Pong, {p['buffer_transitions']} transitions ({p['buffer_raw_bytes'] / 1e6:.0f} MB raw, store "
+            f"{p['store_bytes'] / 1e6:.1f} MB): first save {p['first_save_s']:.2f} s / "
+            f"{p['first_save_bytes'] / 1e6:.1f} MB (buffer {p['first_buffer_s']:.2f} s / "
+            f"{p['first_buffer_bytes'] / 1e6:.1f} MB); next save ({p['new_env_steps_per_save']} new env steps) "
+            f"{p['next_save_s']:.2f} s / {p['next_save_bytes'] / 1e6:.1f} MB (buffer {p['next_buffer_s']:.2f} s / "
+            f"{p['next_buffer_bytes'] / 1e6:.1f} MB) = {100 * p['share']:.3f}% of the "
+            f"{p['seconds_between_saves']:.0f} s between saves (first save {100 * p['first_save_share']:.2f}%); "
+            f"restore {p['load_s']:.2f} s"
+        )
     if "kill" in parts:
         out["kill"] = k = part_kill(args.kill_after)
         for name in ("with_buffer", "empty_buffer"):
             r = k[name]
-            print(f"SIGKILL after {k['evaluations_before_kill']} evaluations, resume {name}: env steps before the "
-                  f"first update {r['env_steps_before_first_update']}, {r['buffer_transitions_restored']} transitions "
-                  f"restored; first eval after {r['first_after']:.1f} (at {r['env_steps_first_eval_after']} env steps; "
-                  f"killed checkpoint {k['env_steps_at_kill_checkpoint']}) vs last three before "
-                  f"{[round(x, 1) for x in r['last3_before']]} (within their range: {r['within_range']}, within "
-                  f"their mean +- std band [{r['band'][0]:.1f}, {r['band'][1]:.1f}]: {r['within_band']})")
+            print(
+                f"SIGKILL after {k['evaluations_before_kill']} evaluations, resume {name}: env steps before the "
+                f"first update {r['env_steps_before_first_update']}, {r['buffer_transitions_restored']} transitions "
+                f"restored; first eval after {r['first_after']:.1f} (at {r['env_steps_first_eval_after']} env steps; "
+                f"killed checkpoint {k['env_steps_at_kill_checkpoint']}) vs last three before "
+                f"{[round(x, 1) for x in r['last3_before']]} (within their range: {r['within_range']}, within "
+                f"their mean +- std band [{r['band'][0]:.1f}, {r['band'][1]:.1f}]: {r['within_band']})"
+            )
     print(json.dumps(out))
 
 

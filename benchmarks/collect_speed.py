@@ -61,8 +61,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=160, help="env steps per type and round (all envs together)")
     parser.add_argument("--inference", choices=["auto", "torch", "both"], default="both")
-    parser.add_argument("overrides", nargs="*",
-                        help="dotted config overrides for every type, e.g. env.collector_env_num=4")
+    parser.add_argument(
+        "overrides", nargs="*", help="dotted config overrides for every type, e.g. env.collector_env_num=4"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     types = args.types.split(",")

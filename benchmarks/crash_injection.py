@@ -40,11 +40,21 @@ sys.path.insert(0, REPO)
 
 #: the tiny CartPole run whose save is injected (tests/conftest.py's TINY_OVERRIDES plus evaluations)
 OVERRIDES = [
-    "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
-    "env.max_episode_steps=40", "mcts.num_simulations=4", "learner.batch_size=16",
-    "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
-    "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
-    "model.reward_support_size=5", "model.projection_dim=16", "learner.num_threads=1",
+    "env.collector_env_num=2",
+    "env.evaluator_env_num=2",
+    "evaluator.n_evaluator_episode=2",
+    "env.max_episode_steps=40",
+    "mcts.num_simulations=4",
+    "learner.batch_size=16",
+    "buffer.game_segment_length=10",
+    "buffer.num_unroll_steps=3",
+    "buffer.td_steps=3",
+    "model.latent_dim=16",
+    "model.hidden_sizes=(16,)",
+    "model.value_support_size=10",
+    "model.reward_support_size=5",
+    "model.projection_dim=16",
+    "learner.num_threads=1",
     "evaluator.eval_freq=8",
 ]
 UPDATES_BEFORE_SAVE = 3
@@ -118,8 +128,17 @@ def make_base_run(folder: str) -> dict:
     from lz_tune.checkpoint import load_checkpoint
     from lz_tune.cli.main import main
 
-    code = main(["train", "zoo/classic_control/cartpole_muzero.py", *OVERRIDES, "max_env_step=240", "--quiet",
-                 "--exp-dir", folder])
+    code = main(
+        [
+            "train",
+            "zoo/classic_control/cartpole_muzero.py",
+            *OVERRIDES,
+            "max_env_step=240",
+            "--quiet",
+            "--exp-dir",
+            folder,
+        ]
+    )
     if code != 0:
         raise SystemExit(f"base run failed ({code})")
     ck = load_checkpoint(os.path.join(folder, "ckpt", "ckpt_latest.pt"))
@@ -127,8 +146,12 @@ def make_base_run(folder: str) -> dict:
 
 
 def child(run: str, kill_at: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CHILD, run, str(kill_at), REPO, str(UPDATES_BEFORE_SAVE), *OVERRIDES],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, run, str(kill_at), REPO, str(UPDATES_BEFORE_SAVE), *OVERRIDES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 CHECK = r"""
@@ -158,8 +181,9 @@ print(json.dumps({"train_iter": latest["eval"]["train_iter"], "problems": proble
 
 
 def check(run: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHECK, run, REPO, *OVERRIDES], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, run, REPO, *OVERRIDES], capture_output=True, text=True, timeout=600
+    )
     if out.returncode != 0:
         return {"train_iter": None, "problems": [f"check failed: {out.stderr.strip().splitlines()[-1:]}"]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -189,22 +213,38 @@ def main() -> None:
             shutil.copytree(base, run)
             killed = child(run, k)
             result = check(run)
-            which = ("previous" if result["train_iter"] == previous["train_iter"] else
-                     "new" if result["train_iter"] == new_train_iter else f"other ({result['train_iter']})")
+            which = (
+                "previous"
+                if result["train_iter"] == previous["train_iter"]
+                else "new"
+                if result["train_iter"] == new_train_iter
+                else f"other ({result['train_iter']})"
+            )
             if which.startswith("other"):
                 result["problems"].append(f"latest checkpoint is neither the previous nor the new one: {which}")
             rows.append({"point": k, "exit": killed.returncode, "restored": which, "problems": result["problems"]})
-            print(f"point {k:3d}/{points}: child exit {killed.returncode}, restored the {which} checkpoint"
-                  + (f"; PROBLEMS: {result['problems']}" if result["problems"] else ""), flush=True)
+            print(
+                f"point {k:3d}/{points}: child exit {killed.returncode}, restored the {which} checkpoint"
+                + (f"; PROBLEMS: {result['problems']}" if result["problems"] else ""),
+                flush=True,
+            )
             shutil.rmtree(run, ignore_errors=True)
         bad = [r for r in rows if r["problems"]]
-        summary = {"points": points, "injected": len(rows), "restores_exact": len(rows) - len(bad),
-                   "restored_previous": sum(r["restored"] == "previous" for r in rows),
-                   "restored_new": sum(r["restored"] == "new" for r in rows), "seconds": round(time.time() - start),
-                   "date": time.strftime("%Y-%m-%d"), "rows": rows}
-        print(f"{len(rows)} of {points} points injected: {summary['restores_exact']} exact restores "
-              f"({summary['restored_previous']} previous, {summary['restored_new']} new), {len(bad)} with problems, "
-              f"{summary['seconds']} s")
+        summary = {
+            "points": points,
+            "injected": len(rows),
+            "restores_exact": len(rows) - len(bad),
+            "restored_previous": sum(r["restored"] == "previous" for r in rows),
+            "restored_new": sum(r["restored"] == "new" for r in rows),
+            "seconds": round(time.time() - start),
+            "date": time.strftime("%Y-%m-%d"),
+            "rows": rows,
+        }
+        print(
+            f"{len(rows)} of {points} points injected: {summary['restores_exact']} exact restores "
+            f"({summary['restored_previous']} previous, {summary['restored_new']} new), {len(bad)} with problems, "
+            f"{summary['seconds']} s"
+        )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(summary, f, indent=1)

@@ -78,20 +78,36 @@ def parse_args() -> argparse.Namespace:
     # part 1: learner updates/s, cpu vs cuda
     p.add_argument("--updates", type=int, default=20, help="learner updates per timed repeat (part 1)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per device, interleaved (part 1)")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="learner.batch_size of both parts (default: the zoo's 256 in part 1, 64 in part 2)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="learner.batch_size of both parts (default: the zoo's 256 in part 1, 64 in part 2)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch threads of the part-1 learner (learner.num_threads)")
     p.add_argument("--fill", type=int, default=PONG_FILL, help="transitions collected into part 1's buffer")
     # part 2: async env steps/s vs collector actors
-    p.add_argument("--collectors", type=int, nargs="+", default=[1, 2, 4, 8],
-                   help="collector actor counts to measure (part 2)")
+    p.add_argument(
+        "--collectors", type=int, nargs="+", default=[1, 2, 4, 8], help="collector actor counts to measure (part 2)"
+    )
     p.add_argument("--seconds", type=float, default=120.0, help="measurement window per collector count (s)")
-    p.add_argument("--warmup", type=float, default=20.0,
-                   help="extra warm-up window (s) after every actor's first collect is back, before measuring")
-    p.add_argument("--collector-gpus", type=float, default=0.0,
-                   help="async_pipeline.collector_num_gpus: GPUs per collector actor (fractional allowed)")
-    p.add_argument("--learner-device", default="cuda" if torch.cuda.is_available() else "cpu",
-                   help="learner.device of the driver in part 2 (default: cuda if available, else cpu)")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=20.0,
+        help="extra warm-up window (s) after every actor's first collect is back, before measuring",
+    )
+    p.add_argument(
+        "--collector-gpus",
+        type=float,
+        default=0.0,
+        help="async_pipeline.collector_num_gpus: GPUs per collector actor (fractional allowed)",
+    )
+    p.add_argument(
+        "--learner-device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="learner.device of the driver in part 2 (default: cuda if available, else cpu)",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for both parts")
     args = p.parse_args()
     args.parts = {part.strip() for part in args.parts.split(",") if part.strip()}
@@ -113,9 +129,14 @@ def machine() -> dict:
             cpu_model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "cpu_model": cpu_model,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "gpus": torch.cuda.device_count(), "torch": torch.__version__, "date": datetime.date.today().isoformat()}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "gpus": torch.cuda.device_count(),
+        "torch": torch.__version__,
+        "date": datetime.date.today().isoformat(),
+    }
 
 
 def describe(m: dict) -> str:
@@ -132,8 +153,7 @@ class DeviceBench(Bench):
     weights) instead of one per update path; ``timed(device, n)`` gives updates/s."""
 
     def __init__(self, cfg: Config, devices: list[str], fill: int) -> None:
-        self._init_learners(cfg, fill, {device: cfg.with_overrides([f"learner.device={device}"])
-                                        for device in devices})
+        self._init_learners(cfg, fill, {device: cfg.with_overrides([f"learner.device={device}"]) for device in devices})
 
     def update(self, device: str) -> None:
         super().update(device)
@@ -147,7 +167,8 @@ def learner_part(args: argparse.Namespace) -> dict:
         print(f"part 1: GPU rows skipped: torch.cuda.is_available() is False (torch {torch.__version__})")
     batch = [f"learner.batch_size={args.batch_size}"] if args.batch_size else []
     cfg = load_config_module(os.path.join(ROOT, PONG_ZOO)).with_overrides(
-        [*PONG_OVERRIDES, f"learner.num_threads={args.threads}", *batch, *args.overrides])
+        [*PONG_OVERRIDES, f"learner.num_threads={args.threads}", *batch, *args.overrides]
+    )
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     bench = DeviceBench(cfg, devices, args.fill)
@@ -160,18 +181,25 @@ def learner_part(args: argparse.Namespace) -> dict:
             rates[device].append(bench.timed(device, args.updates))
     med = {d: float(np.median(r)) for d, r in rates.items()}
     gpu = torch.cuda.get_device_name(0) if "cuda" in med else None
-    print(f"\nLearner updates/s, Pong MuZero (conv), batch {cfg.learner.batch_size}, {args.updates} updates x "
-          f"{args.repeats} repeats, learner on {args.threads} torch threads:\n")
+    print(
+        f"\nLearner updates/s, Pong MuZero (conv), batch {cfg.learner.batch_size}, {args.updates} updates x "
+        f"{args.repeats} repeats, learner on {args.threads} torch threads:\n"
+    )
     print("| learner.device | batch | updates/s (median) | min | max | vs cpu |")
     print("|---|---|---|---|---|---|")
     for device, r in rates.items():
         name = device if device == "cpu" else f"cuda ({gpu})"
-        print(f"| {name} | {cfg.learner.batch_size} | {med[device]:.2f} | {min(r):.2f} | {max(r):.2f} | "
-              f"{med[device] / med['cpu']:.1f}x |")
-    return {"learner_batch_size": cfg.learner.batch_size, "learner_threads": args.threads,
-            "learner_updates_per_s_cpu": round(med["cpu"], 3),
-            "learner_updates_per_s_gpu": round(med["cuda"], 3) if "cuda" in med else None,
-            "learner_gpu_over_cpu": round(med["cuda"] / med["cpu"], 2) if "cuda" in med else None}
+        print(
+            f"| {name} | {cfg.learner.batch_size} | {med[device]:.2f} | {min(r):.2f} | {max(r):.2f} | "
+            f"{med[device] / med['cpu']:.1f}x |"
+        )
+    return {
+        "learner_batch_size": cfg.learner.batch_size,
+        "learner_threads": args.threads,
+        "learner_updates_per_s_cpu": round(med["cpu"], 3),
+        "learner_updates_per_s_gpu": round(med["cuda"], 3) if "cuda" in med else None,
+        "learner_gpu_over_cpu": round(med["cuda"] / med["cpu"], 2) if "cuda" in med else None,
+    }
 
 
 # ------------------------------------------------------------------------------ part 2: async env steps/s
@@ -185,16 +213,20 @@ def fit_collectors(cfg: Config, n: int, cpus: int, gpus: int, collector_gpus: fl
     num_cpus = min(ap.collector_num_cpus, int(free_cpus / n * 100) / 100)
     notes = []
     if num_cpus < ap.collector_num_cpus:
-        notes.append(f"{n} collectors x {ap.collector_num_cpus:g} CPU do not fit in {cpus} CPUs (evaluator: "
-                     f"{ap.evaluator_num_cpus:g}): async_pipeline.collector_num_cpus={num_cpus:g} each, "
-                     f"the cores are oversubscribed")
+        notes.append(
+            f"{n} collectors x {ap.collector_num_cpus:g} CPU do not fit in {cpus} CPUs (evaluator: "
+            f"{ap.evaluator_num_cpus:g}): async_pipeline.collector_num_cpus={num_cpus:g} each, "
+            f"the cores are oversubscribed"
+        )
     if num_cpus <= 0:
         raise SystemExit(f"{n} collectors cannot get any CPU share on {cpus} CPUs")
     num_gpus = collector_gpus
     if num_gpus > 0 and n * num_gpus > gpus:
         num_gpus = int(gpus / n * 1000) / 1000
-        notes.append(f"{n} collectors x {collector_gpus:g} GPU do not fit in {gpus} GPUs: "
-                     f"async_pipeline.collector_num_gpus={num_gpus:g} each")
+        notes.append(
+            f"{n} collectors x {collector_gpus:g} GPU do not fit in {gpus} GPUs: "
+            f"async_pipeline.collector_num_gpus={num_gpus:g} each"
+        )
     return num_cpus, num_gpus, "; ".join(notes)
 
 
@@ -233,37 +265,54 @@ def env_part(args: argparse.Namespace) -> dict:
             if note:
                 print(f"part 2: note: {note}")
                 notes.append(note)
-            ncfg = cfg.with_updates({"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": n,
-                                     "async_pipeline.collector_num_cpus": num_cpus,
-                                     "async_pipeline.collector_num_gpus": num_gpus})
+            ncfg = cfg.with_updates(
+                {
+                    "async_pipeline.enabled": True,
+                    "async_pipeline.num_collector_actors": n,
+                    "async_pipeline.collector_num_cpus": num_cpus,
+                    "async_pipeline.collector_num_gpus": num_gpus,
+                }
+            )
             r = measure_collectors(ncfg, n, args.warmup, args.seconds)
             rows[n] = r | {"num_cpus": num_cpus, "num_gpus": num_gpus}
-            print(f"part 2: {n} collector(s): {r['env_steps_per_s']:.1f} env steps/s, {r['updates_per_s']:.2f} "
-                  f"updates/s (start-up {r['startup_s']:.0f} s)", flush=True)
+            print(
+                f"part 2: {n} collector(s): {r['env_steps_per_s']:.1f} env steps/s, {r['updates_per_s']:.2f} "
+                f"updates/s (start-up {r['startup_s']:.0f} s)",
+                flush=True,
+            )
     finally:
         ray.shutdown()
     e = cfg.env
-    print(f"\nAsync pipeline env steps/s, Pong MuZero, {e.collector_env_num} envs per collector, "
-          f"{cfg.mcts.num_simulations} simulations, learner batch {cfg.learner.batch_size} on "
-          f"{args.learner_device}, replay ratio {cfg.learner.replay_ratio:g}, {args.seconds:g} s window after "
-          f"warm-up, Ray with {cpus} CPUs and {gpus} GPUs:\n")
+    print(
+        f"\nAsync pipeline env steps/s, Pong MuZero, {e.collector_env_num} envs per collector, "
+        f"{cfg.mcts.num_simulations} simulations, learner batch {cfg.learner.batch_size} on "
+        f"{args.learner_device}, replay ratio {cfg.learner.replay_ratio:g}, {args.seconds:g} s window after "
+        f"warm-up, Ray with {cpus} CPUs and {gpus} GPUs:\n"
+    )
     first_n = args.collectors[0]
-    print(f"| collector actors | CPUs / actor | GPUs / actor | env steps/s | vs {first_n} actor{'s' * (first_n > 1)} "
-          "| updates/s | learner busy |")
+    print(
+        f"| collector actors | CPUs / actor | GPUs / actor | env steps/s | vs {first_n} actor{'s' * (first_n > 1)} "
+        "| updates/s | learner busy |"
+    )
     print("|---|---|---|---|---|---|---|")
     first = rows[first_n]["env_steps_per_s"]
     for n, r in rows.items():
         scale = f"{r['env_steps_per_s'] / first:.2f}x" if first > 0 else "-"
-        print(f"| {n} | {r['num_cpus']:g} | {r['num_gpus']:g} | {r['env_steps_per_s']:.1f} | {scale} | "
-              f"{r['updates_per_s']:.2f} | {r['train_busy']:.0%} |")
+        print(
+            f"| {n} | {r['num_cpus']:g} | {r['num_gpus']:g} | {r['env_steps_per_s']:.1f} | {scale} | "
+            f"{r['updates_per_s']:.2f} | {r['train_busy']:.0%} |"
+        )
     for note in notes:
         print(f"note: {note}")
-    return {"env_steps_per_s": {str(n): round(r["env_steps_per_s"], 2) for n, r in rows.items()},
-            "async_updates_per_s": {str(n): round(r["updates_per_s"], 3) for n, r in rows.items()},
-            "learner_busy": {str(n): round(r["train_busy"], 3) for n, r in rows.items()},
-            "collector_num_cpus": {str(n): r["num_cpus"] for n, r in rows.items()},
-            "collector_num_gpus": {str(n): r["num_gpus"] for n, r in rows.items()},
-            "learner_device_async": args.learner_device, "window_s": args.seconds}
+    return {
+        "env_steps_per_s": {str(n): round(r["env_steps_per_s"], 2) for n, r in rows.items()},
+        "async_updates_per_s": {str(n): round(r["updates_per_s"], 3) for n, r in rows.items()},
+        "learner_busy": {str(n): round(r["train_busy"], 3) for n, r in rows.items()},
+        "collector_num_cpus": {str(n): r["num_cpus"] for n, r in rows.items()},
+        "collector_num_gpus": {str(n): r["num_gpus"] for n, r in rows.items()},
+        "learner_device_async": args.learner_device,
+        "window_s": args.seconds,
+    }
 
 
 def main() -> None:
@@ -272,8 +321,12 @@ def main() -> None:
     start = time.perf_counter()
     m = machine()
     print(describe(m))
-    out: dict = {"learner_updates_per_s_cpu": None, "learner_updates_per_s_gpu": None, "learner_gpu_over_cpu": None,
-                 "env_steps_per_s": {}}
+    out: dict = {
+        "learner_updates_per_s_cpu": None,
+        "learner_updates_per_s_gpu": None,
+        "learner_gpu_over_cpu": None,
+        "env_steps_per_s": {},
+    }
     if "learner" in args.parts:
         out |= learner_part(args)
     if "env" in args.parts:

@@ -31,13 +31,24 @@ NUM_SIMULATIONS = 25
 
 
 def make_search(policy_type: str, width: int, batch: int, inference: str, num_actions: int = 6):
-    cfg = Config().with_updates({"policy_type": policy_type, "mcts.inference": inference, "model.kind": "mlp",
-                                 "model.latent_dim": width, "model.hidden_sizes": (width,),
-                                 "efficientzero.lstm_hidden_size": width, "unizero.embed_dim": width,
-                                 "unizero.num_heads": max(1, width // 32), "unizero.infer_context_length": 4,
-                                 "model.value_support_size": 300, "model.reward_support_size": 300})
-    spec = EnvSpecInfo(observation_shape=(8,), frame_shape=(8,), frame_stack=1, action_space_size=num_actions,
-                       is_atari=False)
+    cfg = Config().with_updates(
+        {
+            "policy_type": policy_type,
+            "mcts.inference": inference,
+            "model.kind": "mlp",
+            "model.latent_dim": width,
+            "model.hidden_sizes": (width,),
+            "efficientzero.lstm_hidden_size": width,
+            "unizero.embed_dim": width,
+            "unizero.num_heads": max(1, width // 32),
+            "unizero.infer_context_length": 4,
+            "model.value_support_size": 300,
+            "model.reward_support_size": 300,
+        }
+    )
+    spec = EnvSpecInfo(
+        observation_shape=(8,), frame_shape=(8,), frame_stack=1, action_space_size=num_actions, is_atari=False
+    )
     torch.manual_seed(0)
     policy = get_algorithm(policy_type).make_policy(cfg, spec)
     rng = np.random.default_rng(0)
@@ -72,8 +83,10 @@ def main() -> None:
                 times = np.array([(engine(), reference()) for _ in range(args.repeats)])
                 speedup = float(np.median(times[:, 1] / times[:, 0]))
                 results[f"{policy_type}_w{width}_b{batch}_engine_speedup"] = round(speedup, 3)
-                print(f"{policy_type:<16}{width:>7}{batch:>7}{np.median(times[:, 0]) * 1e3:>11.1f}"
-                      f"{np.median(times[:, 1]) * 1e3:>10.1f}{speedup:>16.2f}")
+                print(
+                    f"{policy_type:<16}{width:>7}{batch:>7}{np.median(times[:, 0]) * 1e3:>11.1f}"
+                    f"{np.median(times[:, 1]) * 1e3:>10.1f}{speedup:>16.2f}"
+                )
     print(json.dumps(results))
 
 

@@ -60,14 +60,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from gpu_scaling import describe, machine  # noqa: E402
 from learner_speed import CONFIGS as SPEED_CONFIGS  # noqa: E402
 from learner_speed import Bench  # noqa: E402
 
+import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
 from lz_tune.config import Config  # noqa: E402
 from lz_tune.config_loader import load_config_module  # noqa: E402
 from lz_tune.parallel import make_learner  # noqa: E402
@@ -107,21 +106,50 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", default="cartpole,pong", help=f"comma-separated, from {', '.join(CONFIGS)}")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="learner.num_workers values (1 2 4)")
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                   help="learner.num_threads of the N = 1 rows (one row per value)")
-    p.add_argument("--worker-cpus", type=float, default=1.0,
-                   help="learner.worker_num_cpus of the N >= 2 rows (torch threads per worker: its integer part)")
-    p.add_argument("--driver-threads", type=int, default=min(2, os.cpu_count() or 1),
-                   help="torch threads of this process (the driver: sample + targets) in the N >= 2 rows")
-    p.add_argument("--updates", type=int, default=None,
-                   help=f"timed updates per row and repeat (default per config: {budgets('updates')})")
-    p.add_argument("--repeats", type=int, default=None,
-                   help=f"timed repeats, rows interleaved (default per config: {budgets('repeats')})")
-    p.add_argument("--warmup", type=int, default=None,
-                   help=f"updates per row before timing, not counted (default per config: {budgets('warmup')})")
+    p.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="learner.num_threads of the N = 1 rows (one row per value)",
+    )
+    p.add_argument(
+        "--worker-cpus",
+        type=float,
+        default=1.0,
+        help="learner.worker_num_cpus of the N >= 2 rows (torch threads per worker: its integer part)",
+    )
+    p.add_argument(
+        "--driver-threads",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="torch threads of this process (the driver: sample + targets) in the N >= 2 rows",
+    )
+    p.add_argument(
+        "--updates",
+        type=int,
+        default=None,
+        help=f"timed updates per row and repeat (default per config: {budgets('updates')})",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help=f"timed repeats, rows interleaved (default per config: {budgets('repeats')})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help=f"updates per row before timing, not counted (default per config: {budgets('warmup')})",
+    )
     p.add_argument("--fill", type=int, default=None, help="transitions in each config's buffer (default: per config)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                   help="cuda: learner.device=cuda and learner.worker_num_gpus=1")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="cuda: learner.device=cuda and learner.worker_num_gpus=1",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every config and row")
     args = p.parse_args()
     args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -129,16 +157,22 @@ def parse_args() -> argparse.Namespace:
         p.error(f"--configs: expected some of {', '.join(CONFIGS)}, got {args.configs}")
     if min(args.workers) < 1 or min(args.threads) < 1 or args.driver_threads < 1 or args.worker_cpus <= 0:
         p.error("--workers, --threads and --driver-threads must be >= 1, --worker-cpus > 0")
-    if (args.updates is not None and args.updates < 1) or (args.repeats is not None and args.repeats < 1) or (
-            args.warmup is not None and args.warmup < 0):
+    if (
+        (args.updates is not None and args.updates < 1)
+        or (args.repeats is not None and args.repeats < 1)
+        or (args.warmup is not None and args.warmup < 0)
+    ):
         p.error("--updates and --repeats must be >= 1, --warmup >= 0")
     if args.device == "cuda":
         if not torch.cuda.is_available():
-            p.error(f"--device cuda: torch.cuda.is_available() is False here (torch {torch.__version__}, "
-                    f"CUDA build: {torch.version.cuda or 'no'}); the GPU rows need a machine with a GPU")
+            p.error(
+                f"--device cuda: torch.cuda.is_available() is False here (torch {torch.__version__}, "
+                f"CUDA build: {torch.version.cuda or 'no'}); the GPU rows need a machine with a GPU"
+            )
         if max(args.workers) > torch.cuda.device_count():
-            p.error(f"--device cuda: {max(args.workers)} workers x 1 GPU, but torch sees "
-                    f"{torch.cuda.device_count()} GPU(s)")
+            p.error(
+                f"--device cuda: {max(args.workers)} workers x 1 GPU, but torch sees {torch.cuda.device_count()} GPU(s)"
+            )
     return args
 
 
@@ -147,12 +181,26 @@ def make_rows(base: Config, args: argparse.Namespace) -> list[Row]:
     rows = []
     for n in sorted(set(args.workers)):
         if n == 1:
-            rows += [Row(1, t, t, base.with_overrides([*device, f"learner.num_threads={t}"]))
-                     for t in sorted(set(args.threads))]
+            rows += [
+                Row(1, t, t, base.with_overrides([*device, f"learner.num_threads={t}"]))
+                for t in sorted(set(args.threads))
+            ]
         else:
-            rows.append(Row(n, max(1, int(args.worker_cpus)), args.driver_threads, base.with_overrides(
-                [*device, f"learner.num_workers={n}", f"learner.worker_num_cpus={args.worker_cpus:g}",
-                 f"learner.num_threads={args.driver_threads}"])))
+            rows.append(
+                Row(
+                    n,
+                    max(1, int(args.worker_cpus)),
+                    args.driver_threads,
+                    base.with_overrides(
+                        [
+                            *device,
+                            f"learner.num_workers={n}",
+                            f"learner.worker_num_cpus={args.worker_cpus:g}",
+                            f"learner.num_threads={args.driver_threads}",
+                        ]
+                    ),
+                )
+            )
     return rows
 
 
@@ -212,37 +260,45 @@ class ScalingBench(Bench):
 
 def ms_split(updates: list[dict[str, float]], all_reduce_s: float) -> dict[str, float]:
     """Mean milliseconds per update of each part (see the module docstring)."""
+
     def mean(f) -> float:
         return float(np.mean([f(u) for u in updates])) * 1e3
 
     parallel = updates[0]["worker"] is not None
-    return {"prepare": mean(lambda u: u["prepare"]),
-            "transfer": mean(lambda u: u["update"] - u["worker"]) if parallel else 0.0,
-            "compute": (mean(lambda u: max(u["worker"] - all_reduce_s, 0.0)) if parallel
-                        else mean(lambda u: u["update"])),
-            "all_reduce": all_reduce_s * 1e3,
-            "priorities": mean(lambda u: u["priorities"]),
-            "total": mean(lambda u: u["total"])}
+    return {
+        "prepare": mean(lambda u: u["prepare"]),
+        "transfer": mean(lambda u: u["update"] - u["worker"]) if parallel else 0.0,
+        "compute": (mean(lambda u: max(u["worker"] - all_reduce_s, 0.0)) if parallel else mean(lambda u: u["update"])),
+        "all_reduce": all_reduce_s * 1e3,
+        "priorities": mean(lambda u: u["priorities"]),
+        "total": mean(lambda u: u["total"]),
+    }
 
 
 def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
     zoo, overrides, fill = CONFIGS[name]
-    n_updates, repeats, warmup = (given if given is not None else default for given, default in
-                                  zip((args.updates, args.repeats, args.warmup), BUDGETS[name]))
+    n_updates, repeats, warmup = (
+        given if given is not None else default
+        for given, default in zip((args.updates, args.repeats, args.warmup), BUDGETS[name])
+    )
     base = load_config_module(os.path.join(ROOT, zoo)).with_overrides([*overrides, *args.overrides])
     rows = make_rows(base, args)
     t0 = time.perf_counter()
     bench = ScalingBench(base, rows, args.fill or fill)
-    print(f"{name}: buffer of {bench.buffer.num_transitions} transitions and {len(rows)} learners ready in "
-          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"{name}: buffer of {bench.buffer.num_transitions} transitions and {len(rows)} learners ready in "
+        f"{time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     try:
         all_reduce = {row.key: bench.all_reduce_s(row) for row in rows}  # before the warm-up: apply rewraps DDP
         for row in rows:
             torch.set_num_threads(row.driver_threads)
             for _ in range(warmup):
                 bench.split_update(row)
-        mb = batch_megabytes(bench.learners[rows[0].key].make_batch(bench.buffer, bench.buffer.sample(
-            bench.batch_size), rng=bench.rng))
+        mb = batch_megabytes(
+            bench.learners[rows[0].key].make_batch(bench.buffer, bench.buffer.sample(bench.batch_size), rng=bench.rng)
+        )
         rates: dict[str, list[float]] = {row.key: [] for row in rows}
         updates: dict[str, list[dict]] = {row.key: [] for row in rows}
         for _ in range(repeats):
@@ -256,13 +312,25 @@ def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
     out = []
     for row in rows:
         r, ms = rates[row.key], ms_split(updates[row.key], all_reduce[row.key])
-        out.append({"config": name, "batch_size": base.learner.batch_size, "workers": row.workers,
-                    "threads": row.threads, "driver_threads": row.driver_threads,
-                    "worker_num_cpus": row.cfg.learner.worker_num_cpus if row.workers >= 2 else None,
-                    "device": row.cfg.learner.device, "updates_per_s": round(float(np.median(r)), 3),
-                    "updates_per_s_min": round(min(r), 3), "updates_per_s_max": round(max(r), 3),
-                    "ms_per_update": {k: round(v, 2) for k, v in ms.items()},
-                    "batch_mb": round(mb, 2), "updates": n_updates, "repeats": repeats, "warmup": warmup})
+        out.append(
+            {
+                "config": name,
+                "batch_size": base.learner.batch_size,
+                "workers": row.workers,
+                "threads": row.threads,
+                "driver_threads": row.driver_threads,
+                "worker_num_cpus": row.cfg.learner.worker_num_cpus if row.workers >= 2 else None,
+                "device": row.cfg.learner.device,
+                "updates_per_s": round(float(np.median(r)), 3),
+                "updates_per_s_min": round(min(r), 3),
+                "updates_per_s_max": round(max(r), 3),
+                "ms_per_update": {k: round(v, 2) for k, v in ms.items()},
+                "batch_mb": round(mb, 2),
+                "updates": n_updates,
+                "repeats": repeats,
+                "warmup": warmup,
+            }
+        )
     best_single = max((o["updates_per_s"] for o in out if o["workers"] == 1), default=None)
     for o in out:
         o["vs_best_n1"] = round(o["updates_per_s"] / best_single, 3) if best_single else None
@@ -270,22 +338,29 @@ def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
 
 
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
-    print(f"\nLearner updates/s at the same global batch, learner.device={args.device} (timed: repeats x updates "
-          "per row, rows interleaved, after the warm-up); threads: N = 1 learner.num_threads, N >= 2 per worker "
-          f"(int(learner.worker_num_cpus)), the driver's sample + targets on {args.driver_threads}; ms per update, "
-          "mean:\n")
-    print("| config | batch | N | threads | timed | updates/s (median) | min - max | vs best N=1 | prepare | "
-          "transfer | compute | all-reduce | priorities | total |")
+    print(
+        f"\nLearner updates/s at the same global batch, learner.device={args.device} (timed: repeats x updates "
+        "per row, rows interleaved, after the warm-up); threads: N = 1 learner.num_threads, N >= 2 per worker "
+        f"(int(learner.worker_num_cpus)), the driver's sample + targets on {args.driver_threads}; ms per update, "
+        "mean:\n"
+    )
+    print(
+        "| config | batch | N | threads | timed | updates/s (median) | min - max | vs best N=1 | prepare | "
+        "transfer | compute | all-reduce | priorities | total |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for o in rows:
         ms = o["ms_per_update"]
         vs = f"{o['vs_best_n1']:.2f}x" if o["vs_best_n1"] else "-"
         parallel = o["workers"] >= 2
-        print(f"| {o['config']} | {o['batch_size']} | {o['workers']} | {o['threads']} | "
-              f"{o['repeats']} x {o['updates']} | {o['updates_per_s']:.2f} | "
-              f"{o['updates_per_s_min']:.2f} - {o['updates_per_s_max']:.2f} | {vs} | {ms['prepare']:.1f} | "
-              f"{ms['transfer']:.1f} | {ms['compute']:.1f} | " + (f"{ms['all_reduce']:.1f}" if parallel else "-")
-              + f" | {ms['priorities']:.2f} | {ms['total']:.1f} |")
+        print(
+            f"| {o['config']} | {o['batch_size']} | {o['workers']} | {o['threads']} | "
+            f"{o['repeats']} x {o['updates']} | {o['updates_per_s']:.2f} | "
+            f"{o['updates_per_s_min']:.2f} - {o['updates_per_s_max']:.2f} | {vs} | {ms['prepare']:.1f} | "
+            f"{ms['transfer']:.1f} | {ms['compute']:.1f} | "
+            + (f"{ms['all_reduce']:.1f}" if parallel else "-")
+            + f" | {ms['priorities']:.2f} | {ms['total']:.1f} |"
+        )
     for name in dict.fromkeys(o["config"] for o in rows):
         mb = next(o["batch_mb"] for o in rows if o["config"] == name)
         print(f"{name}: one global batch is {mb:.2f} MB of arrays (what N >= 2 sends to its workers per update)")
@@ -304,11 +379,18 @@ def main() -> None:
         # every row's workers stay up (rows are interleaved; idle ones cost no CPU): Ray needs room for all
         cpus = max(os.cpu_count() or 1, sum(math.ceil(n * args.worker_cpus) for n in set(args.workers) if n >= 2))
         if max(args.workers) * args.worker_cpus > (os.cpu_count() or 1):
-            notes.append(f"{max(args.workers)} workers x {args.worker_cpus:g} CPU > {os.cpu_count()} cores: "
-                         "the cores are oversubscribed")
+            notes.append(
+                f"{max(args.workers)} workers x {args.worker_cpus:g} CPU > {os.cpu_count()} cores: "
+                "the cores are oversubscribed"
+            )
             print(f"note: {notes[-1]}")
-        ray.init(num_cpus=cpus, num_gpus=torch.cuda.device_count() if args.device == "cuda" else 0,
-                 include_dashboard=False, configure_logging=False, log_to_driver=False)
+        ray.init(
+            num_cpus=cpus,
+            num_gpus=torch.cuda.device_count() if args.device == "cuda" else 0,
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+        )
     rows: list[dict] = []
     try:
         for name in args.configs:
@@ -321,8 +403,19 @@ def main() -> None:
         print(f"note: {note}")
     total = round(time.perf_counter() - start, 1)
     print(f"\n{describe(m)}; total {total:.0f} s")
-    print(json.dumps({"rows": rows, "device": args.device, "driver_threads": args.driver_threads, "notes": notes,
-                      "machine": m, "overrides": args.overrides, "total_s": total}))
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "device": args.device,
+                "driver_threads": args.driver_threads,
+                "notes": notes,
+                "machine": m,
+                "overrides": args.overrides,
+                "total_s": total,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -30,11 +30,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+import lz_tune  # noqa: E402,F401  first: it sets THP_MEM_ALLOC_ENABLE before torch's first allocation
 from lz_tune.algos import get_algorithm  # noqa: E402
 from lz_tune.buffer import GameBuffer  # noqa: E402
 from lz_tune.config import Config  # noqa: E402
@@ -44,8 +43,11 @@ from lz_tune.workers import SegmentCollector, env_spec_for  # noqa: E402
 CONFIGS = {
     # CartPole: the MLP at batch 256 with the 256-wide SSL projector (the zoo config before its
     # time-to-solve search; the zoo now trains at batch 64 with a narrower projector)
-    "cartpole": ("zoo/classic_control/cartpole_muzero.py", ("learner.batch_size=256", "model.projection_dim=256",
-                                                            "model.projection_hidden_dim=256"), 3000),
+    "cartpole": (
+        "zoo/classic_control/cartpole_muzero.py",
+        ("learner.batch_size=256", "model.projection_dim=256", "model.projection_hidden_dim=256"),
+        3000,
+    ),
     # Pong: the zoo config with a smaller buffer fill (the update cost does not depend on it)
     "pong": ("zoo/atari/pong_muzero.py", ("env.collector_env_num=4",), 800),
     # UniZero's CartPole config (use with --policy-type unizero; it has one update path)
@@ -58,9 +60,16 @@ PHASES = ("learn/forward", "learn/backward", "learn/optimizer")
 def fill_buffer(cfg: Config, transitions: int) -> GameBuffer:
     spec = env_spec_for(cfg)
     b = cfg.buffer
-    buffer = GameBuffer(capacity_transitions=max(transitions * 2, 10_000), num_unroll_steps=b.num_unroll_steps,
-                        td_steps=b.td_steps, discount=cfg.mcts.discount_factor, frame_stack=spec.frame_stack,
-                        action_space_size=spec.action_space_size, use_priority=b.use_priority, seed=0)
+    buffer = GameBuffer(
+        capacity_transitions=max(transitions * 2, 10_000),
+        num_unroll_steps=b.num_unroll_steps,
+        td_steps=b.td_steps,
+        discount=cfg.mcts.discount_factor,
+        frame_stack=spec.frame_stack,
+        action_space_size=spec.action_space_size,
+        use_priority=b.use_priority,
+        seed=0,
+    )
     collector = SegmentCollector(cfg.with_overrides(["mcts.num_simulations=2"]), seed=0)
     while buffer.num_transitions < transitions:
         buffer.push(collector.collect(temperature=1.0).segments)
@@ -74,9 +83,9 @@ class Bench:
     def __init__(self, name: str, threads: int, policy_type: str = "muzero") -> None:
         zoo, overrides, fill = CONFIGS[name]
         base = load_config_module(os.path.join(ROOT, zoo)).with_overrides(
-            [*overrides, f"policy_type={policy_type}", f"learner.num_threads={threads}"])
-        self._init_learners(base, fill, {path: base.with_overrides([f"learner.update_path={path}"])
-                                         for path in PATHS})
+            [*overrides, f"policy_type={policy_type}", f"learner.num_threads={threads}"]
+        )
+        self._init_learners(base, fill, {path: base.with_overrides([f"learner.update_path={path}"]) for path in PATHS})
 
     def _init_learners(self, base: Config, fill: int, variants: dict[str, Config]) -> None:
         """Fill one buffer from ``base`` with ``fill`` transitions, then build one learner per
@@ -128,8 +137,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results: dict[str, object] = {"thp": os.environ["THP_MEM_ALLOC_ENABLE"] not in ("0", "false", "False")}
-    print(f"{'config':<10}{'path':<7}{'updates/s (median)':>19}{'min':>8}{'max':>8}   ms/update: forward backward "
-          "optimizer targets+rest")
+    print(
+        f"{'config':<10}{'path':<7}{'updates/s (median)':>19}{'min':>8}{'max':>8}   ms/update: forward backward "
+        "optimizer targets+rest"
+    )
     for name in args.configs.split(","):
         bench = Bench(name, args.threads, args.policy_type)
         for path in PATHS:  # warm-up: first-call allocations, lazy imports
@@ -144,8 +155,10 @@ def main() -> None:
             suffix = "" if path == "fused" else "_eager"
             results[f"{name}_updates_per_s{suffix}"] = round(med, 2)
             results[f"{name}_ms_per_update{suffix}"] = {k: round(v, 2) for k, v in br.items()}
-            print(f"{name:<10}{path:<7}{med:>19.2f}{min(rates[path]):>8.2f}{max(rates[path]):>8.2f}   "
-                  f"{br['forward']:>17.1f}{br['backward']:>9.1f}{br['optimizer']:>10.1f}{br['targets_and_rest']:>13.1f}")
+            print(
+                f"{name:<10}{path:<7}{med:>19.2f}{min(rates[path]):>8.2f}{max(rates[path]):>8.2f}   "
+                f"{br['forward']:>17.1f}{br['backward']:>9.1f}{br['optimizer']:>10.1f}{br['targets_and_rest']:>13.1f}"
+            )
         results[f"{name}_speedup"] = round(results[f"{name}_updates_per_s"] / results[f"{name}_updates_per_s_eager"], 3)
         print(f"{name:<10}fused / eager = {results[f'{name}_speedup']:.2f}x")
     print(json.dumps(results))

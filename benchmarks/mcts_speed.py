@@ -48,28 +48,55 @@ from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 
 NUM_SIMULATIONS = 50
-ALL_TYPES = ("muzero,gumbel_muzero,muzero_context,efficientzero,stochastic_muzero,muzero_rnn_full_obs,unizero,"
-             "unizero_uncached,sampled_muzero,sampled_efficientzero,sampled_unizero")
+ALL_TYPES = (
+    "muzero,gumbel_muzero,muzero_context,efficientzero,stochastic_muzero,muzero_rnn_full_obs,unizero,"
+    "unizero_uncached,sampled_muzero,sampled_efficientzero,sampled_unizero"
+)
 
 
-def make_case(num_actions: int, batch: int, inference: str, obs_dim: int = 4, policy_type: str = "muzero",
-              action_dim: int = 0, num_samples: int = 5) -> Callable[[], tuple[float, float]]:
+def make_case(
+    num_actions: int,
+    batch: int,
+    inference: str,
+    obs_dim: int = 4,
+    policy_type: str = "muzero",
+    action_dim: int = 0,
+    num_samples: int = 5,
+) -> Callable[[], tuple[float, float]]:
     """A search of ``policy_type`` on fixed observations: returns a function that runs it once
     and returns (seconds, seconds inside the model calls). action_dim > 0: a continuous action
     space of that many dims (``num_actions`` unused), searched with ``num_samples`` samples per
     expansion. inference ``uncached``: UniZero's uncached reference."""
-    cfg = Config().with_updates({"policy_type": policy_type, "mcts.inference": "auto" if inference == "uncached"
-                                 else inference, "model.kind": "mlp",
-                                 "unizero.embed_dim": 64, "unizero.num_heads": 2, "unizero.infer_context_length": 4,
-                                 "unizero.search_cache": inference != "uncached",
-                                 "model.latent_dim": 64, "model.hidden_sizes": (64,),
-                                 "model.value_support_size": 300, "model.reward_support_size": 300,
-                                 "mcts.num_simulations": NUM_SIMULATIONS, "efficientzero.lstm_hidden_size": 64,
-                                 "context.rnn_hidden_size": 64, "stochastic.chance_space_size": 32,
-                                 "sampled.num_samples": num_samples})
-    spec = EnvSpecInfo(observation_shape=(obs_dim,), frame_shape=(obs_dim,), frame_stack=1,
-                       action_space_size=1 if action_dim else num_actions, is_atari=False, action_dim=action_dim,
-                       action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
+    cfg = Config().with_updates(
+        {
+            "policy_type": policy_type,
+            "mcts.inference": "auto" if inference == "uncached" else inference,
+            "model.kind": "mlp",
+            "unizero.embed_dim": 64,
+            "unizero.num_heads": 2,
+            "unizero.infer_context_length": 4,
+            "unizero.search_cache": inference != "uncached",
+            "model.latent_dim": 64,
+            "model.hidden_sizes": (64,),
+            "model.value_support_size": 300,
+            "model.reward_support_size": 300,
+            "mcts.num_simulations": NUM_SIMULATIONS,
+            "efficientzero.lstm_hidden_size": 64,
+            "context.rnn_hidden_size": 64,
+            "stochastic.chance_space_size": 32,
+            "sampled.num_samples": num_samples,
+        }
+    )
+    spec = EnvSpecInfo(
+        observation_shape=(obs_dim,),
+        frame_shape=(obs_dim,),
+        frame_stack=1,
+        action_space_size=1 if action_dim else num_actions,
+        is_atari=False,
+        action_dim=action_dim,
+        action_low=(-1.0,) * action_dim,
+        action_high=(1.0,) * action_dim,
+    )
     torch.manual_seed(0)
     policy = get_algorithm(policy_type).make_policy(cfg, spec)
     search = partial(policy.acting.search, policy) if isinstance(policy.acting, SampledActing) else policy.search
@@ -119,39 +146,56 @@ def time_interleaved(cases: dict[str, Callable], repeats: int) -> dict[str, np.n
 def summarize(times: np.ndarray, batch: int) -> dict[str, float]:
     seconds, model = times[:, 0], times[:, 1]
     median = float(np.median(seconds))
-    return {"sims_per_s": batch * NUM_SIMULATIONS / median, "search_ms": median * 1e3,
-            "sims_per_s_best": batch * NUM_SIMULATIONS / float(seconds.min()),
-            "share_outside_model": 1.0 - float(np.median(model / seconds))}
+    return {
+        "sims_per_s": batch * NUM_SIMULATIONS / median,
+        "search_ms": median * 1e3,
+        "sims_per_s_best": batch * NUM_SIMULATIONS / float(seconds.min()),
+        "share_outside_model": 1.0 - float(np.median(model / seconds)),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--inference", choices=["auto", "torch", "both"], default="both",
-                        help="mcts.inference: auto (the CPU engines), torch, or both (default; the headline keys "
-                             "are auto's, torch's get a _torch suffix before the type's)")
-    parser.add_argument("--types", default="muzero,gumbel_muzero,efficientzero",
-                        help=f"comma-separated policy types (all: {ALL_TYPES}); keys of a type other than muzero "
-                             "get a _<type> suffix")
+    parser.add_argument(
+        "--inference",
+        choices=["auto", "torch", "both"],
+        default="both",
+        help="mcts.inference: auto (the CPU engines), torch, or both (default; the headline keys "
+        "are auto's, torch's get a _torch suffix before the type's)",
+    )
+    parser.add_argument(
+        "--types",
+        default="muzero,gumbel_muzero,efficientzero",
+        help=f"comma-separated policy types (all: {ALL_TYPES}); keys of a type other than muzero get a _<type> suffix",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     engines = ["auto", "torch"] if args.inference == "both" else [args.inference]
     types = args.types.split(",")
-    discrete = [(t, e) for t in types if t != "unizero_uncached" and not t.startswith("sampled_") for e in engines] + \
-        [("unizero", "uncached") for t in types if t == "unizero_uncached"]
+    discrete = [(t, e) for t in types if t != "unizero_uncached" and not t.startswith("sampled_") for e in engines] + [
+        ("unizero", "uncached") for t in types if t == "unizero_uncached"
+    ]
     results: dict[str, float] = {}
-    print(f"{'case':<17}{'type':<23}{'inference':<11}{'sims/s':>10}{'best sims/s':>13}{'ms/search':>11}"
-          f"{'outside model':>15}{'x muzero':>10}")
+    print(
+        f"{'case':<17}{'type':<23}{'inference':<11}{'sims/s':>10}{'best sims/s':>13}{'ms/search':>11}"
+        f"{'outside model':>15}{'x muzero':>10}"
+    )
 
     def report(case: str, key: str, policy_type: str, inference: str, r: dict, ratio: float) -> None:
-        suffix = ("_torch" if inference == "torch" and args.inference == "both" else "") + \
-            ("" if policy_type == "muzero" else f"_{policy_type}") + ("_uncached" if inference == "uncached" else "")
+        suffix = (
+            ("_torch" if inference == "torch" and args.inference == "both" else "")
+            + ("" if policy_type == "muzero" else f"_{policy_type}")
+            + ("_uncached" if inference == "uncached" else "")
+        )
         for name in ("sims_per_s", "sims_per_s_best", "search_ms", "share_outside_model"):
             results[f"{key}_{name}{suffix}"] = round(r[name], 3 if name in ("search_ms", "share_outside_model") else 1)
         if not (policy_type == "muzero" and inference == "auto"):
             results[f"{key}_over_muzero{suffix}"] = round(ratio, 3)
-        print(f"{case:<17}{policy_type:<23}{inference:<11}{r['sims_per_s']:>10.0f}{r['sims_per_s_best']:>13.0f}"
-              f"{r['search_ms']:>11.2f}{r['share_outside_model']:>14.1%}{ratio:>10.2f}")
+        print(
+            f"{case:<17}{policy_type:<23}{inference:<11}{r['sims_per_s']:>10.0f}{r['sims_per_s_best']:>13.0f}"
+            f"{r['search_ms']:>11.2f}{r['share_outside_model']:>14.1%}{ratio:>10.2f}"
+        )
 
     sampled = [t for t in types if t.startswith("sampled_")]
     for a, b in [(2, 8), (18, 64)]:
@@ -159,8 +203,15 @@ def main() -> None:
         if ("muzero", "auto") not in cases:
             cases[("muzero", "auto")] = make_case(a, b, "auto")
         if b == 8:  # the sampled types at batch 8, against MuZero's engine in the same rounds
-            cases.update({(t, e, d, k): make_case(0, 8, e, policy_type=t, action_dim=d, num_samples=k)
-                          for t in sampled for e in engines for d in (1, 6) for k in (5, 20)})
+            cases.update(
+                {
+                    (t, e, d, k): make_case(0, 8, e, policy_type=t, action_dim=d, num_samples=k)
+                    for t in sampled
+                    for e in engines
+                    for d in (1, 6)
+                    for k in (5, 20)
+                }
+            )
         times = time_interleaved(cases, args.repeats)
         base = times[("muzero", "auto")][:, 0]
         for run, t in times.items():

@@ -67,22 +67,43 @@ def read_evals(folder: Path) -> list[dict]:
         if ret is None or n in seen:
             continue
         seen.add(n)
-        rows.append({"env_steps": int(r.get("evaluation/num_env_steps_sampled_lifetime",
-                                            r["num_env_steps_sampled_lifetime"])),
-                     "train_iter": int(r.get("evaluation/train_iter", r["train_iter"])),
-                     "return": float(ret), "std": float(r.get("evaluation/env_runners/episode_return_std", 0.0)),
-                     "wall_s": float(r.get("wall_time_s", 0.0)), "done": bool(r.get("done", False))})
+        rows.append(
+            {
+                "env_steps": int(
+                    r.get("evaluation/num_env_steps_sampled_lifetime", r["num_env_steps_sampled_lifetime"])
+                ),
+                "train_iter": int(r.get("evaluation/train_iter", r["train_iter"])),
+                "return": float(ret),
+                "std": float(r.get("evaluation/env_runners/episode_return_std", 0.0)),
+                "wall_s": float(r.get("wall_time_s", 0.0)),
+                "done": bool(r.get("done", False)),
+            }
+        )
     return rows
 
 
-def train(game: str, policy_type: str, seed: int, max_env_step: int, out: Path, extra: list[str],
-          timeout: float) -> None:
+def train(
+    game: str, policy_type: str, seed: int, max_env_step: int, out: Path, extra: list[str], timeout: float
+) -> None:
     folder = run_dir(out, game, policy_type, seed)
     evals = read_evals(folder)
     if evals and (evals[-1]["done"] or evals[-1]["env_steps"] >= max_env_step):
         return
-    cmd = [sys.executable, "-m", "lz_tune", "train", "--env", env_id(game), "--policy-type", policy_type,
-           "--seed", str(seed), f"max_env_step={max_env_step}", *extra, "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lz_tune",
+        "train",
+        "--env",
+        env_id(game),
+        "--policy-type",
+        policy_type,
+        "--seed",
+        str(seed),
+        f"max_env_step={max_env_step}",
+        *extra,
+        "--quiet",
+    ]
     cmd += ["--resume", str(folder)] if (folder / "ckpt" / "ckpt_latest.pt").exists() else ["--exp-dir", str(folder)]
     print(f"# {' '.join(cmd[1:])}", flush=True)
     subprocess.run(cmd, cwd=ROOT, env=_ENV, check=True, timeout=timeout)
@@ -137,8 +158,14 @@ def plot_game(game: str, curves: dict[str, dict[int, list[dict]]], path: Path, r
         for seed, evals in sorted(seeds.items()):
             if not evals:
                 continue
-            ax.plot([e["env_steps"] for e in evals], [e["return"] for e in evals], lw=1.2,
-                    color=colors.get(policy_type), alpha=0.85, label=f"{policy_type}" if seed == min(seeds) else None)
+            ax.plot(
+                [e["env_steps"] for e in evals],
+                [e["return"] for e in evals],
+                lw=1.2,
+                color=colors.get(policy_type),
+                alpha=0.85,
+                label=f"{policy_type}" if seed == min(seeds) else None,
+            )
     ax.axhline(PUBLISHED_DQN[game], ls="--", color="gray", lw=1, label="DQN, 5M frames (approx.)")
     ax.axhline(random_score, ls=":", color="black", lw=1, label="random")
     ax.set_title(f"MinAtar {game}-v1 (one line per seed)")
@@ -158,8 +185,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-env-step", type=int, default=250_000)
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "minatar"))
-    parser.add_argument("--plots", default=os.path.join(ROOT, "docs", "img", "minatar"),
-                        help="folder for the per-game curve PNGs")
+    parser.add_argument(
+        "--plots", default=os.path.join(ROOT, "docs", "img", "minatar"), help="folder for the per-game curve PNGs"
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides added to every run")
     parser.add_argument("--final-episodes", type=int, default=32, help="held-out episodes of the last weights")
     parser.add_argument("--final-seed", type=int, default=1000)
@@ -185,17 +213,29 @@ def main() -> None:
                 curves[policy_type][seed] = evals
                 if not evals:
                     continue
-                row = {"game": game, "policy_type": policy_type, "seed": seed, "env_steps": evals[-1]["env_steps"],
-                       "train_iter": evals[-1]["train_iter"], "last_eval": evals[-1]["return"],
-                       "best_eval": max(e["return"] for e in evals), "wall_s": evals[-1]["wall_s"]}
+                row = {
+                    "game": game,
+                    "policy_type": policy_type,
+                    "seed": seed,
+                    "env_steps": evals[-1]["env_steps"],
+                    "train_iter": evals[-1]["train_iter"],
+                    "last_eval": evals[-1]["return"],
+                    "best_eval": max(e["return"] for e in evals),
+                    "wall_s": evals[-1]["wall_s"],
+                }
                 if args.final_episodes and (folder / "ckpt" / "ckpt_latest.pt").exists():
                     row |= final_eval(folder, args.final_episodes, args.final_seed)
                 table.setdefault(game, {"random": rnd, "runs": []})["runs"].append(row)
         plot_game(game, curves, Path(args.plots) / f"{game.lower()}.png", rnd)
-    measure = (f"last weights, {args.final_episodes} held-out episodes" if args.final_episodes
-               else "last training evaluation, 8 episodes")
-    print(f"\n| game | type | seeds | env steps | return per seed ({measure}) | mean | random | DQN 5M | AC 5M |"
-          f"\n|---|---|---|---|---|---|---|---|---|")
+    measure = (
+        f"last weights, {args.final_episodes} held-out episodes"
+        if args.final_episodes
+        else "last training evaluation, 8 episodes"
+    )
+    print(
+        f"\n| game | type | seeds | env steps | return per seed ({measure}) | mean | random | DQN 5M | AC 5M |"
+        f"\n|---|---|---|---|---|---|---|---|---|"
+    )
     for game, entry in table.items():
         for policy_type in args.policy_types:
             runs = [r for r in entry["runs"] if r["policy_type"] == policy_type]
@@ -204,13 +244,19 @@ def main() -> None:
             key = "final" if all("final" in r for r in runs) else "last_eval"
             values = [r[key] for r in runs]
             steps = sorted({r["env_steps"] for r in runs})
-            print(f"| {game} | {policy_type} | {','.join(str(r['seed']) for r in runs)} | "
-                  f"{steps[0]:,}" + (f"-{steps[-1]:,}" if len(steps) > 1 else "") + " | "
-                  + " / ".join(f"{v:.1f}" for v in values) + f" | {np.mean(values):.1f} | {entry['random']:.2f} | "
-                  f"{PUBLISHED_DQN[game]:g} | {PUBLISHED_AC[game]:g} |")
+            print(
+                f"| {game} | {policy_type} | {','.join(str(r['seed']) for r in runs)} | "
+                f"{steps[0]:,}"
+                + (f"-{steps[-1]:,}" if len(steps) > 1 else "")
+                + " | "
+                + " / ".join(f"{v:.1f}" for v in values)
+                + f" | {np.mean(values):.1f} | {entry['random']:.2f} | "
+                f"{PUBLISHED_DQN[game]:g} | {PUBLISHED_AC[game]:g} |"
+            )
     out.mkdir(parents=True, exist_ok=True)
-    (out / "minatar_table.json").write_text(json.dumps({"date": start, "max_env_step": args.max_env_step,
-                                                        "overrides": args.set, "table": table}, indent=1))
+    (out / "minatar_table.json").write_text(
+        json.dumps({"date": start, "max_env_step": args.max_env_step, "overrides": args.set, "table": table}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ class CollectCounts:
     transitions: int
 
 
-def lz_tune_collects(done: np.ndarray, *, segment_length: int, num_padding: int,
-                     num_segments: int) -> list[CollectCounts]:
+def lz_tune_collects(
+    done: np.ndarray, *, segment_length: int, num_padding: int, num_segments: int
+) -> list[CollectCounts]:
     """lz-tune's rule over ``done`` `[T, N]` bool (step t of env i ended its episode); the
     unfinished last collect is left out."""
     steps, n = done.shape
@@ -119,8 +120,14 @@ def summary(collects: list[CollectCounts], *, replay_ratio: float, update_per_co
         updates = update_per_collect * len(collects)
     else:
         updates = sum(max(1, int(c.transitions * replay_ratio)) for c in collects)
-    return {"collects": len(collects), "env_steps": env_steps, "transitions": transitions, "updates": updates,
-            "transitions_per_env_step": transitions / max(env_steps, 1), "updates_per_env_step": updates / max(env_steps, 1)}
+    return {
+        "collects": len(collects),
+        "env_steps": env_steps,
+        "transitions": transitions,
+        "updates": updates,
+        "transitions_per_env_step": transitions / max(env_steps, 1),
+        "updates_per_env_step": updates / max(env_steps, 1),
+    }
 
 
 def record_cartpole(env_steps: int, *, check: bool) -> tuple[np.ndarray, dict]:
@@ -131,7 +138,8 @@ def record_cartpole(env_steps: int, *, check: bool) -> tuple[np.ndarray, dict]:
     from lz_tune.pipeline import Driver
 
     cfg = load_config_module(os.path.join(REPO, "zoo/classic_control/cartpole_muzero.py")).with_overrides(
-        [f"max_env_step={env_steps}", "evaluator.stop_value=1000000"])
+        [f"max_env_step={env_steps}", "evaluator.stop_value=1000000"]
+    )
     driver = Driver(cfg, print_fn=None)
     collector = driver.backend.collectors[0]
     flags: list[np.ndarray] = []
@@ -155,15 +163,24 @@ def record_cartpole(env_steps: int, *, check: bool) -> tuple[np.ndarray, dict]:
         driver.close()
     done = np.stack(flags)
     b = cfg.buffer
-    params = {"segment_length": b.game_segment_length, "num_padding": b.num_unroll_steps + b.td_steps,
-              "num_segments": cfg.collector.segments_per_collect or cfg.env.collector_env_num}
+    params = {
+        "segment_length": b.game_segment_length,
+        "num_padding": b.num_unroll_steps + b.td_steps,
+        "num_segments": cfg.collector.segments_per_collect or cfg.env.collector_env_num,
+    }
     if check:
         simulated = lz_tune_collects(done, **params)
-        if simulated != real[:len(simulated)] or len(real) - len(simulated) > 1:
-            raise SystemExit(f"the simulation of lz-tune's rule does not reproduce the collector: "
-                             f"{simulated[:5]} vs {real[:5]}")
-    return done, {"config": "zoo/classic_control/cartpole_muzero.py", "policy": "training (sync)", **params,
-                  "replay_ratio": cfg.learner.replay_ratio, "update_per_collect": cfg.learner.update_per_collect}
+        if simulated != real[: len(simulated)] or len(real) - len(simulated) > 1:
+            raise SystemExit(
+                f"the simulation of lz-tune's rule does not reproduce the collector: {simulated[:5]} vs {real[:5]}"
+            )
+    return done, {
+        "config": "zoo/classic_control/cartpole_muzero.py",
+        "policy": "training (sync)",
+        **params,
+        "replay_ratio": cfg.learner.replay_ratio,
+        "update_per_collect": cfg.learner.update_per_collect,
+    }
 
 
 def record_pong(env_steps: int, seed: int = 0) -> tuple[np.ndarray, dict]:
@@ -188,21 +205,36 @@ def record_pong(env_steps: int, seed: int = 0) -> tuple[np.ndarray, dict]:
     finally:
         env.close()
     b = cfg.buffer
-    return np.stack(flags), {"config": "zoo/atari/pong_muzero.py", "policy": "uniformly random",
-                             "segment_length": b.game_segment_length, "num_padding": b.num_unroll_steps + b.td_steps,
-                             "num_segments": cfg.collector.segments_per_collect or n,
-                             "replay_ratio": cfg.learner.replay_ratio, "update_per_collect": cfg.learner.update_per_collect}
+    return np.stack(flags), {
+        "config": "zoo/atari/pong_muzero.py",
+        "policy": "uniformly random",
+        "segment_length": b.game_segment_length,
+        "num_padding": b.num_unroll_steps + b.td_steps,
+        "num_segments": cfg.collector.segments_per_collect or n,
+        "replay_ratio": cfg.learner.replay_ratio,
+        "update_per_collect": cfg.learner.update_per_collect,
+    }
 
 
 def compare(done: np.ndarray, params: dict) -> dict:
-    ours = lz_tune_collects(done, segment_length=params["segment_length"], num_padding=params["num_padding"],
-                            num_segments=params["num_segments"])
+    ours = lz_tune_collects(
+        done,
+        segment_length=params["segment_length"],
+        num_padding=params["num_padding"],
+        num_segments=params["num_segments"],
+    )
     ref = reference_collects(done, segment_length=params["segment_length"], num_segments=params["num_segments"])
     rates = {"replay_ratio": params["replay_ratio"], "update_per_collect": params["update_per_collect"]}
     ends = done.any(axis=1).sum()
-    out = {**params, "env_steps_recorded": int(done.size), "episode_ends": int(done.sum()),
-           "mean_episode_length": float(done.size / max(done.sum(), 1)), "steps_with_an_end": int(ends),
-           "lz_tune": summary(ours, **rates), "reference": summary(ref, **rates)}
+    out = {
+        **params,
+        "env_steps_recorded": int(done.size),
+        "episode_ends": int(done.sum()),
+        "mean_episode_length": float(done.size / max(done.sum(), 1)),
+        "steps_with_an_end": int(ends),
+        "lz_tune": summary(ours, **rates),
+        "reference": summary(ref, **rates),
+    }
     # what the replay ratio alone gives, had the config no update_per_collect
     out["lz_tune_ratio_only"] = summary(ours, replay_ratio=params["replay_ratio"], update_per_collect=None)
     out["reference_ratio_only"] = summary(ref, replay_ratio=params["replay_ratio"], update_per_collect=None)
@@ -210,7 +242,9 @@ def compare(done: np.ndarray, params: dict) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--env", choices=["cartpole", "pong", "both"], default="both")
     p.add_argument("--cartpole-env-steps", type=int, default=30_000)
     p.add_argument("--pong-env-steps", type=int, default=100_000)
@@ -223,12 +257,16 @@ def main() -> None:
     if args.env in ("pong", "both"):
         results["pong"] = compare(*record_pong(args.pong_env_steps))
     for name, r in results.items():
-        print(f"## {name}: {r['config']}, policy {r['policy']}, L={r['segment_length']}, "
-              f"{r['env_steps_recorded']} env steps, mean episode length {r['mean_episode_length']:.0f}")
+        print(
+            f"## {name}: {r['config']}, policy {r['policy']}, L={r['segment_length']}, "
+            f"{r['env_steps_recorded']} env steps, mean episode length {r['mean_episode_length']:.0f}"
+        )
         for key in ("lz_tune", "reference", "lz_tune_ratio_only", "reference_ratio_only"):
             s = r[key]
-            print(f"  {key:22s} collects {s['collects']:5d}  transitions/env step {s['transitions_per_env_step']:.3f}  "
-                  f"updates/env step {s['updates_per_env_step']:.4f}")
+            print(
+                f"  {key:22s} collects {s['collects']:5d}  transitions/env step {s['transitions_per_env_step']:.3f}  "
+                f"updates/env step {s['updates_per_env_step']:.4f}"
+            )
         a, b = r["lz_tune_ratio_only"], r["reference_ratio_only"]
         transitions = a["transitions_per_env_step"] / max(b["transitions_per_env_step"], 1e-12)
         updates = a["updates_per_env_step"] / max(b["updates_per_env_step"], 1e-12)

@@ -27,8 +27,8 @@ import gc
 import json
 import os
 import shutil
-import tempfile
 import sys
+import tempfile
 import time
 from typing import Optional
 
@@ -43,6 +43,7 @@ MB = 1024 * 1024
 
 
 # ------------------------------------------------------------------------------------- memory
+
 
 def _rss_bytes(pid: int) -> int:
     """VmRSS of one process (0 if it is gone or has no memory, e.g. a zombie)."""
@@ -67,7 +68,7 @@ def _descendants(root: int) -> list[int]:
                 stat = f.read()
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # the command name may hold spaces
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])  # the command name may hold spaces
         children.setdefault(ppid, []).append(int(name))
     out, todo = [], [root]
     while todo:
@@ -86,28 +87,51 @@ def memory_sample() -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------- run
 
-def soak(minutes: float, interval_s: float, async_pipeline: bool, buffer_size: int, overrides: list[str],
-         keep_dir: Optional[str]) -> dict:
-    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides([
-        "evaluator.stop_value=None", "max_env_step=1000000000", f"buffer.replay_buffer_size={buffer_size}",
-        "learner.num_threads=1", "exp_name=soak",
-    ] + overrides)
+
+def soak(
+    minutes: float,
+    interval_s: float,
+    async_pipeline: bool,
+    buffer_size: int,
+    overrides: list[str],
+    keep_dir: Optional[str],
+) -> dict:
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(
+        [
+            "evaluator.stop_value=None",
+            "max_env_step=1000000000",
+            f"buffer.replay_buffer_size={buffer_size}",
+            "learner.num_threads=1",
+            "exp_name=soak",
+        ]
+        + overrides
+    )
     if async_pipeline:
         import ray
 
-        cfg = cfg.with_updates({"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1,
-                                "async_pipeline.collector_num_cpus": 1.0,
-                                "async_pipeline.evaluator_num_cpus": 0.5})
+        cfg = cfg.with_updates(
+            {
+                "async_pipeline.enabled": True,
+                "async_pipeline.num_collector_actors": 1,
+                "async_pipeline.collector_num_cpus": 1.0,
+                "async_pipeline.evaluator_num_cpus": 0.5,
+            }
+        )
         ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     # a real experiment folder (TensorBoard events and checkpoints are written as in a normal run)
     exp_dir = keep_dir or tempfile.mkdtemp(prefix="lz_soak_")
     driver = Driver(cfg, exp_dir=exp_dir, print_fn=None)
     rows: list[dict] = []
     full_row: Optional[dict] = None
-    header = (f"{'t_s':>7} {'rss_MB':>8} {'rss_all_MB':>10} {'buf_trans':>9} {'buf_segs':>8} {'buf_MB':>7} "
-              f"{'env_steps':>9} {'updates':>7} {'full':>4}")
-    print(f"soak: {minutes} min, {'async (Ray actors)' if async_pipeline else 'sync'}, "
-          f"replay_buffer_size={cfg.buffer.replay_buffer_size}, exp_dir={exp_dir}", flush=True)
+    header = (
+        f"{'t_s':>7} {'rss_MB':>8} {'rss_all_MB':>10} {'buf_trans':>9} {'buf_segs':>8} {'buf_MB':>7} "
+        f"{'env_steps':>9} {'updates':>7} {'full':>4}"
+    )
+    print(
+        f"soak: {minutes} min, {'async (Ray actors)' if async_pipeline else 'sync'}, "
+        f"replay_buffer_size={cfg.buffer.replay_buffer_size}, exp_dir={exp_dir}",
+        flush=True,
+    )
     print(header, flush=True)
     t0 = time.perf_counter()
     end = t0 + minutes * 60
@@ -121,17 +145,26 @@ def soak(minutes: float, interval_s: float, async_pipeline: bool, buffer_size: i
             mem = memory_sample()
             m = driver.metrics()
             full = driver.buffer.clear_time > 0
-            row = {"t_s": round(time.perf_counter() - t0, 1), "rss_mb": round(mem["rss_mb"], 1),
-                   "rss_all_mb": round(mem["rss_mb"] + mem["rss_children_mb"], 1),
-                   "buffer_transitions": driver.buffer.num_transitions, "buffer_segments": driver.buffer.num_segments,
-                   "buffer_bytes": driver.buffer.nbytes, "env_steps": m["env_steps"], "updates": m["train_iter"],
-                   "full": full}
+            row = {
+                "t_s": round(time.perf_counter() - t0, 1),
+                "rss_mb": round(mem["rss_mb"], 1),
+                "rss_all_mb": round(mem["rss_mb"] + mem["rss_children_mb"], 1),
+                "buffer_transitions": driver.buffer.num_transitions,
+                "buffer_segments": driver.buffer.num_segments,
+                "buffer_bytes": driver.buffer.nbytes,
+                "env_steps": m["env_steps"],
+                "updates": m["train_iter"],
+                "full": full,
+            }
             rows.append(row)
             if full and full_row is None:
                 full_row = row
-            print(f"{row['t_s']:>7.0f} {row['rss_mb']:>8.1f} {row['rss_all_mb']:>10.1f} "
-                  f"{row['buffer_transitions']:>9} {row['buffer_segments']:>8} {row['buffer_bytes'] / MB:>7.2f} "
-                  f"{row['env_steps']:>9} {row['updates']:>7} {'yes' if full else 'no':>4}", flush=True)
+            print(
+                f"{row['t_s']:>7.0f} {row['rss_mb']:>8.1f} {row['rss_all_mb']:>10.1f} "
+                f"{row['buffer_transitions']:>9} {row['buffer_segments']:>8} {row['buffer_bytes'] / MB:>7.2f} "
+                f"{row['env_steps']:>9} {row['updates']:>7} {'yes' if full else 'no':>4}",
+                flush=True,
+            )
     finally:
         driver.close()
         if async_pipeline:
@@ -175,7 +208,9 @@ def soak(minutes: float, interval_s: float, async_pipeline: bool, buffer_size: i
             ys = [r["rss_mb"] for r in after]
             tm, ym = sum(ts) / len(ts), sum(ys) / len(ys)
             den = sum((t - tm) ** 2 for t in ts) or 1.0
-            out["rss_slope_after_full_mb_per_h"] = round(3600 * sum((t - tm) * (y - ym) for t, y in zip(ts, ys)) / den, 2)
+            out["rss_slope_after_full_mb_per_h"] = round(
+                3600 * sum((t - tm) * (y - ym) for t, y in zip(ts, ys)) / den, 2
+            )
     return out
 
 
@@ -184,8 +219,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0, help="run length (default 30)")
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between samples (default 30)")
     parser.add_argument("--async-pipeline", action="store_true", help="collector / evaluator Ray actors")
-    parser.add_argument("--buffer-size", type=int, default=2000,
-                        help="buffer.replay_buffer_size in transitions (default 2000: full after a few collects)")
+    parser.add_argument(
+        "--buffer-size",
+        type=int,
+        default=2000,
+        help="buffer.replay_buffer_size in transitions (default 2000: full after a few collects)",
+    )
     parser.add_argument("--keep-dir", default=None, help="write the experiment folder here and keep it")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="further config overrides")
     args = parser.parse_args()

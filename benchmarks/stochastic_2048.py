@@ -57,12 +57,24 @@ def play_baseline(name: str, games: int, seed: int) -> np.ndarray:
 
 def train_for(mode: str, budget_s: float, seed: int, exp_dir: str, extra: tuple[str, ...]) -> dict:
     """One training run of ``mode`` stopped after ``budget_s`` seconds; its last progress line."""
-    cmd = [sys.executable, "-m", "lz_tune", "train", ZOO, *MODES[mode], *extra, "--seed", str(seed),
-           "--exp-dir", exp_dir]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lz_tune",
+        "train",
+        ZOO,
+        *MODES[mode],
+        *extra,
+        "--seed",
+        str(seed),
+        "--exp-dir",
+        exp_dir,
+    ]
     start = time.perf_counter()
     with open(_log_path(exp_dir, mode), "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env=dict(os.environ, PYTHONPATH=ROOT))
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=ROOT)
+        )
         try:
             proc.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
@@ -86,15 +98,23 @@ def training_summary(exp_dir: str, mode: str, budget_s: float) -> dict:
     if not progress:
         raise RuntimeError(f"{mode}: no evaluation within {budget_s:.0f} s:\n{text[-3000:]}")
     train_iter, env_steps, last_eval = progress[-1]
-    return {"train_iter": int(train_iter), "env_steps": int(env_steps), "last_training_eval": float(last_eval),
-            "training_evals": [float(p[2]) for p in progress]}
+    return {
+        "train_iter": int(train_iter),
+        "env_steps": int(env_steps),
+        "last_training_eval": float(last_eval),
+        "training_evals": [float(p[2]) for p in progress],
+    }
 
 
 def evaluate(exp_dir: str, games: int, seed: int) -> np.ndarray:
     from lz_tune.checkpoint_eval import evaluate_checkpoint
 
-    result = evaluate_checkpoint(os.path.join(exp_dir, "ckpt", "ckpt_latest.pt"), n_episodes=games, seed=seed,
-                                 overrides=[f"env.evaluator_env_num={games}"])
+    result = evaluate_checkpoint(
+        os.path.join(exp_dir, "ckpt", "ckpt_latest.pt"),
+        n_episodes=games,
+        seed=seed,
+        overrides=[f"env.evaluator_env_num={games}"],
+    )
     return np.asarray(result.eval.returns, dtype=float)
 
 
@@ -106,8 +126,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--eval-seed", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", default=None, help="folder to keep the runs in (default: a temporary one)")
-    parser.add_argument("--skip-training", action="store_true",
-                        help="evaluate the runs already in --keep (e.g. after an interrupted benchmark)")
+    parser.add_argument(
+        "--skip-training",
+        action="store_true",
+        help="evaluate the runs already in --keep (e.g. after an interrupted benchmark)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides for the training runs")
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
@@ -116,8 +139,10 @@ def main(argv=None) -> dict:
         parser.error(f"unknown mode(s) {sorted(unknown)}; choose from {sorted(MODES)}")
 
     baselines = {name: play_baseline(name, args.eval_games, args.eval_seed) for name in ("random", "greedy")}
-    rows = {name: {"mean": float(s.mean()), "std": float(s.std()), "median": float(np.median(s))}
-            for name, s in baselines.items()}
+    rows = {
+        name: {"mean": float(s.mean()), "std": float(s.std()), "median": float(np.median(s))}
+        for name, s in baselines.items()
+    }
     if args.skip_training and not args.keep:
         parser.error("--skip-training needs --keep DIR with the runs to evaluate")
     root = args.keep or tempfile.mkdtemp(prefix="stochastic_2048_")
@@ -129,19 +154,33 @@ def main(argv=None) -> dict:
         else:
             train = train_for(mode, args.budget_s, args.seed, exp_dir, tuple(args.overrides))
         scores = evaluate(exp_dir, args.eval_games, args.eval_seed)
-        rows[f"stochastic_muzero ({mode} chance)"] = {"mean": float(scores.mean()), "std": float(scores.std()),
-                                                      "median": float(np.median(scores)), **train}
+        rows[f"stochastic_muzero ({mode} chance)"] = {
+            "mean": float(scores.mean()),
+            "std": float(scores.std()),
+            "median": float(np.median(scores)),
+            **train,
+        }
 
     random_mean, greedy_mean = rows["random"]["mean"], rows["greedy"]["mean"]
-    print(f"\n2048, {args.eval_games} games each from seeds {args.eval_seed}..{args.eval_seed + args.eval_games - 1}, "
-          f"training budget {args.budget_s:.0f} s per mode")
-    print(f"{'player':34s} {'mean':>8s} {'std':>8s} {'median':>8s} {'x random':>9s} {'> greedy':>9s} "
-          f"{'updates':>8s} {'env steps':>10s}")
+    print(
+        f"\n2048, {args.eval_games} games each from seeds {args.eval_seed}..{args.eval_seed + args.eval_games - 1}, "
+        f"training budget {args.budget_s:.0f} s per mode"
+    )
+    print(
+        f"{'player':34s} {'mean':>8s} {'std':>8s} {'median':>8s} {'x random':>9s} {'> greedy':>9s} "
+        f"{'updates':>8s} {'env steps':>10s}"
+    )
     for name, r in rows.items():
-        print(f"{name:34s} {r['mean']:8.0f} {r['std']:8.0f} {r['median']:8.0f} {r['mean'] / random_mean:9.2f} "
-              f"{str(r['mean'] > greedy_mean):>9s} {r.get('train_iter', ''):>8} {r.get('env_steps', ''):>10}")
-    summary = {"eval_games": args.eval_games, "budget_s": args.budget_s, "runs_in": root,
-               **{name: {k: v for k, v in r.items() if k != "training_evals"} for name, r in rows.items()}}
+        print(
+            f"{name:34s} {r['mean']:8.0f} {r['std']:8.0f} {r['median']:8.0f} {r['mean'] / random_mean:9.2f} "
+            f"{str(r['mean'] > greedy_mean):>9s} {r.get('train_iter', ''):>8} {r.get('env_steps', ''):>10}"
+        )
+    summary = {
+        "eval_games": args.eval_games,
+        "budget_s": args.budget_s,
+        "runs_in": root,
+        **{name: {k: v for k, v in r.items() if k != "training_evals"} for name, r in rows.items()},
+    }
     print(json.dumps(summary))
     return summary
 

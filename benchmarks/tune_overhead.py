@@ -59,14 +59,28 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     ray_init_s = time.perf_counter() - t0
     storage = args.storage_path or tempfile.mkdtemp(prefix="lz_tune_overhead_")
-    space = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": args.step_seconds,
-             "driver_num_cpus": 1, "learner.num_threads": 1, "evaluator.eval_freq": 100,
-             "learner.learning_rate": tune.grid_search([3e-3, 5e-3])}
+    space = {
+        "config": "lz_tune.zoo.classic_control.cartpole_muzero",
+        "step_seconds": args.step_seconds,
+        "driver_num_cpus": 1,
+        "learner.num_threads": 1,
+        "evaluator.eval_freq": 100,
+        "learner.learning_rate": tune.grid_search([3e-3, 5e-3]),
+    }
     callback = _FirstResult()
     start = time.perf_counter()
-    analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": args.iters},
-                        storage_path=storage, name="overhead", metric="evaluation/env_runners/episode_return_mean", mode="max",
-                        verbose=0, callbacks=[callback], raise_on_failed_trial=True)
+    analysis = tune.run(
+        MuZeroTrainable,
+        config=space,
+        stop={"training_iteration": args.iters},
+        storage_path=storage,
+        name="overhead",
+        metric="evaluation/env_runners/episode_return_mean",
+        mode="max",
+        verbose=0,
+        callbacks=[callback],
+        raise_on_failed_trial=True,
+    )
     total_s = time.perf_counter() - start
     ray.shutdown()
 
@@ -80,31 +94,53 @@ def main() -> None:
         wall = ts[-1] - ts[0]
         driver = float(df["perf/driver_step_s"].iloc[1:].sum())
         step = float(df["time_this_iter_s"].iloc[1:].sum())
-        rows.append({"trial": trial.trial_id, "first_result_s": ts[0] - start,
-                     "setup_s": float(df["perf/driver_setup_s"].iloc[0]),
-                     "first_step_s": float(df["time_this_iter_s"].iloc[0]), "wall_s": wall,
-                     "driver_loop_s": driver, "step_s": step,
-                     "overhead_share": 1.0 - driver / wall, "outside_step_share": 1.0 - step / wall,
-                     "checkpoints": int(df["should_checkpoint"].fillna(False).astype(bool).sum())
-                     if "should_checkpoint" in df else 0,
-                     "env_steps": int(df["num_env_steps_sampled_lifetime"].iloc[-1]), "train_iter": int(df["train_iter"].iloc[-1])})
+        rows.append(
+            {
+                "trial": trial.trial_id,
+                "first_result_s": ts[0] - start,
+                "setup_s": float(df["perf/driver_setup_s"].iloc[0]),
+                "first_step_s": float(df["time_this_iter_s"].iloc[0]),
+                "wall_s": wall,
+                "driver_loop_s": driver,
+                "step_s": step,
+                "overhead_share": 1.0 - driver / wall,
+                "outside_step_share": 1.0 - step / wall,
+                "checkpoints": int(df["should_checkpoint"].fillna(False).astype(bool).sum())
+                if "should_checkpoint" in df
+                else 0,
+                "env_steps": int(df["num_env_steps_sampled_lifetime"].iloc[-1]),
+                "train_iter": int(df["train_iter"].iloc[-1]),
+            }
+        )
 
-    print(f"Tune overhead, 2-trial CartPole MuZero search ({args.iters} iterations of {args.step_seconds:g} s, "
-          f"2 CPUs, sync trials of 1 CPU)")
-    print(f"  ray.init: {ray_init_s:.1f} s; tune.run total: {total_s:.1f} s; "
-          f"time to first result: {first_result_s:.1f} s")
-    header = f"  {'trial':<14}{'1st result s':>13}{'setup s':>9}{'1st step s':>11}{'wall s':>9}{'driver s':>10}{'step() s':>10}" \
-             f"{'overhead':>10}{'outside step()':>16}{'ckpts':>7}{'env steps':>11}"
+    print(
+        f"Tune overhead, 2-trial CartPole MuZero search ({args.iters} iterations of {args.step_seconds:g} s, "
+        f"2 CPUs, sync trials of 1 CPU)"
+    )
+    print(
+        f"  ray.init: {ray_init_s:.1f} s; tune.run total: {total_s:.1f} s; time to first result: {first_result_s:.1f} s"
+    )
+    header = (
+        f"  {'trial':<14}{'1st result s':>13}{'setup s':>9}{'1st step s':>11}{'wall s':>9}{'driver s':>10}{'step() s':>10}"
+        f"{'overhead':>10}{'outside step()':>16}{'ckpts':>7}{'env steps':>11}"
+    )
     print(header)
     for r in rows:
-        print(f"  {r['trial']:<14}{r['first_result_s']:>13.1f}{r['setup_s']:>9.1f}{r['first_step_s']:>11.1f}{r['wall_s']:>9.1f}{r['driver_loop_s']:>10.1f}"
-              f"{r['step_s']:>10.1f}{r['overhead_share']:>9.1%}{r['outside_step_share']:>15.1%}"
-              f"{r['checkpoints']:>7}{r['env_steps']:>11}")
-    summary = {"ray_init_s": round(ray_init_s, 2), "tune_run_total_s": round(total_s, 2),
-               "time_to_first_result_s": round(first_result_s, 2),
-               "tune_overhead_share": round(float(np.mean([r["overhead_share"] for r in rows])), 4),
-               "outside_step_share": round(float(np.mean([r["outside_step_share"] for r in rows])), 4),
-               "iters": args.iters, "step_seconds": args.step_seconds, "trials": rows}
+        print(
+            f"  {r['trial']:<14}{r['first_result_s']:>13.1f}{r['setup_s']:>9.1f}{r['first_step_s']:>11.1f}{r['wall_s']:>9.1f}{r['driver_loop_s']:>10.1f}"
+            f"{r['step_s']:>10.1f}{r['overhead_share']:>9.1%}{r['outside_step_share']:>15.1%}"
+            f"{r['checkpoints']:>7}{r['env_steps']:>11}"
+        )
+    summary = {
+        "ray_init_s": round(ray_init_s, 2),
+        "tune_run_total_s": round(total_s, 2),
+        "time_to_first_result_s": round(first_result_s, 2),
+        "tune_overhead_share": round(float(np.mean([r["overhead_share"] for r in rows])), 4),
+        "outside_step_share": round(float(np.mean([r["outside_step_share"] for r in rows])), 4),
+        "iters": args.iters,
+        "step_seconds": args.step_seconds,
+        "trials": rows,
+    }
     print(json.dumps(summary))
 
 

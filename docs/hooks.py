@@ -29,7 +29,12 @@ class _BlankLineBeforeLists(Preprocessor):
                 fence = None if fence == match.group(1) else (fence or match.group(1))
             elif fence is None and _ITEM.match(line) and out:
                 prev = out[-1]
-                if prev.strip() and not prev[0].isspace() and not _ITEM.match(prev) and not prev.startswith(("|", "#", ">")):
+                if (
+                    prev.strip()
+                    and not prev[0].isspace()
+                    and not _ITEM.match(prev)
+                    and not prev.startswith(("|", "#", ">"))
+                ):
                     out.append("")
             out.append(line)
         return out

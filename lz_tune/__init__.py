@@ -17,8 +17,14 @@ __version__ = "0.1.0"
 
 #: the Python API (lz_tune.api) and the Driver, imported on first use: ``import lz_tune`` stays light
 #: (no torch) for the CLI's --help, the analysis helpers and Ray workers that only need the config
-_LAZY = {"train": "lz_tune.api", "evaluate": "lz_tune.api", "load_config": "lz_tune.api",
-         "RunResult": "lz_tune.api", "EvalResult": "lz_tune.api", "Driver": "lz_tune.pipeline.driver"}
+_LAZY = {
+    "train": "lz_tune.api",
+    "evaluate": "lz_tune.api",
+    "load_config": "lz_tune.api",
+    "RunResult": "lz_tune.api",
+    "EvalResult": "lz_tune.api",
+    "Driver": "lz_tune.pipeline.driver",
+}
 
 
 def __getattr__(name: str):

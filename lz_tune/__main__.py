@@ -1,10 +1,10 @@
 """``python -m lz_tune <command>``: see :mod:`lz_tune.cli` (``python -m lz_tune --help``).
 
-    python -m lz_tune train zoo/classic_control/cartpole_muzero.py
-    python -m lz_tune train zoo/atari/pong_muzero.py --async-pipeline
-    python -m lz_tune tune search_spaces/cartpole_muzero.py --num-samples 8 --scheduler asha --name cp
-    python -m lz_tune evaluate runs/cartpole_muzero --episodes 5 --video cartpole.gif
-    python -m lz_tune config zoo/classic_control/cartpole_muzero.py mcts.num_simulations=7
+python -m lz_tune train zoo/classic_control/cartpole_muzero.py
+python -m lz_tune train zoo/atari/pong_muzero.py --async-pipeline
+python -m lz_tune tune search_spaces/cartpole_muzero.py --num-samples 8 --scheduler asha --name cp
+python -m lz_tune evaluate runs/cartpole_muzero --episodes 5 --video cartpole.gif
+python -m lz_tune config zoo/classic_control/cartpole_muzero.py mcts.num_simulations=7
 """
 
 import sys

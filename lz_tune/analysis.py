@@ -47,9 +47,14 @@ STEPS = "num_env_steps_sampled_lifetime"
 EVAL_TRAIN_ITER = "evaluation/train_iter"
 EVAL_ENV_STEPS = "evaluation/num_env_steps_sampled_lifetime"
 #: names of experiments written before lz_tune.metrics, read under the current ones
-LEGACY_NAMES = {**{old: new for old, new in RENAMED.items() if old != new},
-                "eval/reward_mean": EVAL_RETURN, "eval/train_iter": EVAL_TRAIN_ITER, "eval/env_steps": EVAL_ENV_STEPS,
-                "driver_step_s": "perf/driver_step_s", "driver_setup_s": "perf/driver_setup_s"}
+LEGACY_NAMES = {
+    **{old: new for old, new in RENAMED.items() if old != new},
+    "eval/reward_mean": EVAL_RETURN,
+    "eval/train_iter": EVAL_TRAIN_ITER,
+    "eval/env_steps": EVAL_ENV_STEPS,
+    "driver_step_s": "perf/driver_step_s",
+    "driver_setup_s": "perf/driver_setup_s",
+}
 MODES = ("max", "min")
 SCOPES = ("last", "all")
 _TRIAL_ID = re.compile(r"_([0-9a-f]{5}_\d{5})(?:_|$)")
@@ -114,15 +119,19 @@ class Experiment:
             raise FileNotFoundError(f"{self.path}: experiment folder not found")
         if not self.path.is_dir():
             raise ValueError(f"{self.path}: not a folder (pass a Tune experiment folder)")
-        self.trials: list[TrialInfo] = [self._trial_info(d) for d in sorted(self.path.iterdir())
-                                        if d.is_dir() and any((d / f).is_file() for f in _TRIAL_FILES)]
+        self.trials: list[TrialInfo] = [
+            self._trial_info(d)
+            for d in sorted(self.path.iterdir())
+            if d.is_dir() and any((d / f).is_file() for f in _TRIAL_FILES)
+        ]
         if not self.trials and any((self.path / f).is_file() for f in _TRIAL_FILES):
             self.trials = [self._trial_info(self.path)]  # one trial's folder, or a CLI run folder
         if not self.trials:
             inner = sorted({f.parent.parent.name for name in _TRIAL_FILES for f in self.path.glob(f"*/*/{name}")})
             hint = f"; it holds experiment folders, pass one of them: {', '.join(inner)}" if inner else ""
-            raise ValueError(f"{self.path}: not a Tune experiment folder (no trial folder with "
-                             f"{', '.join(_TRIAL_FILES)}){hint}")
+            raise ValueError(
+                f"{self.path}: not a Tune experiment folder (no trial folder with {', '.join(_TRIAL_FILES)}){hint}"
+            )
 
     def __repr__(self) -> str:
         return f"Experiment({str(self.path)!r}, {len(self.trials)} trials)"
@@ -188,14 +197,20 @@ class Experiment:
     def metrics(self) -> list[str]:
         """Numeric columns of :attr:`progress` that can rank trials."""
         skip = {"row", "pid", "timestamp", "training_iteration"}
-        return sorted(c for c in self.progress.columns if c not in skip and not c.startswith("config/")
-                      and pd.api.types.is_numeric_dtype(self.progress[c]) and not
-                      pd.api.types.is_bool_dtype(self.progress[c]))
+        return sorted(
+            c
+            for c in self.progress.columns
+            if c not in skip
+            and not c.startswith("config/")
+            and pd.api.types.is_numeric_dtype(self.progress[c])
+            and not pd.api.types.is_bool_dtype(self.progress[c])
+        )
 
     def _metric_column(self, metric: str) -> pd.Series:
         if metric not in set(self.metrics()) | {"training_iteration"}:
-            raise ValueError(f"{self.path}: no numeric metric {metric!r} in the results "
-                             f"(available: {', '.join(self.metrics())})")
+            raise ValueError(
+                f"{self.path}: no numeric metric {metric!r} in the results (available: {', '.join(self.metrics())})"
+            )
         return self.progress[metric]
 
     # ------------------------------------------------------------------------------ hyperparameters
@@ -238,8 +253,18 @@ class Experiment:
         ``time_total_s``, ``<EVAL_METRIC>_last`` and ``<EVAL_METRIC>_best``."""
         ranked = self.rank_trials(metric, mode, scope).set_index("trial_id")["score"]
         res = self.results().set_index("trial_id")
-        cols = [c for c in ["training_iteration", STEPS, "train_iter", "time_total_s", EVAL_METRIC + "_last",
-                            EVAL_METRIC + "_best"] if c in res.columns]
+        cols = [
+            c
+            for c in [
+                "training_iteration",
+                STEPS,
+                "train_iter",
+                "time_total_s",
+                EVAL_METRIC + "_last",
+                EVAL_METRIC + "_best",
+            ]
+            if c in res.columns
+        ]
         table = res[["config/" + p for p in self.searched_params()] + cols].copy()
         table.columns = [c.removeprefix("config/") for c in table.columns]
         table.insert(len(self.searched_params()), "score", ranked)
@@ -254,9 +279,22 @@ class Experiment:
         average since the trial's process
         started) and ``env_steps_per_s_iter`` / ``updates_per_s_iter`` (within that iteration:
         counter delta / ``time_this_iter_s``; NaN where a restore moved the counters back)."""
-        df = self.progress[[c for c in ["trial_id", "training_iteration", "time_total_s", "time_this_iter_s",
-                                        STEPS, "train_iter", STEPS + "_per_second", "num_updates_per_second"]
-                            if c in self.progress.columns]].copy()
+        df = self.progress[
+            [
+                c
+                for c in [
+                    "trial_id",
+                    "training_iteration",
+                    "time_total_s",
+                    "time_this_iter_s",
+                    STEPS,
+                    "train_iter",
+                    STEPS + "_per_second",
+                    "num_updates_per_second",
+                ]
+                if c in self.progress.columns
+            ]
+        ].copy()
         for counter, col in ((STEPS, "env_steps_per_s_iter"), ("train_iter", "updates_per_s_iter")):
             if counter in df.columns and "time_this_iter_s" in df.columns:
                 delta = df.groupby("trial_id")[counter].diff().fillna(df[counter])
@@ -270,7 +308,8 @@ class Experiment:
         at its real start in the actor (later than the launch for a collect queued behind another)
         and when its result is consumed (all 0 for the sync pipeline)."""
         cols = ["trial_id", "training_iteration", "time_total_s"] + sorted(
-            c for c in self.progress.columns if c.startswith("policy_lag/"))
+            c for c in self.progress.columns if c.startswith("policy_lag/")
+        )
         return self.progress[[c for c in cols if c in self.progress.columns]].copy()
 
     def eval_curve(self) -> pd.DataFrame:
@@ -281,16 +320,24 @@ class Experiment:
         evaluation forward; a new one is a change of ``evaluation/train_iter`` within a trial."""
         p = self.progress
         if EVAL_METRIC not in p.columns:
-            return pd.DataFrame(columns=["trial_id", "training_iteration", "time_total_s", STEPS,
-                                         "train_iter", EVAL_TRAIN_ITER, EVAL_METRIC])
+            return pd.DataFrame(
+                columns=[
+                    "trial_id",
+                    "training_iteration",
+                    "time_total_s",
+                    STEPS,
+                    "train_iter",
+                    EVAL_TRAIN_ITER,
+                    EVAL_METRIC,
+                ]
+            )
         key = EVAL_TRAIN_ITER if EVAL_TRAIN_ITER in p.columns else EVAL_METRIC
         new = p[key].ne(p.groupby("trial_id")[key].shift())
         df = p[new & p[EVAL_METRIC].notna()].copy()
         if EVAL_ENV_STEPS in df.columns:  # exact: env steps behind the evaluated snapshot
             exact = df[EVAL_ENV_STEPS].where(df[EVAL_ENV_STEPS] >= 0)
             df[STEPS] = exact.fillna(df[STEPS]).astype(df[STEPS].dtype)
-        cols = ["trial_id", "training_iteration", "time_total_s", STEPS, "train_iter", EVAL_TRAIN_ITER,
-                EVAL_METRIC]
+        cols = ["trial_id", "training_iteration", "time_total_s", STEPS, "train_iter", EVAL_TRAIN_ITER, EVAL_METRIC]
         return df[[c for c in cols if c in df.columns]].reset_index(drop=True)
 
     # ------------------------------------------------------------------------------ best trial
@@ -308,8 +355,7 @@ class Experiment:
         score = by.last() if scope == "last" else (by.max() if mode == "max" else by.min())
         score = score.reindex([t.trial_id for t in self.trials])
         out = score.rename("score").rename_axis("trial_id").reset_index()
-        return out.sort_values("score", ascending=mode == "min", na_position="last", kind="stable",
-                               ignore_index=True)
+        return out.sort_values("score", ascending=mode == "min", na_position="last", kind="stable", ignore_index=True)
 
     def best_trial(self, metric: str = EVAL_METRIC, mode: str = "max", scope: str = "last") -> str:
         """``trial_id`` of the best trial (see :meth:`rank_trials`); ValueError if no trial
@@ -344,13 +390,21 @@ class Experiment:
         trial = self.trial(trial_id if trial_id is not None else self.best_trial(EVAL_METRIC, mode, "all"))
         best = _best_evaluated(self.checkpoints(trial.trial_id), mode)
         if best is None:
-            raise FileNotFoundError(f"{trial.path}: no checkpoint with an evaluation "
-                                    f"(checkpoint_*/{CHECKPOINT_FILE})")
+            raise FileNotFoundError(f"{trial.path}: no checkpoint with an evaluation (checkpoint_*/{CHECKPOINT_FILE})")
         return Path(best["path"])
 
 
-_CHECKPOINT_COLUMNS = ["trial_id", "checkpoint", "kind", "path", "state_path", EVAL_METRIC, EVAL_TRAIN_ITER,
-                       "train_iter", STEPS]
+_CHECKPOINT_COLUMNS = [
+    "trial_id",
+    "checkpoint",
+    "kind",
+    "path",
+    "state_path",
+    EVAL_METRIC,
+    EVAL_TRAIN_ITER,
+    "train_iter",
+    STEPS,
+]
 
 
 def _checkpoint_rows(t: TrialInfo) -> list[dict[str, Any]]:
@@ -363,11 +417,19 @@ def _checkpoint_rows(t: TrialInfo) -> list[dict[str, Any]]:
             warnings.warn(str(e), stacklevel=3)
             continue
         ev = ck.get("eval") or {}
-        rows.append({"trial_id": t.trial_id, "checkpoint": f.stem, "kind": ck.get("checkpoint_kind", "evaluated"),
-                     "path": f, "state_path": None, EVAL_METRIC: float(ev.get("reward_mean", math.nan)),
-                     EVAL_TRAIN_ITER: int(ev.get("train_iter", -1)),
-                     "train_iter": int(ck["counters"].get("train_iter", -1)),
-                     STEPS: int(ck["counters"].get("env_steps", -1))})
+        rows.append(
+            {
+                "trial_id": t.trial_id,
+                "checkpoint": f.stem,
+                "kind": ck.get("checkpoint_kind", "evaluated"),
+                "path": f,
+                "state_path": None,
+                EVAL_METRIC: float(ev.get("reward_mean", math.nan)),
+                EVAL_TRAIN_ITER: int(ev.get("train_iter", -1)),
+                "train_iter": int(ck["counters"].get("train_iter", -1)),
+                STEPS: int(ck["counters"].get("env_steps", -1)),
+            }
+        )
     for d in sorted(t.path.glob("checkpoint_*")):
         evaluated, state = d / CHECKPOINT_FILE, d / STATE_FILE
         if not evaluated.is_file() and not state.is_file():
@@ -379,14 +441,19 @@ def _checkpoint_rows(t: TrialInfo) -> list[dict[str, Any]]:
             warnings.warn(str(e), stacklevel=3)
             continue
         ev = (ev_ck or {}).get("eval") or {}
-        rows.append({"trial_id": t.trial_id, "checkpoint": d.name,
-                     "kind": st_ck.get("checkpoint_kind", "evaluated" if ev else "current"),
-                     "path": evaluated if ev_ck is not None else state,
-                     "state_path": state if state.is_file() else None,
-                     EVAL_METRIC: float(ev.get("reward_mean", math.nan)),
-                     EVAL_TRAIN_ITER: int(ev.get("train_iter", -1)),
-                     "train_iter": int(st_ck["counters"].get("train_iter", -1)),
-                     STEPS: int(st_ck["counters"].get("env_steps", -1))})
+        rows.append(
+            {
+                "trial_id": t.trial_id,
+                "checkpoint": d.name,
+                "kind": st_ck.get("checkpoint_kind", "evaluated" if ev else "current"),
+                "path": evaluated if ev_ck is not None else state,
+                "state_path": state if state.is_file() else None,
+                EVAL_METRIC: float(ev.get("reward_mean", math.nan)),
+                EVAL_TRAIN_ITER: int(ev.get("train_iter", -1)),
+                "train_iter": int(st_ck["counters"].get("train_iter", -1)),
+                STEPS: int(st_ck["counters"].get("env_steps", -1)),
+            }
+        )
     return rows
 
 
@@ -423,36 +490,52 @@ def resolve_checkpoint(path: str | Path, *, mode: str = "max") -> tuple[Path, st
         if (path / name).is_file():
             what = "its evaluated snapshot" if name == CHECKPOINT_FILE else "no evaluated snapshot: the learner state"
             return path / name, f"Tune checkpoint folder: {name} ({what})"
-    for name, what in ((BEST_CHECKPOINT, "the best evaluation"),
-                       (LATEST_CHECKPOINT, f"the latest evaluation; no {BEST_CHECKPOINT}")):
+    for name, what in (
+        (BEST_CHECKPOINT, "the best evaluation"),
+        (LATEST_CHECKPOINT, f"the latest evaluation; no {BEST_CHECKPOINT}"),
+    ):
         if (path / CKPT_DIR / name).is_file():
             return path / CKPT_DIR / name, f"train run folder: {CKPT_DIR}/{name} ({what})"
-    if any((path / f).is_file() for f in _TRIAL_FILES) or any(path.glob(f"checkpoint_*/{CHECKPOINT_FILE}")) \
-            or any(path.glob(f"checkpoint_*/{STATE_FILE}")):
+    if (
+        any((path / f).is_file() for f in _TRIAL_FILES)
+        or any(path.glob(f"checkpoint_*/{CHECKPOINT_FILE}"))
+        or any(path.glob(f"checkpoint_*/{STATE_FILE}"))
+    ):
         trial = Experiment._trial_info(path)
         ck = pd.DataFrame(_checkpoint_rows(trial), columns=_CHECKPOINT_COLUMNS)
         if ck.empty:
-            raise CheckpointError(f"{path}: Tune trial folder without a readable checkpoint "
-                                  f"(checkpoint_*/{CHECKPOINT_FILE} or {STATE_FILE})")
+            raise CheckpointError(
+                f"{path}: Tune trial folder without a readable checkpoint "
+                f"(checkpoint_*/{CHECKPOINT_FILE} or {STATE_FILE})"
+            )
         best = _best_evaluated(ck, mode)
         if best is not None:
-            return Path(best["path"]), (f"Tune trial folder: {best['checkpoint']}/{Path(best['path']).name}, the "
-                                        f"{'best' if mode == 'max' else 'lowest'} evaluated checkpoint "
-                                        f"({EVAL_METRIC} {best[EVAL_METRIC]:g} at train_iter "
-                                        f"{best[EVAL_TRAIN_ITER]})")
+            return Path(best["path"]), (
+                f"Tune trial folder: {best['checkpoint']}/{Path(best['path']).name}, the "
+                f"{'best' if mode == 'max' else 'lowest'} evaluated checkpoint "
+                f"({EVAL_METRIC} {best[EVAL_METRIC]:g} at train_iter "
+                f"{best[EVAL_TRAIN_ITER]})"
+            )
         latest = ck.sort_values(["train_iter", "checkpoint"], kind="stable").iloc[-1]
-        return Path(latest["path"]), (f"Tune trial folder: {latest['checkpoint']}/{Path(latest['path']).name} "
-                                      f"(no evaluated checkpoint: the latest state)")
+        return Path(latest["path"]), (
+            f"Tune trial folder: {latest['checkpoint']}/{Path(latest['path']).name} "
+            f"(no evaluated checkpoint: the latest state)"
+        )
     if any(d.is_dir() and any((d / f).is_file() for f in _TRIAL_FILES) for d in path.iterdir()):
         exp = Experiment(path)  # the checkpoints' own evaluations decide, not the reported metric names
         best = _best_evaluated(exp.checkpoints(), mode)
         if best is None:
-            raise CheckpointError(f"{path}: Tune experiment folder without an evaluated checkpoint "
-                                  f"(*/checkpoint_*/{CHECKPOINT_FILE})")
-        return Path(best["path"]), (f"Tune experiment folder: trial {best['trial_id']}, {best['checkpoint']}/"
-                                    f"{Path(best['path']).name}, the {'best' if mode == 'max' else 'lowest'} "
-                                    f"evaluated checkpoint of all trials ({EVAL_METRIC} {best[EVAL_METRIC]:g} at "
-                                    f"train_iter {best[EVAL_TRAIN_ITER]})")
-    raise CheckpointError(f"{path}: no checkpoint in this folder (looked for a train run's ckpt/ckpt_best.pt or "
-                          f"ckpt/ckpt_latest.pt, a Tune checkpoint folder's {CHECKPOINT_FILE} or {STATE_FILE}, and "
-                          "a Tune trial folder's checkpoint_*/)")
+            raise CheckpointError(
+                f"{path}: Tune experiment folder without an evaluated checkpoint (*/checkpoint_*/{CHECKPOINT_FILE})"
+            )
+        return Path(best["path"]), (
+            f"Tune experiment folder: trial {best['trial_id']}, {best['checkpoint']}/"
+            f"{Path(best['path']).name}, the {'best' if mode == 'max' else 'lowest'} "
+            f"evaluated checkpoint of all trials ({EVAL_METRIC} {best[EVAL_METRIC]:g} at "
+            f"train_iter {best[EVAL_TRAIN_ITER]})"
+        )
+    raise CheckpointError(
+        f"{path}: no checkpoint in this folder (looked for a train run's ckpt/ckpt_best.pt or "
+        f"ckpt/ckpt_latest.pt, a Tune checkpoint folder's {CHECKPOINT_FILE} or {STATE_FILE}, and "
+        "a Tune trial folder's checkpoint_*/)"
+    )

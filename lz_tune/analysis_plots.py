@@ -38,13 +38,16 @@ def _label(exp: Experiment, trial_id: str) -> str:
     if not params:
         return trial_id
     hp = exp.hyperparameters.loc[trial_id]
-    parts = [f"{p.split('.')[-1]}={hp[p]:.3g}" if isinstance(hp[p], float) else f"{p.split('.')[-1]}={hp[p]}"
-             for p in params[:3]]
+    parts = [
+        f"{p.split('.')[-1]}={hp[p]:.3g}" if isinstance(hp[p], float) else f"{p.split('.')[-1]}={hp[p]}"
+        for p in params[:3]
+    ]
     return f"{trial_id} ({', '.join(parts)})"
 
 
-def plot_eval_returns(exp: Experiment, *, best: Optional[str] = None, mode: str = "max",
-                      ax: Optional[Axes] = None) -> Figure:
+def plot_eval_returns(
+    exp: Experiment, *, best: Optional[str] = None, mode: str = "max", ax: Optional[Axes] = None
+) -> Figure:
     """Evaluation return (``evaluation/env_runners/episode_return_mean``) vs env steps, one line per trial; ``best`` (default:
     the best trial by that metric, scope "all") drawn thick and labelled first."""
     fig, ax = _axes(ax, (7, 4))
@@ -53,9 +56,16 @@ def plot_eval_returns(exp: Experiment, *, best: Optional[str] = None, mode: str 
         best = exp.best_trial(EVAL_METRIC, mode, "all")
     for trial_id, df in curve.groupby("trial_id", sort=True):
         is_best = trial_id == best
-        ax.plot(df[STEPS], df[EVAL_METRIC], marker="o", markersize=3 if not is_best else 5,
-                linewidth=2.8 if is_best else 1.0, alpha=1.0 if is_best else 0.55, zorder=3 if is_best else 2,
-                label=("best: " if is_best else "") + _label(exp, str(trial_id)))
+        ax.plot(
+            df[STEPS],
+            df[EVAL_METRIC],
+            marker="o",
+            markersize=3 if not is_best else 5,
+            linewidth=2.8 if is_best else 1.0,
+            alpha=1.0 if is_best else 0.55,
+            zorder=3 if is_best else 2,
+            label=("best: " if is_best else "") + _label(exp, str(trial_id)),
+        )
     ax.set_xlabel("env steps")
     ax.set_ylabel("eval return (mean)")
     ax.set_title(f"Evaluation return per trial — {exp.path.name}")
@@ -77,8 +87,10 @@ def plot_throughput(exp: Experiment, *, axes: Optional[Sequence[Axes]] = None) -
         axes = fig.subplots(1, 2)
     fig = axes[0].figure
     df = exp.throughput()
-    for ax, col, title in ((axes[0], "env_steps_per_s_iter", "env steps / s"),
-                           (axes[1], "updates_per_s_iter", "learner updates / s")):
+    for ax, col, title in (
+        (axes[0], "env_steps_per_s_iter", "env steps / s"),
+        (axes[1], "updates_per_s_iter", "learner updates / s"),
+    ):
         for trial_id, t in df.groupby("trial_id", sort=True):
             if col in t.columns:
                 ax.plot(t["time_total_s"], t[col], marker=".", label=str(trial_id))
@@ -96,8 +108,10 @@ def plot_policy_lag(exp: Experiment, *, column: str = "policy_lag/return_mean", 
     fig, ax = _axes(ax, (7, 3.6))
     df = exp.policy_lag()
     if column not in df.columns:
-        raise ValueError(f"{exp.path}: no {column!r} in the results (policy lag columns: "
-                         f"{', '.join(c for c in df.columns if c.startswith('policy_lag/')) or 'none'})")
+        raise ValueError(
+            f"{exp.path}: no {column!r} in the results (policy lag columns: "
+            f"{', '.join(c for c in df.columns if c.startswith('policy_lag/')) or 'none'})"
+        )
     groups = [(str(k), g[column].dropna().to_numpy()) for k, g in df.groupby("trial_id", sort=True)]
     ax.boxplot([g for _, g in groups], showfliers=False)
     ax.set_xticks(range(1, len(groups) + 1), [k for k, _ in groups])
@@ -117,28 +131,37 @@ def _looks_log(values: pd.Series) -> bool:
     return len(v) > 1 and bool((v > 0).all()) and v.max() / v.min() >= 10
 
 
-def plot_hyperparameters(exp: Experiment, *, metric: str = EVAL_METRIC + "_best", params: Optional[list[str]] = None,
-                         log_x: Optional[dict[str, bool]] = None, axes: Optional[Sequence[Axes]] = None) -> Figure:
+def plot_hyperparameters(
+    exp: Experiment,
+    *,
+    metric: str = EVAL_METRIC + "_best",
+    params: Optional[list[str]] = None,
+    log_x: Optional[dict[str, bool]] = None,
+    axes: Optional[Sequence[Axes]] = None,
+) -> Figure:
     """One panel per searched parameter (default :meth:`Experiment.searched_params`): the
     parameter's value vs ``metric`` (a column of :meth:`Experiment.results`), one point per trial.
     Numeric parameters get a log x axis when their values are positive and span >= 10x (override
     per key with ``log_x``); others are drawn as categories."""
     res = exp.results()
     if metric not in res.columns:
-        raise ValueError(f"{exp.path}: no {metric!r} in the final results "
-                         f"(choose one of: {', '.join(c for c in res.columns if not c.startswith('config/'))})")
+        raise ValueError(
+            f"{exp.path}: no {metric!r} in the final results "
+            f"(choose one of: {', '.join(c for c in res.columns if not c.startswith('config/'))})"
+        )
     params = exp.searched_params() if params is None else params
     if axes is None:
         n = max(len(params), 1)
         cols = min(n, 3)
         fig = Figure(figsize=(4.2 * cols, 3.4 * math.ceil(n / cols)), layout="constrained")
         axes = list(np.atleast_1d(fig.subplots(math.ceil(n / cols), cols)).ravel())
-        for extra in axes[len(params):]:
+        for extra in axes[len(params) :]:
             extra.set_visible(len(params) == 0)
     fig = axes[0].figure
     if not params:
-        axes[0].text(0.5, 0.5, "no parameter varies between trials", ha="center", va="center",
-                     transform=axes[0].transAxes)
+        axes[0].text(
+            0.5, 0.5, "no parameter varies between trials", ha="center", va="center", transform=axes[0].transAxes
+        )
         axes[0].set_axis_off()
         return fig
     for ax, p in zip(axes, params):

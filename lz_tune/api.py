@@ -29,15 +29,29 @@ from lz_tune.config import Config, ConfigError
 if TYPE_CHECKING:
     from lz_tune.pipeline.driver import Driver
 
-__all__ = ["EvalResult", "RunResult", "config_of_run", "evaluate", "load_config", "resume_candidates",
-           "shutdown_ray_if_started", "start_driver", "train"]
+__all__ = [
+    "EvalResult",
+    "RunResult",
+    "config_of_run",
+    "evaluate",
+    "load_config",
+    "resume_candidates",
+    "shutdown_ray_if_started",
+    "start_driver",
+    "train",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def load_config(source: Optional[PathLike] = None, overrides: Sequence[str] | Mapping[str, Any] = (), *,
-                env: Optional[str] = None, policy_type: Optional[str] = None,
-                report: Optional[Callable[[str], None]] = None) -> Config:
+def load_config(
+    source: Optional[PathLike] = None,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    *,
+    env: Optional[str] = None,
+    policy_type: Optional[str] = None,
+    report: Optional[Callable[[str], None]] = None,
+) -> Config:
     """A :class:`~lz_tune.config.Config` from a config source, then ``overrides``.
 
     ``source``: a zoo config's short name (``"cartpole_muzero"``), a ``.py`` file with
@@ -126,13 +140,21 @@ class EvalResult:
     """Two-player games: win / draw / loss rates against the configured opponent; else empty."""
 
 
-def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[str] | Mapping[str, Any] = (),
-          exp_dir: Optional[PathLike] = None, resume: Optional[PathLike] = None,
-          async_pipeline: Optional[bool] = None, quiet: bool = True, allow_imports: bool = False,
-          on_start: Optional[Callable[["Driver"], None]] = None,
-          on_step: Optional[Callable[["Driver", dict[str, Any]], None]] = None,
-          closing: Callable[[str], ContextManager[Any]] = lambda what: contextlib.nullcontext(),
-          print_fn: Optional[Callable[[str], None]] = None, step_seconds: float = 1.0) -> RunResult:
+def train(
+    config: Union[Config, PathLike, None] = None,
+    *,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    exp_dir: Optional[PathLike] = None,
+    resume: Optional[PathLike] = None,
+    async_pipeline: Optional[bool] = None,
+    quiet: bool = True,
+    allow_imports: bool = False,
+    on_start: Optional[Callable[["Driver"], None]] = None,
+    on_step: Optional[Callable[["Driver", dict[str, Any]], None]] = None,
+    closing: Callable[[str], ContextManager[Any]] = lambda what: contextlib.nullcontext(),
+    print_fn: Optional[Callable[[str], None]] = None,
+    step_seconds: float = 1.0,
+) -> RunResult:
     """Train one agent to its stop criterion and return a :class:`RunResult`.
 
     ``config``: a :class:`~lz_tune.config.Config`, or anything :func:`load_config` takes as its
@@ -172,8 +194,7 @@ def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[s
         if on_start is not None:
             on_start(driver)
         mode = "async" if cfg.async_pipeline.enabled else "sync"
-        print_fn(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, "
-                 f"exp dir {run_dir}")
+        print_fn(f"[{cfg.exp_name}] {mode} pipeline, policy {cfg.policy_type}, env {cfg.env.env_id}, exp dir {run_dir}")
         while not driver.done:
             m = driver.step(max_seconds=step_seconds)
             if on_step is not None:
@@ -193,8 +214,13 @@ def train(config: Union[Config, PathLike, None] = None, *, overrides: Sequence[s
     return _run_result(driver, run_dir)
 
 
-def _config_for_run(config: Union[Config, PathLike, None], overrides: Sequence[str] | Mapping[str, Any],
-                    resume: Optional[str], *, allow_imports: bool) -> Config:
+def _config_for_run(
+    config: Union[Config, PathLike, None],
+    overrides: Sequence[str] | Mapping[str, Any],
+    resume: Optional[str],
+    *,
+    allow_imports: bool,
+) -> Config:
     strings = _override_strings(overrides)
     if isinstance(config, Config):
         return config.with_overrides(strings) if strings else config
@@ -205,8 +231,13 @@ def _config_for_run(config: Union[Config, PathLike, None], overrides: Sequence[s
     return config_of_run(resume, strings, allow_imports=allow_imports)
 
 
-def config_of_run(resume: str, overrides: Sequence[str] = (), updates: Optional[Mapping[str, Any]] = None, *,
-                  allow_imports: bool = False) -> Config:
+def config_of_run(
+    resume: str,
+    overrides: Sequence[str] = (),
+    updates: Optional[Mapping[str, Any]] = None,
+    *,
+    allow_imports: bool = False,
+) -> Config:
     """The config a run was started with (its ``config.json``, however it was built), then the
     ``key=value`` overrides, then ``updates`` (dotted keys). ``resume``: the run folder or a
     checkpoint file inside its ``ckpt/``. Modules the config names are imported only if already
@@ -224,9 +255,13 @@ def config_of_run(resume: str, overrides: Sequence[str] = (), updates: Optional[
         refuse_untrusted_imports(saved if isinstance(saved, dict) else {}, source=path, allow=allow_imports)
         cfg = Config.from_dict(saved)
     except FileNotFoundError:
-        raise ConfigError(f"--resume {resume}: no {CONFIG_FILE} in {folder}; give the run's CONFIG (or --env)") from None
+        raise ConfigError(
+            f"--resume {resume}: no {CONFIG_FILE} in {folder}; give the run's CONFIG (or --env)"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"--resume {resume}: {path} is not a config ({e}); give the run's CONFIG (or --env)") from None
+        raise ConfigError(
+            f"--resume {resume}: {path} is not a config ({e}); give the run's CONFIG (or --env)"
+        ) from None
     if overrides:
         cfg = cfg.with_overrides(list(overrides))
     return cfg.with_updates(dict(updates)) if updates else cfg
@@ -244,8 +279,10 @@ def _run_dir(cfg: Config, exp_dir: Optional[PathLike], resume: Optional[str]) ->
     else:  # a new run, or a branch from a checkpoint file: a new folder
         run_dir = os.path.join("runs", f"{cfg.exp_name}_seed{cfg.seed}_{time.strftime('%Y%m%d-%H%M%S')}")
     if resume is None and os.path.isdir(run_dir) and find_latest_checkpoint(run_dir) is not None:
-        raise ConfigError(f"exp_dir {run_dir}: holds checkpoints of an earlier run; continue it with "
-                          f"resume={run_dir!r} (--resume {run_dir}), or choose another exp_dir")
+        raise ConfigError(
+            f"exp_dir {run_dir}: holds checkpoints of an earlier run; continue it with "
+            f"resume={run_dir!r} (--resume {run_dir}), or choose another exp_dir"
+        )
     return run_dir
 
 
@@ -260,15 +297,19 @@ def resume_candidates(path: str) -> list[str]:
             raise CheckpointError(f"{path}: no such checkpoint file or run folder")
         return [path]
     ckpt = os.path.join(path, CKPT_DIR)
-    found = [os.path.join(ckpt, name) for name in (LATEST_CHECKPOINT, BEST_CHECKPOINT)
-             if os.path.isfile(os.path.join(ckpt, name))]
+    found = [
+        os.path.join(ckpt, name)
+        for name in (LATEST_CHECKPOINT, BEST_CHECKPOINT)
+        if os.path.isfile(os.path.join(ckpt, name))
+    ]
     if not found:
         raise CheckpointError(f"{path}: no ckpt/ckpt_latest.pt in this experiment folder")
     return found
 
 
-def start_driver(make: Callable[..., Any], cfg: Config, *, exp_dir: str, candidates: list[str],
-                 print_fn: Callable[[str], None]) -> Any:
+def start_driver(
+    make: Callable[..., Any], cfg: Config, *, exp_dir: str, candidates: list[str], print_fn: Callable[[str], None]
+) -> Any:
     """The Driver resumed from the first candidate checkpoint that loads (a damaged newer one is
     passed over, said and counted in ``restore/fallbacks``); a new run without candidates."""
     from lz_tune.checkpoint import CheckpointError
@@ -281,8 +322,11 @@ def start_driver(make: Callable[..., Any], cfg: Config, *, exp_dir: str, candida
         except CheckpointError as e:
             if i + 1 == len(candidates):
                 raise
-            print(f"[{cfg.exp_name}] note: {path} does not restore ({e}); resuming from {candidates[i + 1]} instead",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{cfg.exp_name}] note: {path} does not restore ({e}); resuming from {candidates[i + 1]} instead",
+                file=sys.stderr,
+                flush=True,
+            )
             continue
         driver.restore_report.fallbacks = i
         return driver
@@ -304,19 +348,30 @@ def _run_result(driver: "Driver", run_dir: str) -> RunResult:
     ckpt = Path(run_dir) / CKPT_DIR
     latest, best = ckpt / LATEST_CHECKPOINT, ckpt / BEST_CHECKPOINT
     best_return = m.get("eval_reward_mean_best")
-    return RunResult(run_dir=Path(run_dir), stop_value_reached=bool(m["stop_value_reached"]),
-                     stop_reason="stop value reached" if m["stop_value_reached"] else driver.stop.describe(),
-                     best_eval_return=None if best_return is None else float(best_return),
-                     last_eval_return=None if last is None else float(last.reward_mean),
-                     env_steps=int(m["env_steps"]), train_iter=int(m["train_iter"]),
-                     wall_time_s=float(m["wall_time_s"]),
-                     checkpoint=latest if latest.is_file() else None,
-                     best_checkpoint=best if best.is_file() else None, metrics=dict(m))
+    return RunResult(
+        run_dir=Path(run_dir),
+        stop_value_reached=bool(m["stop_value_reached"]),
+        stop_reason="stop value reached" if m["stop_value_reached"] else driver.stop.describe(),
+        best_eval_return=None if best_return is None else float(best_return),
+        last_eval_return=None if last is None else float(last.reward_mean),
+        env_steps=int(m["env_steps"]),
+        train_iter=int(m["train_iter"]),
+        wall_time_s=float(m["wall_time_s"]),
+        checkpoint=latest if latest.is_file() else None,
+        best_checkpoint=best if best.is_file() else None,
+        metrics=dict(m),
+    )
 
 
-def evaluate(checkpoint: PathLike, *, episodes: Optional[int] = None, seed: Optional[int] = None,
-             overrides: Sequence[str] | Mapping[str, Any] = (), device: str = "cpu",
-             allow_imports: bool = False) -> EvalResult:
+def evaluate(
+    checkpoint: PathLike,
+    *,
+    episodes: Optional[int] = None,
+    seed: Optional[int] = None,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    device: str = "cpu",
+    allow_imports: bool = False,
+) -> EvalResult:
     """Play ``episodes`` greedy evaluation episodes (default: the config's
     ``evaluator.n_evaluator_episode``) with a checkpoint's weights, as the training evaluator does.
 
@@ -332,12 +387,25 @@ def evaluate(checkpoint: PathLike, *, episodes: Optional[int] = None, seed: Opti
     """
     from lz_tune.checkpoint_eval import evaluate_checkpoint
 
-    run = evaluate_checkpoint(os.fspath(checkpoint), n_episodes=episodes, seed=seed,
-                              overrides=_override_strings(overrides), record_frames=False, device=device,
-                              allow_imports=allow_imports)
+    run = evaluate_checkpoint(
+        os.fspath(checkpoint),
+        n_episodes=episodes,
+        seed=seed,
+        overrides=_override_strings(overrides),
+        record_frames=False,
+        device=device,
+        allow_imports=allow_imports,
+    )
     r = run.eval
     env_steps = run.counters.get("env_steps")
-    return EvalResult(mean=float(r.reward_mean), std=float(r.reward_std),
-                      returns=tuple(float(x) for x in r.returns), episode_length_mean=float(r.episode_length_mean),
-                      num_episodes=int(r.num_episodes), checkpoint=Path(run.path), train_iter=int(r.train_iter),
-                      env_steps=None if env_steps is None else int(env_steps), match=dict(r.match))
+    return EvalResult(
+        mean=float(r.reward_mean),
+        std=float(r.reward_std),
+        returns=tuple(float(x) for x in r.returns),
+        episode_length_mean=float(r.episode_length_mean),
+        num_episodes=int(r.num_episodes),
+        checkpoint=Path(run.path),
+        train_iter=int(r.train_iter),
+        env_steps=None if env_steps is None else int(env_steps),
+        match=dict(r.match),
+    )

@@ -95,18 +95,22 @@ def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an lz_tune checkpoint (missing format marker)")
     if data.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {data.get('format_version')} is not supported "
-                              f"(this lz_tune reads version {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"{path}: checkpoint format version {data.get('format_version')} is not supported "
+            f"(this lz_tune reads version {FORMAT_VERSION})"
+        )
     for key in ("policy_type", "config", "learner", "counters"):
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
     digest = data.get("content_digest")  # (checkpoints written before the digest have none)
     if digest is not None and content_digest(data) != digest:
-        raise CheckpointError(f"{path}: checkpoint contents do not match their digest (the file was damaged "
-                              f"after it was written)")
+        raise CheckpointError(
+            f"{path}: checkpoint contents do not match their digest (the file was damaged after it was written)"
+        )
     if policy_type is not None and data["policy_type"] != policy_type:
-        raise CheckpointError(f"{path}: checkpoint is for policy_type {data['policy_type']!r}, "
-                              f"the config asks for {policy_type!r}")
+        raise CheckpointError(
+            f"{path}: checkpoint is for policy_type {data['policy_type']!r}, the config asks for {policy_type!r}"
+        )
     return data
 
 

@@ -24,9 +24,9 @@ import numpy as np
 from lz_tune.analysis import resolve_checkpoint
 from lz_tune.checkpoint import CheckpointError, load_checkpoint
 from lz_tune.config import Config, ConfigError
-from lz_tune.trusted_imports import refuse_untrusted_imports
 from lz_tune.envs.recording import FrameRecorder, RenderError, screen_recorder
 from lz_tune.pipeline.backends import EVALUATOR_SEED_OFFSET
+from lz_tune.trusted_imports import refuse_untrusted_imports
 from lz_tune.workers import Evaluator, WeightSnapshot, env_spec_for, make_env
 
 __all__ = ["CheckpointEvaluation", "evaluate_checkpoint", "changed_keys"]
@@ -63,10 +63,18 @@ class CheckpointEvaluation:
     seed: Optional[int] = None
 
 
-def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, seed: Optional[int] = None,
-                        overrides: Sequence[str] = (), record_frames: Optional[bool] = None,
-                        max_frames: int = 5000, device: str = "cpu", render: bool = False,
-                        allow_imports: bool = False) -> CheckpointEvaluation:
+def evaluate_checkpoint(
+    path: str | Path,
+    *,
+    n_episodes: Optional[int] = None,
+    seed: Optional[int] = None,
+    overrides: Sequence[str] = (),
+    record_frames: Optional[bool] = None,
+    max_frames: int = 5000,
+    device: str = "cpu",
+    render: bool = False,
+    allow_imports: bool = False,
+) -> CheckpointEvaluation:
     """Play ``n_episodes`` (default: the config's ``evaluator.n_evaluator_episode``) evaluation
     episodes with the checkpoint's weights, with the project's :class:`lz_tune.workers.Evaluator`
     (greedy search, raw scores). ``path``: anything :func:`resolve_checkpoint` takes (a checkpoint
@@ -90,8 +98,9 @@ def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, s
         raise CheckpointError(f"{path}: the checkpoint's config does not load ({e})") from None
     if overrides:
         changed = cfg.with_overrides(list(overrides))
-        network = [k for k in changed_keys(cfg.to_dict(), changed.to_dict()) if k.split(".")[0] in ("model",
-                                                                                                     "policy_type")]
+        network = [
+            k for k in changed_keys(cfg.to_dict(), changed.to_dict()) if k.split(".")[0] in ("model", "policy_type")
+        ]
         if network:
             raise ConfigError(f"{network[0]}: cannot change the network of a checkpoint for its evaluation")
         cfg = changed
@@ -115,17 +124,28 @@ def evaluate_checkpoint(path: str | Path, *, n_episodes: Optional[int] = None, s
             snapshot = WeightSnapshot(version=train_iter, train_iter=train_iter, weights=ck["learner"]["network"])
             evaluator.policy.load_weights(snapshot.weights)
         except (RuntimeError, KeyError) as e:  # the overrides or the file do not fit the network
-            raise CheckpointError(f"{path}: its weights do not fit the network of its config "
-                                  f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
+            raise CheckpointError(
+                f"{path}: its weights do not fit the network of its config "
+                f"({type(e).__name__}: {str(e).splitlines()[0]})"
+            ) from None
         result = evaluator.evaluate(snapshot, n_episodes=n_episodes)
     finally:
         evaluator.close()
     frames = np.stack(recorder.frames) if recorder is not None and recorder.frames else None
     rendered = np.stack(screen.frames) if screen is not None and screen.frames else None
-    return CheckpointEvaluation(path=path, eval=result, recorded=ck.get("eval"), counters=dict(ck["counters"]),
-                                config=cfg, frames=frames, rendered=rendered,
-                                rendered_episode=screen.episode if screen is not None else None,
-                                render_fps=screen.fps if screen is not None else None, source=source, seed=seed)
+    return CheckpointEvaluation(
+        path=path,
+        eval=result,
+        recorded=ck.get("eval"),
+        counters=dict(ck["counters"]),
+        config=cfg,
+        frames=frames,
+        rendered=rendered,
+        rendered_episode=screen.episode if screen is not None else None,
+        render_fps=screen.fps if screen is not None else None,
+        source=source,
+        seed=seed,
+    )
 
 
 def changed_keys(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

@@ -43,8 +43,13 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence
 
-from lz_tune.policy_registry import (POLICY_TYPES, UnknownConfigSectionError,  # noqa: F401  (re-exported)
-                                     UnknownPolicyTypeError, config_section_classes, lookup_policy_type)
+from lz_tune.policy_registry import (
+    POLICY_TYPES,  # noqa: F401  (re-exported)
+    UnknownConfigSectionError,  # noqa: F401  (re-exported)
+    UnknownPolicyTypeError,
+    config_section_classes,
+    lookup_policy_type,
+)
 
 
 class ConfigError(ValueError):
@@ -250,12 +255,17 @@ class EnvConfig(Section):
         self.require(bool(self.env_id.strip()), "env_id", "must not be empty")
         for i, name in enumerate(self.import_modules):
             module, _, function = name.partition(":")
-            if not module.strip() or not all(part.isidentifier() for part in module.split(".")) or (
-                    function and not function.isidentifier()):
-                raise ConfigError(f"env.import_modules[{i}]: {name!r} is not 'package.module' or "
-                                  "'package.module:function'")
-        self.require_positive("collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps",
-                              "frame_skip", "action_repeat")
+            if (
+                not module.strip()
+                or not all(part.isidentifier() for part in module.split("."))
+                or (function and not function.isidentifier())
+            ):
+                raise ConfigError(
+                    f"env.import_modules[{i}]: {name!r} is not 'package.module' or 'package.module:function'"
+                )
+        self.require_positive(
+            "collector_env_num", "evaluator_env_num", "frame_stack", "max_episode_steps", "frame_skip", "action_repeat"
+        )
         self.require(self.image_size >= 32, "image_size", "must be >= 32")
         self.require_non_negative("noop_max")
         self.require_fraction("repeat_action_probability")
@@ -296,8 +306,14 @@ class ModelConfig(Section):
     """MLP: LayerNorm after every hidden layer."""
 
     def validate(self) -> None:
-        self.require_positive("latent_dim", "num_channels", "value_support_size", "reward_support_size",
-                              "projection_dim", "projection_hidden_dim")
+        self.require_positive(
+            "latent_dim",
+            "num_channels",
+            "value_support_size",
+            "reward_support_size",
+            "projection_dim",
+            "projection_hidden_dim",
+        )
         self.require_non_negative("num_res_blocks")
         self.require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "every size must be > 0")
 
@@ -331,8 +347,9 @@ class MCTSConfig(Section):
     through torch. ``torch``: always torch (the reference path)."""
 
     def validate(self) -> None:
-        self.require_positive("num_simulations", "eval_num_simulations", "pb_c_base", "root_dirichlet_alpha",
-                              "value_delta_max")
+        self.require_positive(
+            "num_simulations", "eval_num_simulations", "pb_c_base", "root_dirichlet_alpha", "value_delta_max"
+        )
         self.require_non_negative("pb_c_init")
         self.require_fraction("root_noise_weight")
         self.require(0.0 < self.discount_factor <= 1.0, "discount_factor", "must be in (0, 1]")
@@ -401,8 +418,9 @@ class BufferConfig(Section):
     the chunks at the two ends of each table; smaller means finer increments and more files."""
 
     def validate(self) -> None:
-        self.require_positive("replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size",
-                              "mini_infer_size")
+        self.require_positive(
+            "replay_buffer_size", "game_segment_length", "td_steps", "reanalyze_batch_size", "mini_infer_size"
+        )
         self.require_non_negative("num_unroll_steps", "buffer_reanalyze_freq", "checkpoint_max_gb")
         self.require(self.checkpoint_chunk_mb * 2**20 >= 1, "checkpoint_chunk_mb", "must be >= 1 byte (1e-6 MB)")
         self.require_fraction("priority_prob_alpha", "priority_prob_beta", "reanalyze_ratio")
@@ -412,7 +430,8 @@ class BufferConfig(Section):
             raise ConfigError(
                 f"buffer.num_unroll_steps / buffer.td_steps: num_unroll_steps + td_steps ({self.num_unroll_steps} "
                 f"+ {self.td_steps}) must be <= buffer.game_segment_length ({self.game_segment_length}): a segment "
-                "is padded with that many steps of the next one")
+                "is padded with that many steps of the next one"
+            )
 
 
 @dataclass(frozen=True)
@@ -497,26 +516,56 @@ class LearnerConfig(Section):
     only where nothing changes (no PER, target network unchanged by the update in flight)."""
 
     def validate(self) -> None:
-        self.require_positive("batch_size", "learning_rate", "threshold_training_steps_for_final_lr", "grad_clip_value",
-                              "target_update_freq", "update_per_collect", "replay_ratio", "num_threads", "num_workers",
-                              "worker_num_cpus", "max_nonfinite_updates_in_a_row")
+        self.require_positive(
+            "batch_size",
+            "learning_rate",
+            "threshold_training_steps_for_final_lr",
+            "grad_clip_value",
+            "target_update_freq",
+            "update_per_collect",
+            "replay_ratio",
+            "num_threads",
+            "num_workers",
+            "worker_num_cpus",
+            "max_nonfinite_updates_in_a_row",
+        )
         self.require_non_negative("worker_num_gpus")
-        self.require(self.num_workers <= self.batch_size, "num_workers",
-                     f"{self.num_workers} workers cannot share a global batch of learner.batch_size="
-                     f"{self.batch_size} (each needs at least one sample)")
-        self.require(not self.sync_batchnorm or self.num_workers >= 2, "sync_batchnorm",
-                     "synchronises BatchNorm over learner workers: needs learner.num_workers >= 2")
-        self.require(self.worker_num_gpus == 0 or self.device.startswith("cuda"), "worker_num_gpus",
-                     f"reserves GPUs for the learner workers, but learner.device="
-                     f"{self.device} leaves them idle; set learner.device=cuda")
-        self.require(self.num_workers == 1 or not self.device.startswith("cuda") or self.worker_num_gpus > 0,
-                     "device", f"with learner.num_workers={self.num_workers}: the workers "
-                     "run the update, set learner.worker_num_gpus (e.g. 1) so each gets a GPU")
-        self.require_non_negative("weight_decay", "value_loss_weight", "reward_loss_weight", "policy_loss_weight",
-                                  "ssl_loss_weight", "policy_entropy_weight", "train_start_after_envsteps")
+        self.require(
+            self.num_workers <= self.batch_size,
+            "num_workers",
+            f"{self.num_workers} workers cannot share a global batch of learner.batch_size="
+            f"{self.batch_size} (each needs at least one sample)",
+        )
+        self.require(
+            not self.sync_batchnorm or self.num_workers >= 2,
+            "sync_batchnorm",
+            "synchronises BatchNorm over learner workers: needs learner.num_workers >= 2",
+        )
+        self.require(
+            self.worker_num_gpus == 0 or self.device.startswith("cuda"),
+            "worker_num_gpus",
+            f"reserves GPUs for the learner workers, but learner.device="
+            f"{self.device} leaves them idle; set learner.device=cuda",
+        )
+        self.require(
+            self.num_workers == 1 or not self.device.startswith("cuda") or self.worker_num_gpus > 0,
+            "device",
+            f"with learner.num_workers={self.num_workers}: the workers "
+            "run the update, set learner.worker_num_gpus (e.g. 1) so each gets a GPU",
+        )
+        self.require_non_negative(
+            "weight_decay",
+            "value_loss_weight",
+            "reward_loss_weight",
+            "policy_loss_weight",
+            "ssl_loss_weight",
+            "policy_entropy_weight",
+            "train_start_after_envsteps",
+        )
         self.require_fraction("momentum")
-        self.require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
-                     "must be cpu, cuda[:N] or mps")
+        self.require(
+            self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device", "must be cpu, cuda[:N] or mps"
+        )
 
 
 @dataclass(frozen=True)
@@ -545,8 +594,13 @@ class CollectorConfig(Section):
     1..eps_greedy_max_duration (Dabney et al. 2021); 1: plain epsilon-greedy."""
 
     def validate(self) -> None:
-        self.require_positive("temperature", "threshold_training_steps_for_final_temperature", "segments_per_collect",
-                              "eps_greedy_decay_env_steps", "eps_greedy_max_duration")
+        self.require_positive(
+            "temperature",
+            "threshold_training_steps_for_final_temperature",
+            "segments_per_collect",
+            "eps_greedy_decay_env_steps",
+            "eps_greedy_max_duration",
+        )
         self.require_fraction("eps_greedy_start", "eps_greedy_end")
 
 
@@ -582,8 +636,13 @@ class EvaluatorConfig(Section):
     many in a row stop the run cleanly (workers closed, exit code 1)."""
 
     def validate(self) -> None:
-        self.require_positive("eval_freq", "n_evaluator_episode", "max_failed_saves_in_a_row",
-                              "opponent_mcts_simulations", "opponent_mcts_rollouts")
+        self.require_positive(
+            "eval_freq",
+            "n_evaluator_episode",
+            "max_failed_saves_in_a_row",
+            "opponent_mcts_simulations",
+            "opponent_mcts_rollouts",
+        )
         self.require_non_negative("opponent_mcts_uct_c")
         if self.stop_loss_rate is not None:
             self.require_fraction("stop_loss_rate")
@@ -659,12 +718,23 @@ class AsyncPipelineConfig(Section):
     spread the actors over the nodes (Ray's SPREAD scheduling); the driver is the calling process."""
 
     def validate(self) -> None:
-        self.require_positive("num_collector_actors", "num_evaluator_actors", "max_collect_inflight",
-                              "max_eval_inflight", "max_train_chunk_steps", "weight_sync_interval",
-                              "max_train_budget_queue_size", "buffer_stats_interval", "poll_interval_s",
-                              "shutdown_timeout_s", "collect_timeout_s", "eval_timeout_s")
-        self.require_non_negative("collector_num_cpus", "evaluator_num_cpus", "collector_num_gpus",
-                                  "evaluator_num_gpus", "max_actor_restarts")
+        self.require_positive(
+            "num_collector_actors",
+            "num_evaluator_actors",
+            "max_collect_inflight",
+            "max_eval_inflight",
+            "max_train_chunk_steps",
+            "weight_sync_interval",
+            "max_train_budget_queue_size",
+            "buffer_stats_interval",
+            "poll_interval_s",
+            "shutdown_timeout_s",
+            "collect_timeout_s",
+            "eval_timeout_s",
+        )
+        self.require_non_negative(
+            "collector_num_cpus", "evaluator_num_cpus", "collector_num_gpus", "evaluator_num_gpus", "max_actor_restarts"
+        )
 
     @property
     def collect_inflight(self) -> int:
@@ -724,8 +794,10 @@ class Config(Section):
                 raise ConfigError(f"sections: {section!r} is not a config section")
             name = section.section_name
             if name not in classes:
-                raise ConfigError(f"{name}: not a config section of policy_type {self.policy_type!r}"
-                                  f"{_did_you_mean(name, classes)} (its sections: {', '.join(classes)})")
+                raise ConfigError(
+                    f"{name}: not a config section of policy_type {self.policy_type!r}"
+                    f"{_did_you_mean(name, classes)} (its sections: {', '.join(classes)})"
+                )
             if not isinstance(section, classes[name]):
                 raise ConfigError(f"{name}: expected a {classes[name].__name__} section, got {type(section).__name__}")
             if name in given:
@@ -741,8 +813,10 @@ class Config(Section):
         for section in held:
             if section.section_name == name:
                 return section
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute or config section {name!r}"
-                             + (f" (its sections: {', '.join(s.section_name for s in held)})" if held else ""))
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute or config section {name!r}"
+            + (f" (its sections: {', '.join(s.section_name for s in held)})" if held else "")
+        )
 
     def section(self, cls: type[S]) -> S:
         """The held section of class ``cls``, typed: ``cfg.section(UniZeroConfig).num_layers``
@@ -756,8 +830,10 @@ class Config(Section):
         self.require_positive("max_env_step", "max_train_iter")
         self.require_non_negative("seed")
         if self.buffer.replay_buffer_size <= self.learner.batch_size:  # training needs more than one batch held
-            raise ConfigError(f"buffer.replay_buffer_size: must be larger than learner.batch_size, or training "
-                              f"never starts (got {self.buffer.replay_buffer_size} <= {self.learner.batch_size})")
+            raise ConfigError(
+                f"buffer.replay_buffer_size: must be larger than learner.batch_size, or training "
+                f"never starts (got {self.buffer.replay_buffer_size} <= {self.learner.batch_size})"
+            )
 
     @property
     def reanalyze_writes_root_values(self) -> bool:
@@ -774,11 +850,15 @@ class Config(Section):
         ConfigError naming them. ``policy_type`` says which type sections it may hold."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"config: expected a mapping, got {type(data).__name__}")
-        policy_type = _coerce("policy_type", data.get("policy_type", cls.__dataclass_fields__["policy_type"].default),
-                              str)
+        policy_type = _coerce(
+            "policy_type", data.get("policy_type", cls.__dataclass_fields__["policy_type"].default), str
+        )
         classes = {c.section_name: c for c in _section_classes(policy_type)}
-        sections = tuple(value if isinstance(value, classes[key]) else _from_dict(classes[key], value, key)
-                         for key, value in data.items() if key in classes)
+        sections = tuple(
+            value if isinstance(value, classes[key]) else _from_dict(classes[key], value, key)
+            for key, value in data.items()
+            if key in classes
+        )
         shared = {key: value for key, value in data.items() if key not in classes}
         return _from_dict(cls, shared, "", also_known=tuple(classes), sections=sections)
 
@@ -862,16 +942,19 @@ def _section_classes(policy_type: str) -> tuple[type[Section], ...]:
     shared = {f.name for f in _key_fields(Config)}
     for cls in classes:
         if not (issubclass(cls, Section) and dataclasses.is_dataclass(cls)):
-            raise ConfigError(f"policy_type: {policy_type!r} has a config section {cls.__qualname__} that is not a "
-                              "frozen dataclass subclassing lz_tune.config.Section")
+            raise ConfigError(
+                f"policy_type: {policy_type!r} has a config section {cls.__qualname__} that is not a "
+                "frozen dataclass subclassing lz_tune.config.Section"
+            )
         if cls.section_name in shared:
-            raise ConfigError(f"policy_type: {policy_type!r} has a config section named {cls.section_name!r}, the "
-                              "name of a shared key")
+            raise ConfigError(
+                f"policy_type: {policy_type!r} has a config section named {cls.section_name!r}, the "
+                "name of a shared key"
+            )
     return classes
 
 
-def _from_dict(cls: type, data: Mapping[str, Any], prefix: str, *, also_known: Sequence[str] = (),
-               **given: Any) -> Any:
+def _from_dict(cls: type, data: Mapping[str, Any], prefix: str, *, also_known: Sequence[str] = (), **given: Any) -> Any:
     """``cls(**data)`` with nested sections built from dicts; unknown keys (hinted among the keys
     and ``also_known``) raise ConfigError naming them."""
     if not isinstance(data, Mapping):

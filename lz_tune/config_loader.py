@@ -25,8 +25,16 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.lightzero import is_lightzero_config, load_lightzero_config
 from lz_tune.lightzero.flags import flag_updates
 
-__all__ = ["ZOO_PACKAGE", "SEARCH_SPACES_PACKAGE", "NamedModule", "named_modules", "resolve_short_name",
-           "build_config", "build_config_for_env", "load_config_module"]
+__all__ = [
+    "ZOO_PACKAGE",
+    "SEARCH_SPACES_PACKAGE",
+    "NamedModule",
+    "named_modules",
+    "resolve_short_name",
+    "build_config",
+    "build_config_for_env",
+    "load_config_module",
+]
 
 ZOO_PACKAGE = "lz_tune.zoo"
 """The package of the zoo configs (the repository's ``zoo/`` folder)."""
@@ -114,8 +122,11 @@ def load_config_module(path: str) -> Config:
     if path.endswith(".py") or os.sep in path or "/" in path:
         if not os.path.isfile(path):
             stem = os.path.splitext(os.path.basename(path))[0]
-            hint = (f" (the zoo config of that name loads from any folder by its short name: {stem})"
-                    if any(m.name == stem for m in named_modules(ZOO_PACKAGE)) else "")
+            hint = (
+                f" (the zoo config of that name loads from any folder by its short name: {stem})"
+                if any(m.name == stem for m in named_modules(ZOO_PACKAGE))
+                else ""
+            )
             raise ConfigError(f"{path}: config file not found{hint}")
         if is_lightzero_config(path):  # a LightZero experiment config (main_config / create_config)
             return load_lightzero_config(path)
@@ -131,8 +142,10 @@ def load_config_module(path: str) -> Config:
         except ModuleNotFoundError as e:
             if e.name is None or not (name == e.name or name.startswith(e.name + ".")):
                 raise  # the module exists but imports something missing: keep that error
-            raise ConfigError(f"{path}: config module not found (no module named {e.name!r})"
-                              + _suggestions(path, named_modules(ZOO_PACKAGE), ZOO_PACKAGE)) from e
+            raise ConfigError(
+                f"{path}: config module not found (no module named {e.name!r})"
+                + _suggestions(path, named_modules(ZOO_PACKAGE), ZOO_PACKAGE)
+            ) from e
     if not hasattr(module, "make_config"):
         raise ConfigError(f"{path}: a config module must define make_config() -> Config")
     cfg = module.make_config()
@@ -141,8 +154,13 @@ def load_config_module(path: str) -> Config:
     return cfg
 
 
-def build_config(path: str, overrides: Sequence[str] = (), flags: Optional[Mapping[str, Any]] = None, *,
-                 report: Optional[Callable[[str], None]] = None) -> Config:
+def build_config(
+    path: str,
+    overrides: Sequence[str] = (),
+    flags: Optional[Mapping[str, Any]] = None,
+    *,
+    report: Optional[Callable[[str], None]] = None,
+) -> Config:
     """What ``python -m lz_tune train PATH key=value ... --flag ...`` runs: a zoo module or a
     LightZero file, then the ``key=value`` overrides, then the flags (``--seed 3`` is ``seed=3``)."""
     flags = dict(flags or {})
@@ -153,9 +171,14 @@ def build_config(path: str, overrides: Sequence[str] = (), flags: Optional[Mappi
     return cfg.with_updates(updates) if updates else cfg
 
 
-def build_config_for_env(env_id: str, overrides: Sequence[str] = (), flags: Optional[Mapping[str, Any]] = None, *,
-                         policy_type: Optional[str] = None,
-                         report: Optional[Callable[[str], None]] = None) -> Config:
+def build_config_for_env(
+    env_id: str,
+    overrides: Sequence[str] = (),
+    flags: Optional[Mapping[str, Any]] = None,
+    *,
+    policy_type: Optional[str] = None,
+    report: Optional[Callable[[str], None]] = None,
+) -> Config:
     """What ``python -m lz_tune train --env ENV_ID [--policy-type T] key=value ...`` runs with no config
     file: the generic config :func:`lz_tune.env_defaults.config_for_env` derives from the env (its
     choices and reasons passed to ``report``), then the overrides, then the other flags.
@@ -170,9 +193,13 @@ def build_config_for_env(env_id: str, overrides: Sequence[str] = (), flags: Opti
     given = Config().with_overrides(list(overrides)) if overrides else Config()
     if policy_type is None and any(o.strip().startswith("policy_type=") for o in overrides):
         policy_type = given.policy_type
-    generated = config_for_env(env_id, policy_type=policy_type, import_modules=given.env.import_modules,
-                               observation_layout=given.env.observation_layout,
-                               seed=int(flags.get("seed", given.seed)))
+    generated = config_for_env(
+        env_id,
+        policy_type=policy_type,
+        import_modules=given.env.import_modules,
+        observation_layout=given.env.observation_layout,
+        seed=int(flags.get("seed", given.seed)),
+    )
     if report is not None:
         report(generated.describe())
     cfg = generated.config

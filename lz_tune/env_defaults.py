@@ -35,8 +35,16 @@ import numpy as np
 
 from lz_tune.config import Config, ConfigError
 
-__all__ = ["EnvProfile", "Choice", "GeneratedConfig", "profile_env", "config_for_env", "fit_schedule_to_budget",
-           "check_policy_type_fits", "DEFAULT_CONTINUOUS_POLICY_TYPE"]
+__all__ = [
+    "EnvProfile",
+    "Choice",
+    "GeneratedConfig",
+    "profile_env",
+    "config_for_env",
+    "fit_schedule_to_budget",
+    "check_policy_type_fits",
+    "DEFAULT_CONTINUOUS_POLICY_TYPE",
+]
 
 DEFAULT_CONTINUOUS_POLICY_TYPE = "sampled_muzero"
 """The type a Box action space gets when none is asked for (planning over sampled actions)."""
@@ -102,16 +110,20 @@ class GeneratedConfig:
     def describe(self) -> str:
         """The choices, one line each, for ``train --env`` / ``config --env`` to print."""
         p, s = self.profile, self.profile.spec
-        lines = [f"config derived from env {p.env_id}: observations {list(s.observation_shape)} "
-                 f"{s.observation_dtype}, " + (f"{s.action_dim}-D continuous actions" if s.action_dim else
-                                               f"{s.action_space_size} actions")
-                 + (f", {s.num_players} players" if s.num_players > 1 else "")
-                 + (f", time limit {p.time_limit}" if p.time_limit else "")
-                 + (f", solved at {p.reward_threshold:g}" if p.reward_threshold is not None else "")]
+        lines = [
+            f"config derived from env {p.env_id}: observations {list(s.observation_shape)} "
+            f"{s.observation_dtype}, "
+            + (f"{s.action_dim}-D continuous actions" if s.action_dim else f"{s.action_space_size} actions")
+            + (f", {s.num_players} players" if s.num_players > 1 else "")
+            + (f", time limit {p.time_limit}" if p.time_limit else "")
+            + (f", solved at {p.reward_threshold:g}" if p.reward_threshold is not None else "")
+        ]
         if p.rollout_steps:
-            lines.append(f"  random play ({p.rollout_steps} steps): return {p.random_return_mean:.1f} +- "
-                         f"{p.random_return_std:.1f}, episode length {p.mean_episode_length:.0f}, max |reward| "
-                         f"{p.max_abs_reward:g}" + (", a constant cost per step" if p.step_cost else ""))
+            lines.append(
+                f"  random play ({p.rollout_steps} steps): return {p.random_return_mean:.1f} +- "
+                f"{p.random_return_std:.1f}, episode length {p.mean_episode_length:.0f}, max |reward| "
+                f"{p.max_abs_reward:g}" + (", a constant cost per step" if p.step_cost else "")
+            )
         width = max(len(c.key) for c in self.choices)
         lines += [f"  {c.key:<{width}} = {c.value!r:<12}  {c.why}" for c in self.choices]
         return "\n".join(lines)
@@ -157,13 +169,23 @@ def _random_rollout(cfg: Config, steps: int, seed: int) -> dict[str, Any]:
     reward = np.stack(rewards)
     done = np.stack(done_flags)
     mid = reward[~done]
-    return {"steps": int(reward.size), "max_abs_reward": float(np.abs(reward).max()) if reward.size else 0.0,
-            "step_cost": bool(mid.size > 0 and np.ptp(mid) == 0.0 and mid[0] < 0.0),
-            "returns": np.asarray(returns, np.float64), "lengths": np.asarray(lengths, np.float64)}
+    return {
+        "steps": int(reward.size),
+        "max_abs_reward": float(np.abs(reward).max()) if reward.size else 0.0,
+        "step_cost": bool(mid.size > 0 and np.ptp(mid) == 0.0 and mid[0] < 0.0),
+        "returns": np.asarray(returns, np.float64),
+        "lengths": np.asarray(lengths, np.float64),
+    }
 
 
-def profile_env(env_id: str, *, import_modules: Sequence[str] = (), observation_layout: str = "auto",
-                rollout_steps: int = 2000, seed: int = 0) -> EnvProfile:
+def profile_env(
+    env_id: str,
+    *,
+    import_modules: Sequence[str] = (),
+    observation_layout: str = "auto",
+    rollout_steps: int = 2000,
+    seed: int = 0,
+) -> EnvProfile:
     """Read ``env_id``'s spec and play ``rollout_steps`` uniformly random steps in it.
 
     Raises:
@@ -175,8 +197,9 @@ def profile_env(env_id: str, *, import_modules: Sequence[str] = (), observation_
     from lz_tune.workers.common import env_spec_for
 
     run_env_imports(import_modules)
-    probe_cfg = Config.from_dict({"env": {"env_id": env_id, "import_modules": list(import_modules),
-                                          "observation_layout": observation_layout}})
+    probe_cfg = Config.from_dict(
+        {"env": {"env_id": env_id, "import_modules": list(import_modules), "observation_layout": observation_layout}}
+    )
     spec = env_spec_for(probe_cfg)
     time_limit = threshold = None
     max_game_length = 0
@@ -187,20 +210,35 @@ def profile_env(env_id: str, *, import_modules: Sequence[str] = (), observation_
         registration = resolve_env_id(env_id).spec
         time_limit, threshold = registration.max_episode_steps, registration.reward_threshold
     if spec.is_atari:  # rewards clipped to {-1, 0, 1} in collection; a rollout would cost an emulator
-        return EnvProfile(env_id=env_id, spec=spec, time_limit=time_limit, reward_threshold=threshold,
-                          max_abs_reward=1.0, step_cost=False, random_return_mean=math.nan,
-                          random_return_std=math.nan, mean_episode_length=math.nan, rollout_steps=0)
+        return EnvProfile(
+            env_id=env_id,
+            spec=spec,
+            time_limit=time_limit,
+            reward_threshold=threshold,
+            max_abs_reward=1.0,
+            step_cost=False,
+            random_return_mean=math.nan,
+            random_return_std=math.nan,
+            mean_episode_length=math.nan,
+            rollout_steps=0,
+        )
     # long enough for 8 envs to finish an episode that runs to its time limit (Acrobot: 4,000 steps)
     steps = min(max(rollout_steps, 8 * (time_limit or 0)), 20_000)
     r = _random_rollout(probe_cfg, steps, seed)
     returns, lengths = r["returns"], r["lengths"]
-    return EnvProfile(env_id=env_id, spec=spec, time_limit=time_limit,
-                      reward_threshold=None if threshold is None else float(threshold),
-                      max_abs_reward=r["max_abs_reward"], step_cost=r["step_cost"],
-                      random_return_mean=float(returns.mean()) if returns.size else math.nan,
-                      random_return_std=float(returns.std()) if returns.size else math.nan,
-                      mean_episode_length=float(lengths.mean()) if lengths.size else math.nan,
-                      rollout_steps=r["steps"], max_game_length=max_game_length)
+    return EnvProfile(
+        env_id=env_id,
+        spec=spec,
+        time_limit=time_limit,
+        reward_threshold=None if threshold is None else float(threshold),
+        max_abs_reward=r["max_abs_reward"],
+        step_cost=r["step_cost"],
+        random_return_mean=float(returns.mean()) if returns.size else math.nan,
+        random_return_std=float(returns.std()) if returns.size else math.nan,
+        mean_episode_length=float(lengths.mean()) if lengths.size else math.nan,
+        rollout_steps=r["steps"],
+        max_game_length=max_game_length,
+    )
 
 
 def _slug(env_id: str) -> str:
@@ -231,9 +269,15 @@ def check_policy_type_fits(cfg: Config, spec: Any) -> None:
     get_algorithm(cfg.policy_type).make_policy(cfg, spec)
 
 
-def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_modules: Sequence[str] = (),
-                   observation_layout: str = "auto", seed: int = 0,
-                   profile: Optional[EnvProfile] = None) -> GeneratedConfig:
+def config_for_env(
+    env_id: str,
+    *,
+    policy_type: Optional[str] = None,
+    import_modules: Sequence[str] = (),
+    observation_layout: str = "auto",
+    seed: int = 0,
+    profile: Optional[EnvProfile] = None,
+) -> GeneratedConfig:
     """The generic config for ``env_id`` (see the module docstring for the rules).
 
     Args:
@@ -249,8 +293,9 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
         ValueError: the env cannot be served (unknown id, ambiguous layout, ...).
     """
     try:
-        p = profile or profile_env(env_id, import_modules=import_modules, observation_layout=observation_layout,
-                                   seed=seed)
+        p = profile or profile_env(
+            env_id, import_modules=import_modules, observation_layout=observation_layout, seed=seed
+        )
     except ConfigError:
         raise
     except ValueError as e:  # unknown id, a missing package, an ambiguous layout: a config error of the env
@@ -260,8 +305,11 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     b = _Builder()
     if policy_type is None:
         policy_type = DEFAULT_CONTINUOUS_POLICY_TYPE if s.action_dim else "muzero"
-        b.set("policy_type", policy_type, "continuous actions: sampled actions" if s.action_dim else
-              "discrete actions: MuZero")
+        b.set(
+            "policy_type",
+            policy_type,
+            "continuous actions: sampled actions" if s.action_dim else "discrete actions: MuZero",
+        )
     else:
         b.set("policy_type", policy_type)
     b.set("exp_name", f"{_slug(env_id)}_{policy_type.split(':')[-1]}")
@@ -279,9 +327,13 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
         side = max(s.observation_shape[1:])
         layout = f" ({s.observation_layout_reason})" if s.observation_layout_reason else ""
         if small:
-            b.set("model.kind", "conv_mlp", f"small images {list(s.observation_shape)}{layout}: a conv stem at full "
-                  "resolution, then MLP dynamics and prediction on a vector latent (~6x the env steps/s of a conv "
-                  "unroll on MinAtar, same search engine as the vector tasks)")
+            b.set(
+                "model.kind",
+                "conv_mlp",
+                f"small images {list(s.observation_shape)}{layout}: a conv stem at full "
+                "resolution, then MLP dynamics and prediction on a vector latent (~6x the env steps/s of a conv "
+                "unroll on MinAtar, same search engine as the vector tasks)",
+            )
             b.set("model.num_channels", 16, "one 3x3 conv of 16 channels, as MinAtar's DQN baseline")
             b.set("model.num_res_blocks", 0)
             b.set("model.downsample", False)
@@ -295,10 +347,18 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
             b.set("model.projection_dim", 256)
             b.set("model.projection_hidden_dim", 256)
     else:
-        how = (s.observation_layout_reason if "one-hot" in s.observation_layout_reason else
-               f"flattened from {list(s.raw_observation_shape)}" if len(s.raw_observation_shape) > 1 else "")
-        b.set("model.kind", "mlp", f"{len(s.observation_shape)}-D observations {list(s.observation_shape)}"
-              + (f" ({how})" if how else ""))
+        how = (
+            s.observation_layout_reason
+            if "one-hot" in s.observation_layout_reason
+            else f"flattened from {list(s.raw_observation_shape)}"
+            if len(s.raw_observation_shape) > 1
+            else ""
+        )
+        b.set(
+            "model.kind",
+            "mlp",
+            f"{len(s.observation_shape)}-D observations {list(s.observation_shape)}" + (f" ({how})" if how else ""),
+        )
 
     if not image or small:  # the MLP network (behind the conv stem for small images): the CartPole config's
         b.set("model.latent_dim", 128)
@@ -309,9 +369,13 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
 
     # --- episode cap, where the env has no time limit (a policy that stalls must not stall the run)
     if not board and not p.time_limit and not s.is_atari:
-        b.set("env.max_episode_steps", NO_TIME_LIMIT_CAP, f"no registered time limit: episodes end after "
-              f"{NO_TIME_LIMIT_CAP:,} steps (truncated, values bootstrapped), so a policy that only waits "
-              "(MinAtar Seaquest at the surface) cannot hold up collection and evaluation")
+        b.set(
+            "env.max_episode_steps",
+            NO_TIME_LIMIT_CAP,
+            f"no registered time limit: episodes end after "
+            f"{NO_TIME_LIMIT_CAP:,} steps (truncated, values bootstrapped), so a policy that only waits "
+            "(MinAtar Seaquest at the surface) cannot hold up collection and evaluation",
+        )
 
     # --- horizon, from the episode length
     if board:
@@ -322,8 +386,11 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
         b.set("buffer.game_segment_length", length + 3, "one game per segment")
     else:
         gamma = 0.997
-        b.set("mcts.discount_factor", gamma, "horizon ~333 steps" + (f" (time limit {p.time_limit})"
-                                                                   if p.time_limit else ""))
+        b.set(
+            "mcts.discount_factor",
+            gamma,
+            "horizon ~333 steps" + (f" (time limit {p.time_limit})" if p.time_limit else ""),
+        )
         b.set("buffer.td_steps", 5, "")
         b.set("buffer.num_unroll_steps", 5, "")
         segment = 50 if not p.time_limit else max(10, min(50, p.time_limit))
@@ -337,8 +404,9 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     else:
         horizon = 1.0 / (1.0 - gamma)
         value_bound = max_r * (min(horizon, p.time_limit) if p.time_limit else horizon)
-        why = (f"|value| <= {max_r:g} x " + (f"min(1/(1-gamma), time limit) = {value_bound:.0f}" if p.time_limit
-                                              else f"1/(1-gamma) = {value_bound:.0f}"))
+        why = f"|value| <= {max_r:g} x " + (
+            f"min(1/(1-gamma), time limit) = {value_bound:.0f}" if p.time_limit else f"1/(1-gamma) = {value_bound:.0f}"
+        )
         if p.reward_threshold is not None and np.isfinite(p.random_return_mean):
             # shaped rewards (LunarLander: +-100 at the end, small ones on the way): a bound from
             # the returns the task can reach is much tighter than max |r| per step times the horizon
@@ -354,10 +422,18 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     b.set("sampled.num_samples", k, "sampled actions per node (types that sample)" if s.action_dim else "")
     sparse = p.step_cost and not board
     if sparse:
-        b.set("env.action_repeat", 3, "a cost per step until a goal that random play rarely reaches: each decision "
-              "holds its action for 3 env steps, so exploration and each planned action reach 3x further")
-        b.set("collector.eps_greedy_start", 1.0, "a constant cost per step: explore with random actions held "
-              "for up to 20 steps, epsilon 1 -> 0.05 over 20k env steps")
+        b.set(
+            "env.action_repeat",
+            3,
+            "a cost per step until a goal that random play rarely reaches: each decision "
+            "holds its action for 3 env steps, so exploration and each planned action reach 3x further",
+        )
+        b.set(
+            "collector.eps_greedy_start",
+            1.0,
+            "a constant cost per step: explore with random actions held "
+            "for up to 20 steps, epsilon 1 -> 0.05 over 20k env steps",
+        )
         b.set("collector.eps_greedy_end", 0.05)
         b.set("collector.eps_greedy_decay_env_steps", 20_000)
         b.set("collector.eps_greedy_max_duration", 20)
@@ -376,27 +452,43 @@ def config_for_env(env_id: str, *, policy_type: Optional[str] = None, import_mod
     # --- learner
     b.set("learner.optim_type", "adam", "")
     b.set("learner.learning_rate", 3e-3, "")
-    b.set("learner.piecewise_decay_lr_scheduler", True, "step size x0.1 after half the budget's updates, x0.01 "
-          "at its end: at the full step size evaluations swing (Acrobot, LunarLander)")
+    b.set(
+        "learner.piecewise_decay_lr_scheduler",
+        True,
+        "step size x0.1 after half the budget's updates, x0.01 "
+        "at its end: at the full step size evaluations swing (Acrobot, LunarLander)",
+    )
     if image:
-        b.set("learner.weight_decay", 0.0, "no L2 term with Adam on images: Adam scales it like a gradient, so "
-              "every weight whose loss gradient is small shrinks at the full step size; on MinAtar it zeroed "
-              "most channels of the conv stem (BatchNorm scale -> 0) and left one action for every state")
+        b.set(
+            "learner.weight_decay",
+            0.0,
+            "no L2 term with Adam on images: Adam scales it like a gradient, so "
+            "every weight whose loss gradient is small shrinks at the full step size; on MinAtar it zeroed "
+            "most channels of the conv stem (BatchNorm scale -> 0) and left one action for every state",
+        )
     else:
         b.set("learner.weight_decay", 1e-4, "")
     b.set("learner.batch_size", 128 if board else 64, "")
     b.set("learner.replay_ratio", 0.25, "updates per env step")
     b.set("learner.target_update_freq", 100 if image and not small else 20, "")
     ssl = 0.0 if (sparse or board) else (2.0 if image and not small else 0.5)
-    b.set("learner.ssl_loss_weight", ssl, "constant rewards: the consistency loss alone would collapse the latent"
-          if sparse else "")
+    b.set(
+        "learner.ssl_loss_weight",
+        ssl,
+        "constant rewards: the consistency loss alone would collapse the latent" if sparse else "",
+    )
     if board:
         b.set("learner.grad_clip_value", 0.5, "")
         b.set("buffer.use_priority", False, "")
     if s.action_dim:
         b.set("learner.policy_entropy_weight", 5e-3, "keeps the Gaussian policy from collapsing")
-    b.set("learner.num_threads", 1 if small else 2, "small images: one learner thread is faster (MinAtar Breakout "
-          "180 against 162 env steps/s with two)" if small else "")
+    b.set(
+        "learner.num_threads",
+        1 if small else 2,
+        "small images: one learner thread is faster (MinAtar Breakout 180 against 162 env steps/s with two)"
+        if small
+        else "",
+    )
     b.set("buffer.replay_buffer_size", 1_000_000 if image else 200_000, "")
 
     # --- collection, evaluation, budget

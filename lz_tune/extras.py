@@ -27,5 +27,4 @@ def install_hint(extra: str) -> str:
 def missing_extra(feature: str, extra: str, error: ImportError) -> MissingExtraError:
     """The error to raise (``from error``) when ``feature`` failed to import a package of ``extra``."""
     name = error.name or str(error)
-    return MissingExtraError(f"{feature} needs {name}, which is not installed: {install_hint(extra)}",
-                             name=error.name)
+    return MissingExtraError(f"{feature} needs {name}, which is not installed: {install_hint(extra)}", name=error.name)

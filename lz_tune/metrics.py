@@ -66,8 +66,11 @@ EVAL_FIELDS: dict[str, str] = {
 
 #: two-player games against a bot (``EvalResult.match``): the agent's win / draw / loss rates over
 #: all games of the evaluation, and over those it played as first / as second player
-MATCH_RATES: tuple[str, ...] = tuple(f"evaluation/env_runners/{outcome}_rate{seat}" for outcome in ("win", "draw", "loss")
-                                     for seat in ("", "_as_first", "_as_second"))
+MATCH_RATES: tuple[str, ...] = tuple(
+    f"evaluation/env_runners/{outcome}_rate{seat}"
+    for outcome in ("win", "draw", "loss")
+    for seat in ("", "_as_first", "_as_second")
+)
 
 
 def learner_metric(policy_type: str, key: str) -> str:

@@ -56,9 +56,17 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-__all__ = ["PolicyTypeEntry", "UnknownPolicyTypeError", "UnknownConfigSectionError", "BUILTIN_POLICY_TYPES",
-           "POLICY_TYPES", "register_policy_type", "lookup_policy_type", "registered_policy_types",
-           "config_section_classes"]
+__all__ = [
+    "PolicyTypeEntry",
+    "UnknownPolicyTypeError",
+    "UnknownConfigSectionError",
+    "BUILTIN_POLICY_TYPES",
+    "POLICY_TYPES",
+    "register_policy_type",
+    "lookup_policy_type",
+    "registered_policy_types",
+    "config_section_classes",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,27 +116,59 @@ class UnknownConfigSectionError(LookupError):
 
 BUILTIN_POLICY_TYPES: tuple[PolicyTypeEntry, ...] = (
     PolicyTypeEntry(name="muzero", module="lz_tune.algos.muzero"),
-    PolicyTypeEntry(name="efficientzero", module="lz_tune.algos.efficientzero",
-                    config_section="lz_tune.algos.efficientzero_config:EfficientZeroConfig",
-                    config_sections=("efficientzero",), reanalyze_writes_root_values=True),
-    PolicyTypeEntry(name="sampled_efficientzero", module="lz_tune.algos.sampled_efficientzero",
-                    config_sections=("efficientzero", "sampled"), reanalyze_writes_root_values=True),
-    PolicyTypeEntry(name="sampled_muzero", module="lz_tune.algos.sampled_muzero",
-                    config_section="lz_tune.algos.sampled_muzero_config:SampledConfig",
-                    config_sections=("sampled",), reanalyze_writes_root_values=True),
-    PolicyTypeEntry(name="gumbel_muzero", module="lz_tune.algos.gumbel_muzero",
-                    config_section="lz_tune.algos.gumbel_muzero_config:GumbelConfig", config_sections=("gumbel",)),
-    PolicyTypeEntry(name="stochastic_muzero", module="lz_tune.algos.stochastic_muzero",
-                    config_section="lz_tune.algos.stochastic_muzero_config:StochasticConfig",
-                    config_sections=("stochastic",)),
-    PolicyTypeEntry(name="muzero_context", module="lz_tune.algos.muzero_context",
-                    config_section="lz_tune.algos.muzero_context_config:ContextConfig", config_sections=("context",)),
-    PolicyTypeEntry(name="muzero_rnn_full_obs", module="lz_tune.algos.muzero_rnn_full_obs",
-                    config_sections=("context",)),
-    PolicyTypeEntry(name="unizero", module="lz_tune.algos.unizero",
-                    config_section="lz_tune.algos.unizero_config:UniZeroConfig", config_sections=("unizero",)),
-    PolicyTypeEntry(name="sampled_unizero", module="lz_tune.algos.sampled_unizero",
-                    config_sections=("unizero", "sampled"), reanalyze_writes_root_values=True),
+    PolicyTypeEntry(
+        name="efficientzero",
+        module="lz_tune.algos.efficientzero",
+        config_section="lz_tune.algos.efficientzero_config:EfficientZeroConfig",
+        config_sections=("efficientzero",),
+        reanalyze_writes_root_values=True,
+    ),
+    PolicyTypeEntry(
+        name="sampled_efficientzero",
+        module="lz_tune.algos.sampled_efficientzero",
+        config_sections=("efficientzero", "sampled"),
+        reanalyze_writes_root_values=True,
+    ),
+    PolicyTypeEntry(
+        name="sampled_muzero",
+        module="lz_tune.algos.sampled_muzero",
+        config_section="lz_tune.algos.sampled_muzero_config:SampledConfig",
+        config_sections=("sampled",),
+        reanalyze_writes_root_values=True,
+    ),
+    PolicyTypeEntry(
+        name="gumbel_muzero",
+        module="lz_tune.algos.gumbel_muzero",
+        config_section="lz_tune.algos.gumbel_muzero_config:GumbelConfig",
+        config_sections=("gumbel",),
+    ),
+    PolicyTypeEntry(
+        name="stochastic_muzero",
+        module="lz_tune.algos.stochastic_muzero",
+        config_section="lz_tune.algos.stochastic_muzero_config:StochasticConfig",
+        config_sections=("stochastic",),
+    ),
+    PolicyTypeEntry(
+        name="muzero_context",
+        module="lz_tune.algos.muzero_context",
+        config_section="lz_tune.algos.muzero_context_config:ContextConfig",
+        config_sections=("context",),
+    ),
+    PolicyTypeEntry(
+        name="muzero_rnn_full_obs", module="lz_tune.algos.muzero_rnn_full_obs", config_sections=("context",)
+    ),
+    PolicyTypeEntry(
+        name="unizero",
+        module="lz_tune.algos.unizero",
+        config_section="lz_tune.algos.unizero_config:UniZeroConfig",
+        config_sections=("unizero",),
+    ),
+    PolicyTypeEntry(
+        name="sampled_unizero",
+        module="lz_tune.algos.sampled_unizero",
+        config_sections=("unizero", "sampled"),
+        reanalyze_writes_root_values=True,
+    ),
 )
 """The types lz-tune ships, in the order the docs list them."""
 
@@ -141,8 +181,10 @@ _registry: dict[str, PolicyTypeEntry] = {entry.name: entry for entry in BUILTIN_
 def _section_name(cls: Any, owner: str) -> str:
     name = getattr(cls, "section_name", "")
     if not isinstance(cls, type) or not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"policy type {owner!r}: config_section must be a Section class with a section_name "
-                         f"(an identifier), got {cls!r}")
+        raise ValueError(
+            f"policy type {owner!r}: config_section must be a Section class with a section_name "
+            f"(an identifier), got {cls!r}"
+        )
     return name
 
 
@@ -156,9 +198,14 @@ def _owners() -> dict[str, tuple[type, str]]:
     return owners
 
 
-def register_policy_type(name: str, *, module: str, config_section: Optional[type] = None,
-                         config_sections: tuple[str, ...] = (),
-                         reanalyze_writes_root_values: bool = False) -> PolicyTypeEntry:
+def register_policy_type(
+    name: str,
+    *,
+    module: str,
+    config_section: Optional[type] = None,
+    config_sections: tuple[str, ...] = (),
+    reanalyze_writes_root_values: bool = False,
+) -> PolicyTypeEntry:
     """Add a type (call it from the type's own module: ``module=__name__``).
 
     ``config_section``: the :class:`lz_tune.config.Section` class of the type's own keys (its
@@ -174,10 +221,17 @@ def register_policy_type(name: str, *, module: str, config_section: Optional[typ
         reads = (own, *(s for s in reads if s != own))
         owner = _owners().get(own)
         if owner is not None and owner[0] is not config_section:
-            raise ValueError(f"policy type {name!r}: config section {own!r} is already owned by policy type "
-                             f"{owner[1]!r} ({owner[0].__module__}.{owner[0].__qualname__})")
-    entry = PolicyTypeEntry(name=name, module=module, config_section=config_section, config_sections=reads,
-                            reanalyze_writes_root_values=reanalyze_writes_root_values)
+            raise ValueError(
+                f"policy type {name!r}: config section {own!r} is already owned by policy type "
+                f"{owner[1]!r} ({owner[0].__module__}.{owner[0].__qualname__})"
+            )
+    entry = PolicyTypeEntry(
+        name=name,
+        module=module,
+        config_section=config_section,
+        config_sections=reads,
+        reanalyze_writes_root_values=reanalyze_writes_root_values,
+    )
     known = _registry.get(name)
     if known is not None and known != entry:
         raise ValueError(f"policy type {name!r} is already registered by {known.module}")
@@ -198,8 +252,9 @@ def lookup_policy_type(policy_type: str) -> PolicyTypeEntry:
         try:
             importlib.import_module(module)
         except ImportError as e:
-            raise UnknownPolicyTypeError(f"unknown policy type {policy_type!r}: cannot import module {module!r} "
-                                         f"({e})") from None
+            raise UnknownPolicyTypeError(
+                f"unknown policy type {policy_type!r}: cannot import module {module!r} ({e})"
+            ) from None
     entry = _registry.get(name)
     if entry is None:
         known = registered_policy_types()
@@ -220,8 +275,10 @@ def config_section_classes(policy_type: str) -> tuple[type, ...]:
     held = {section: owners[section][0] for section in _builtin_section_names(owners)}
     missing = [section for section in entry.config_sections if section not in owners]
     if missing:
-        raise UnknownConfigSectionError(f"{policy_type!r} reads config section(s) {', '.join(missing)}, which no "
-                                        f"registered policy type provides (known: {', '.join(owners)})")
+        raise UnknownConfigSectionError(
+            f"{policy_type!r} reads config section(s) {', '.join(missing)}, which no "
+            f"registered policy type provides (known: {', '.join(owners)})"
+        )
     for section in entry.config_sections:
         held.setdefault(section, owners[section][0])
     return tuple(held.values())

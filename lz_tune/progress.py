@@ -20,8 +20,9 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def format_progress(m: dict[str, Any], *, train_start_after_envsteps: int, trainable: bool,
-                    max_env_step: Optional[int] = None) -> str:
+def format_progress(
+    m: dict[str, Any], *, train_start_after_envsteps: int, trainable: bool, max_env_step: Optional[int] = None
+) -> str:
     """One line from the driver's metrics (``Driver.metrics()``). With ``max_env_step`` the env
     steps show the share of that budget done and an ETA at the run's mean env steps per second
     (wall-clock ``h:mm:ss``; ``ETA n/a`` before any env step)."""
@@ -33,8 +34,10 @@ def format_progress(m: dict[str, Any], *, train_start_after_envsteps: int, train
         env = f"env steps {steps:,} ({rate:.0f}/s)"
     parts = [_clock(m.get("wall_time_s", 0.0)), env]
     if not trainable:
-        parts.append(f"cold start {min(m['env_steps'], train_start_after_envsteps):,}/"
-                     f"{train_start_after_envsteps:,} env steps, {m['buffer_transitions']:,} transitions")
+        parts.append(
+            f"cold start {min(m['env_steps'], train_start_after_envsteps):,}/"
+            f"{train_start_after_envsteps:,} env steps, {m['buffer_transitions']:,} transitions"
+        )
     else:
         parts.append(f"updates {m['train_iter']:,} ({m['updates_per_s']:.1f}/s)")
     last = m.get("eval_reward_mean_last")
@@ -52,9 +55,16 @@ def format_progress(m: dict[str, Any], *, train_start_after_envsteps: int, train
 class ProgressLine:
     """Draws :func:`format_progress` lines to ``stream`` (default stdout)."""
 
-    def __init__(self, prefix: str, *, stream: Optional[TextIO] = None, live: Optional[bool] = None,
-                 live_interval_s: float = 0.5, plain_interval_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        stream: Optional[TextIO] = None,
+        live: Optional[bool] = None,
+        live_interval_s: float = 0.5,
+        plain_interval_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.prefix = prefix
         self.stream = stream if stream is not None else sys.stdout
         isatty = getattr(self.stream, "isatty", None)

@@ -67,11 +67,13 @@ def _reload_ray_config() -> None:
 
 def refused_hint(address: str) -> str:
     """What to tell a user whose join was refused."""
-    return (f"could not join the Ray cluster at {address}. If it runs with token authentication "
-            f"(Ray's default for clusters started by ray.init, and for `ray start --head` once "
-            f"`ray get-auth-token --generate` made a token), give this machine the cluster's token: "
-            f"copy the head's ~/.ray/auth_token here, or export RAY_AUTH_TOKEN=<token>; "
-            f"{AUTH_MODE_VAR}={os.environ.get(AUTH_MODE_VAR, '(unset)')} here")
+    return (
+        f"could not join the Ray cluster at {address}. If it runs with token authentication "
+        f"(Ray's default for clusters started by ray.init, and for `ray start --head` once "
+        f"`ray get-auth-token --generate` made a token), give this machine the cluster's token: "
+        f"copy the head's ~/.ray/auth_token here, or export RAY_AUTH_TOKEN=<token>; "
+        f"{AUTH_MODE_VAR}={os.environ.get(AUTH_MODE_VAR, '(unset)')} here"
+    )
 
 
 def join_ray(address: str, **init_kwargs) -> None:

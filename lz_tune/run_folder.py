@@ -34,8 +34,19 @@ import time
 import warnings
 from typing import Any, Optional
 
-__all__ = ["CONFIG_FILE", "PARAMS_FILE", "RESULT_FILE", "TB_DIR", "TB_TRAIN_ITER_DIR", "CKPT_DIR", "LATEST_CHECKPOINT",
-           "BEST_CHECKPOINT", "LOCK_FILE", "RunFolder", "RunFolderInUseError"]
+__all__ = [
+    "CONFIG_FILE",
+    "PARAMS_FILE",
+    "RESULT_FILE",
+    "TB_DIR",
+    "TB_TRAIN_ITER_DIR",
+    "CKPT_DIR",
+    "LATEST_CHECKPOINT",
+    "BEST_CHECKPOINT",
+    "LOCK_FILE",
+    "RunFolder",
+    "RunFolderInUseError",
+]
 
 CONFIG_FILE = "config.json"
 PARAMS_FILE = "params.json"
@@ -89,16 +100,22 @@ class RunFolder:
         except BlockingIOError:
             holder = os.read(fd, 4096).decode(errors="replace").strip() or "(no details)"
             os.close(fd)
-            raise RunFolderInUseError(f"{self.path}: another process is writing this run ({holder}); two writers "
-                                      f"would delete each other's replay-buffer files. Wait for it to end, or "
-                                      f"stop it, or use another folder") from None
+            raise RunFolderInUseError(
+                f"{self.path}: another process is writing this run ({holder}); two writers "
+                f"would delete each other's replay-buffer files. Wait for it to end, or "
+                f"stop it, or use another folder"
+            ) from None
         except OSError as e:  # a file system without flock
             warnings.warn(f"{self.path}: could not lock the run folder ({e}); make sure one process writes it")
             os.close(fd)
             return
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            ).encode(),
+        )
         self._lock_fd = fd
         from lz_tune.atomic_file import remove_leftover_temporaries
 

@@ -50,4 +50,5 @@ def refuse_untrusted_imports(config: Mapping[str, Any], *, source: str, allow: b
             raise CheckpointError(
                 f"{source}: its config's {key} imports module {module!r}, and importing a module runs its code; "
                 f"a config read from a checkpoint may only name modules already imported. If you trust this "
-                f"file, pass --allow-imports (Python: allow_imports=True), or import {module!r} first")
+                f"file, pass --allow-imports (Python: allow_imports=True), or import {module!r} first"
+            )

@@ -1,12 +1,12 @@
 """Tune search space for Sampled MuZero on Acrobot-v1 with K = 2 of 3 discrete actions.
 
-    from ray import tune
-    from lz_tune.tune import MuZeroTrainable
-    from lz_tune.search_spaces.acrobot_sampled_muzero import space, stop, scheduler
-    tune.Tuner(MuZeroTrainable, param_space=space,
-               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
-                                           num_samples=8, scheduler=scheduler()),
-               run_config=tune.RunConfig(stop=stop)).fit()
+from ray import tune
+from lz_tune.tune import MuZeroTrainable
+from lz_tune.search_spaces.acrobot_sampled_muzero import space, stop, scheduler
+tune.Tuner(MuZeroTrainable, param_space=space,
+           tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                       num_samples=8, scheduler=scheduler()),
+           run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune

@@ -15,7 +15,8 @@ it stays.
 
 from ray import tune
 
-from lz_tune.search_spaces.cartpole_muzero_fast import metric, mode, scheduler, space as muzero_space
+from lz_tune.search_spaces.cartpole_muzero_fast import metric, mode, scheduler
+from lz_tune.search_spaces.cartpole_muzero_fast import space as muzero_space
 from lz_tune.zoo.classic_control.cartpole_efficientzero import make_config
 
 space = {
@@ -29,8 +30,11 @@ space = {
 stop = {"time_total_s": 120.0}
 
 #: the zoo config's values of the searched keys (the first config sampled)
-ZOO_POINT = {key: value for key, value in make_config().flat_dict().items()
-             if isinstance(space.get(key), tune.search.sample.Domain)}
+ZOO_POINT = {
+    key: value
+    for key, value in make_config().flat_dict().items()
+    if isinstance(space.get(key), tune.search.sample.Domain)
+}
 
 
 def search_alg() -> tune.search.BasicVariantGenerator:

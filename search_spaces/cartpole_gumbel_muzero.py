@@ -12,7 +12,8 @@ simulation budgets (the point of Gumbel MuZero) plus the Gumbel keys.
 
 from ray import tune
 
-from lz_tune.search_spaces.cartpole_muzero import scheduler, space as muzero_space, stop
+from lz_tune.search_spaces.cartpole_muzero import scheduler, stop
+from lz_tune.search_spaces.cartpole_muzero import space as muzero_space
 
 space = {
     **muzero_space,

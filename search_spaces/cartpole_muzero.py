@@ -35,5 +35,4 @@ stop = {"evaluation/env_runners/episode_return_mean": 195.0, "num_env_steps_samp
 
 def scheduler() -> tune.schedulers.TrialScheduler:
     """ASHA on eval return, per Tune iteration (step_seconds of training each)."""
-    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=6,
-                                         reduction_factor=3)
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=6, reduction_factor=3)

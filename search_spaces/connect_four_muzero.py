@@ -31,8 +31,7 @@ stop = {"num_env_steps_sampled_lifetime": 500_000}
 
 def scheduler() -> tune.schedulers.TrialScheduler:
     """ASHA on the evaluation return, per Tune iteration (step_seconds of training each)."""
-    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=120, grace_period=10,
-                                         reduction_factor=3)
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=120, grace_period=10, reduction_factor=3)
 
 
 __all__ = ["space", "stop", "scheduler"]

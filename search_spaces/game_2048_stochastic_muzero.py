@@ -1,12 +1,12 @@
 """Tune search space for Stochastic MuZero on 2048 (sync trials: one bundle of 1 CPU each).
 
-    from ray import tune
-    from lz_tune.tune import MuZeroTrainable
-    from lz_tune.search_spaces.game_2048_stochastic_muzero import space, stop, scheduler
-    tune.Tuner(MuZeroTrainable, param_space=space,
-               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
-                                           num_samples=8, scheduler=scheduler()),
-               run_config=tune.RunConfig(stop=stop)).fit()
+from ray import tune
+from lz_tune.tune import MuZeroTrainable
+from lz_tune.search_spaces.game_2048_stochastic_muzero import space, stop, scheduler
+tune.Tuner(MuZeroTrainable, param_space=space,
+           tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                       num_samples=8, scheduler=scheduler()),
+           run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune
@@ -29,8 +29,7 @@ stop = {"num_env_steps_sampled_lifetime": 300_000}
 
 def scheduler() -> tune.schedulers.TrialScheduler:
     """ASHA on the eval score, per Tune iteration (step_seconds of training each)."""
-    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=10,
-                                         reduction_factor=3)
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=10, reduction_factor=3)
 
 
 __all__ = ["space", "stop", "scheduler"]

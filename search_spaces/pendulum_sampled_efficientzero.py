@@ -12,7 +12,8 @@ the value-prefix keys.
 
 from ray import tune
 
-from lz_tune.search_spaces.pendulum_sampled_muzero import scheduler, space as sampled_space, stop
+from lz_tune.search_spaces.pendulum_sampled_muzero import scheduler, stop
+from lz_tune.search_spaces.pendulum_sampled_muzero import space as sampled_space
 
 space = {
     **sampled_space,

@@ -1,12 +1,12 @@
 """Tune search space for Sampled MuZero on Pendulum-v1 (sync trials: one bundle of 1 CPU each).
 
-    from ray import tune
-    from lz_tune.tune import MuZeroTrainable
-    from lz_tune.search_spaces.pendulum_sampled_muzero import space, stop, scheduler
-    tune.Tuner(MuZeroTrainable, param_space=space,
-               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
-                                           num_samples=8, scheduler=scheduler()),
-               run_config=tune.RunConfig(stop=stop)).fit()
+from ray import tune
+from lz_tune.tune import MuZeroTrainable
+from lz_tune.search_spaces.pendulum_sampled_muzero import space, stop, scheduler
+tune.Tuner(MuZeroTrainable, param_space=space,
+           tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                       num_samples=8, scheduler=scheduler()),
+           run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune
@@ -29,8 +29,7 @@ stop = {"evaluation/env_runners/episode_return_mean": -200.0, "num_env_steps_sam
 
 def scheduler() -> tune.schedulers.TrialScheduler:
     """ASHA on eval return, per Tune iteration (step_seconds of training each)."""
-    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=6,
-                                         reduction_factor=3)
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=60, grace_period=6, reduction_factor=3)
 
 
 __all__ = ["space", "stop", "scheduler"]

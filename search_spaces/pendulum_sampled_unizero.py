@@ -1,12 +1,12 @@
 """Tune search space for sampled_unizero on Pendulum-v1 (sync trials).
 
-    from ray import tune
-    from lz_tune.tune import MuZeroTrainable
-    from lz_tune.search_spaces.pendulum_sampled_unizero import space, stop, scheduler
-    tune.Tuner(MuZeroTrainable, param_space=space,
-               tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
-                                           num_samples=8, scheduler=scheduler()),
-               run_config=tune.RunConfig(stop=stop)).fit()
+from ray import tune
+from lz_tune.tune import MuZeroTrainable
+from lz_tune.search_spaces.pendulum_sampled_unizero import space, stop, scheduler
+tune.Tuner(MuZeroTrainable, param_space=space,
+           tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max",
+                                       num_samples=8, scheduler=scheduler()),
+           run_config=tune.RunConfig(stop=stop)).fit()
 """
 
 from ray import tune

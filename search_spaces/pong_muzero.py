@@ -23,5 +23,4 @@ stop = {"evaluation/env_runners/episode_return_mean": 20.0, "num_env_steps_sampl
 
 
 def scheduler() -> tune.schedulers.TrialScheduler:
-    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=360, grace_period=30,
-                                         reduction_factor=3)
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=360, grace_period=30, reduction_factor=3)

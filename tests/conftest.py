@@ -25,6 +25,8 @@ def run_cli(capsys, *args: str, cwd: str = REPO_ROOT) -> tuple[int, str, str]:
         os.chdir(before)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
 CARTPOLE_ZOO = os.path.join("zoo", "classic_control", "cartpole_muzero.py")
 
 #: overrides of the CartPole zoo config that make every stage tiny (CLI-style strings)

@@ -15,17 +15,29 @@ def search(policy, obs: np.ndarray, num_actions: int, *, simulations: int, seed:
     batch = obs.shape[0]
     mask, to_play, rng = np.ones((batch, num_actions), bool), -np.ones(batch, np.int64), np.random.default_rng(seed)
     if isinstance(policy.acting, SampledActing):
-        out, value, _ = policy.acting.search(policy, obs, mask, to_play, num_simulations=simulations, noise=noise, rng=rng)
+        out, value, _ = policy.acting.search(
+            policy, obs, mask, to_play, num_simulations=simulations, noise=noise, rng=rng
+        )
         return out, value
     return policy.search(obs, mask, to_play, num_simulations=simulations, noise=noise, rng=rng)
 
 
-def assert_same_search(auto, reference, engine_type: type, obs: np.ndarray, num_actions: int, *,
-                       simulations: int = 24, seed: int = 5, atol: float = 1e-4) -> None:
+def assert_same_search(
+    auto,
+    reference,
+    engine_type: type,
+    obs: np.ndarray,
+    num_actions: int,
+    *,
+    simulations: int = 24,
+    seed: int = 5,
+    atol: float = 1e-4,
+) -> None:
     """``auto`` searches through ``engine_type``, ``reference`` through torch; both give the same
     visit counts, and root values, edge rewards and predicted root values to float32 rounding."""
-    (out_a, value_a), (out_t, value_t) = (search(p, obs, num_actions, simulations=simulations, seed=seed)
-                                          for p in (auto, reference))
+    (out_a, value_a), (out_t, value_t) = (
+        search(p, obs, num_actions, simulations=simulations, seed=seed) for p in (auto, reference)
+    )
     with torch.inference_mode():
         assert isinstance(auto.search_backend(obs)[3], engine_type)
         assert not isinstance(reference.search_backend(obs)[3], engine_type)

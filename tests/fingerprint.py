@@ -29,13 +29,21 @@ def fingerprint(policy_type: str = "muzero", *extra: str) -> dict:
 
     torch.set_num_threads(1)
     cfg = load_config_module(os.path.join(REPO_ROOT, CARTPOLE_ZOO)).with_overrides(
-        list(TINY_OVERRIDES) + [f"policy_type={policy_type}", f"max_train_iter={NUM_UPDATES}",
-                                "learner.train_start_after_envsteps=0", "mcts.num_simulations=9",
-                                "buffer.reanalyze_ratio=0.25",
-                                # the zoo config's values when the fingerprint was recorded (the
-                                # zoo's CartPole config changed since; the fingerprint guards arithmetic)
-                                "learner.learning_rate=0.003", "learner.ssl_loss_weight=2.0",
-                                "model.projection_hidden_dim=256", *extra])
+        list(TINY_OVERRIDES)
+        + [
+            f"policy_type={policy_type}",
+            f"max_train_iter={NUM_UPDATES}",
+            "learner.train_start_after_envsteps=0",
+            "mcts.num_simulations=9",
+            "buffer.reanalyze_ratio=0.25",
+            # the zoo config's values when the fingerprint was recorded (the
+            # zoo's CartPole config changed since; the fingerprint guards arithmetic)
+            "learner.learning_rate=0.003",
+            "learner.ssl_loss_weight=2.0",
+            "model.projection_hidden_dim=256",
+            *extra,
+        ]
+    )
     driver = Driver(cfg, print_fn=None)
     record: dict = {"visits": [], "updates": []}
     collector = driver.backend.collectors[0]
@@ -44,8 +52,9 @@ def fingerprint(policy_type: str = "muzero", *extra: str) -> dict:
     def recording_act(batch, **kw):
         out = act(batch, **kw)
         if len(record["visits"]) < 2:
-            record["visits"].append(np.asarray(out.policy_target if hasattr(out, "policy_target")
-                                               else out.visit_distribution).tolist())
+            record["visits"].append(
+                np.asarray(out.policy_target if hasattr(out, "policy_target") else out.visit_distribution).tolist()
+            )
         return out
 
     collector.policy.act = recording_act
@@ -53,8 +62,12 @@ def fingerprint(policy_type: str = "muzero", *extra: str) -> dict:
 
     def recording_learn(batch, *args, **kw):
         logs, prio = learn(batch, *args, **kw)
-        record["updates"].append({"logs": {k: float(v) for k, v in logs.items() if k.startswith("loss/")},
-                                  "priorities": np.asarray(prio, np.float64).tolist()})
+        record["updates"].append(
+            {
+                "logs": {k: float(v) for k, v in logs.items() if k.startswith("loss/")},
+                "priorities": np.asarray(prio, np.float64).tolist(),
+            }
+        )
         return logs, prio
 
     driver.learner.learn = recording_learn

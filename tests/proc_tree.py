@@ -32,7 +32,7 @@ def _stat(pid: int) -> Optional[tuple[str, int, int]]:
             text = f.read()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
     return fields[0], int(fields[1]), int(fields[19])
 
 

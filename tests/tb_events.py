@@ -19,7 +19,7 @@ def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
             data = f.read()
         pos = 0
         while pos + 12 <= len(data):  # TFRecord: uint64 length, uint32 crc, payload, uint32 crc
-            (length,) = struct.unpack("<Q", data[pos:pos + 8])
+            (length,) = struct.unpack("<Q", data[pos : pos + 8])
             start, end = pos + 12, pos + 12 + length
             if end + 4 > len(data):
                 break

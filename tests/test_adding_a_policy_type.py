@@ -21,9 +21,15 @@ from lz_tune.policy_registry import POLICY_TYPES, register_policy_type, register
 from tests import toy_policy_type as toy
 from tests.conftest import REPO_ROOT
 
-RAY_ACTORS = ("async_pipeline.enabled=True", "async_pipeline.num_collector_actors=1",
-              "async_pipeline.num_evaluator_actors=1", "async_pipeline.collector_num_cpus=0.5",
-              "async_pipeline.evaluator_num_cpus=0.5", "env.max_episode_steps=40", "max_env_step=100")
+RAY_ACTORS = (
+    "async_pipeline.enabled=True",
+    "async_pipeline.num_collector_actors=1",
+    "async_pipeline.num_evaluator_actors=1",
+    "async_pipeline.collector_num_cpus=0.5",
+    "async_pipeline.evaluator_num_cpus=0.5",
+    "env.max_episode_steps=40",
+    "max_env_step=100",
+)
 
 
 def test_the_toy_type_trains_on_ray_actors_with_its_own_value_target(tiny_cfg, ray_cluster):
@@ -47,7 +53,7 @@ def test_the_toy_type_trains_on_ray_actors_with_its_own_value_target(tiny_cfg, r
         bootstrapped = n_step_targets(driver.learner, driver.buffer, index, rng=rng).target_value
     finally:
         driver.close()
-    rewards_only = sum(cfg.mcts.discount_factor ** i for i in range(cfg.buffer.td_steps))
+    rewards_only = sum(cfg.mcts.discount_factor**i for i in range(cfg.buffer.td_steps))
     assert mc.min() >= 0.0 and mc.max() <= rewards_only + 1e-5
     assert bootstrapped.max() > rewards_only + 0.5
 
@@ -78,8 +84,11 @@ def test_the_registry_is_the_one_list_of_names():
 
 
 def test_unknown_and_conflicting_types_fail_with_the_names():
-    with pytest.raises(ConfigError, match=r"policy_type: unknown policy type 'gumbel_mu_zero'; did you mean "
-                                          r"'gumbel_muzero'\? \(known: muzero, .*muzero_mc"):
+    with pytest.raises(
+        ConfigError,
+        match=r"policy_type: unknown policy type 'gumbel_mu_zero'; did you mean "
+        r"'gumbel_muzero'\? \(known: muzero, .*muzero_mc",
+    ):
         Config(policy_type="gumbel_mu_zero")
     with pytest.raises(ConfigError, match=r"policy_type: unknown policy type 'tests.toy_policy_type:nope'.*registers"):
         get_algorithm("tests.toy_policy_type:nope")

@@ -17,16 +17,22 @@ ray = pytest.importorskip("ray")
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 from ray import tune  # noqa: E402
+from test_tune import TINY  # noqa: E402  (the tiny CartPole config of the Tune tests)
 
 from lz_tune.analysis import CHECKPOINT_FILE, load_experiment  # noqa: E402
 from lz_tune.checkpoint_eval import evaluate_checkpoint  # noqa: E402
 from lz_tune.tune import MuZeroTrainable as _MuZeroTrainable  # noqa: E402
-from test_tune import TINY  # noqa: E402  (the tiny CartPole config of the Tune tests)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # evaluations (hence checkpoints) every ~40 updates; iteration 3 is never checkpointed (below)
-SPACE = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": 1.0, "driver_num_cpus": 1, **TINY,
-         "evaluator.eval_freq": 40, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])}
+SPACE = {
+    "config": "lz_tune.zoo.classic_control.cartpole_muzero",
+    "step_seconds": 1.0,
+    "driver_num_cpus": 1,
+    **TINY,
+    "evaluator.eval_freq": 40,
+    "learner.learning_rate": tune.grid_search([1e-3, 3e-3]),
+}
 STOP = {"training_iteration": 6}
 
 
@@ -79,15 +85,26 @@ def experiment(tmp_path_factory) -> Path:
         interrupt = _InterruptAfterUncheckpointedResult()
         trainable = _trainable_with_an_uncheckpointed_result()
         t0 = time.perf_counter()
-        tune.run(trainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp", verbose=0,
-                 callbacks=[interrupt])
+        tune.run(
+            trainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp", verbose=0, callbacks=[interrupt]
+        )
         assert interrupt.sent_at is not None, "the first run finished without an uncheckpointed result"
         t1 = time.perf_counter()
-        analysis = tune.run(trainable, config=SPACE, stop=STOP, storage_path=str(storage), name="exp",
-                            verbose=0, resume=True, raise_on_failed_trial=True)
+        analysis = tune.run(
+            trainable,
+            config=SPACE,
+            stop=STOP,
+            storage_path=str(storage),
+            name="exp",
+            verbose=0,
+            resume=True,
+            raise_on_failed_trial=True,
+        )
         assert all(t.status == "TERMINATED" for t in analysis.trials)
-        print(f"experiment: interrupted at {interrupt.sent_at} after {t1 - t0:.1f}s, "
-              f"resumed run {time.perf_counter() - t1:.1f}s")
+        print(
+            f"experiment: interrupted at {interrupt.sent_at} after {t1 - t0:.1f}s, "
+            f"resumed run {time.perf_counter() - t1:.1f}s"
+        )
     finally:
         signal.signal(signal.SIGUSR1, previous)
         if started:
@@ -129,8 +146,9 @@ def test_resumed_trial_rows_are_deduplicated(experiment):
         assert got["training_iteration"].max() == STOP["training_iteration"]
 
 
-@pytest.mark.parametrize("metric", ["time_total_s", "num_env_steps_sampled_lifetime",
-                                    "evaluation/env_runners/episode_return_mean"])
+@pytest.mark.parametrize(
+    "metric", ["time_total_s", "num_env_steps_sampled_lifetime", "evaluation/env_runners/episode_return_mean"]
+)
 @pytest.mark.parametrize("scope", ["last", "all"])
 def test_best_trial_follows_metric_mode_and_scope(experiment, metric, scope):
     exp = load_experiment(experiment)
@@ -156,14 +174,24 @@ def test_tables_have_the_documented_columns(experiment):
     assert exp.searched_params() == ["learner.learning_rate"]
     res = exp.results()
     assert len(res) == 2 and set(res["config/learner.learning_rate"]) == {1e-3, 3e-3}
-    assert {"trial_id", "trial_name", "num_env_steps_sampled_lifetime", "train_iter", "time_total_s",
-            "evaluation/env_runners/episode_return_mean_best"} <= set(res)
+    assert {
+        "trial_id",
+        "trial_name",
+        "num_env_steps_sampled_lifetime",
+        "train_iter",
+        "time_total_s",
+        "evaluation/env_runners/episode_return_mean_best",
+    } <= set(res)
     summary = exp.summary()
     assert list(summary.columns[:3]) == ["trial_id", "learner.learning_rate", "score"]
     assert summary["score"].is_monotonic_decreasing
     thr = exp.throughput()
-    assert {"num_env_steps_sampled_lifetime_per_second", "num_updates_per_second", "env_steps_per_s_iter",
-            "updates_per_s_iter"} <= set(thr)
+    assert {
+        "num_env_steps_sampled_lifetime_per_second",
+        "num_updates_per_second",
+        "env_steps_per_s_iter",
+        "updates_per_s_iter",
+    } <= set(thr)
     assert (thr["env_steps_per_s_iter"].dropna() >= 0).all() and thr["env_steps_per_s_iter"].max() > 0
     assert {"policy_lag/launch_mean", "policy_lag/start_max", "policy_lag/return_max"} <= set(exp.policy_lag())
     curve = exp.eval_curve()
@@ -179,7 +207,10 @@ def test_best_checkpoint_is_evaluated_again(experiment):
     assert len(ck) >= 1
     path = exp.best_checkpoint()
     assert path.name == CHECKPOINT_FILE and path.parent.parent == exp.trial(best).path
-    assert ck.loc[ck["path"] == path, "evaluation/env_runners/episode_return_mean"].item() == ck["evaluation/env_runners/episode_return_mean"].max()
+    assert (
+        ck.loc[ck["path"] == path, "evaluation/env_runners/episode_return_mean"].item()
+        == ck["evaluation/env_runners/episode_return_mean"].max()
+    )
     run = evaluate_checkpoint(path, n_episodes=2)
     assert run.eval.num_episodes == 2 and run.eval.reward_mean > 0
     assert run.recorded["train_iter"] == run.eval.train_iter
@@ -193,12 +224,25 @@ def test_best_checkpoint_picks_the_best_evaluation_and_the_later_on_ties(experim
 
     exp = load_experiment(experiment)
     trial_id = exp.trials[0].trial_id
-    rows = [("c_mid", 12.0, 30), ("c_late_best", 18.0, 50), ("c_none", float("nan"), 60),
-            ("c_early_best", 18.0, 20), ("c_early_worst", 9.5, 10), ("c_late_worst", 9.5, 40)]
-    table = pd.DataFrame({"trial_id": trial_id, "checkpoint": [r[0] for r in rows],
-                          "path": [Path(r[0]) / CHECKPOINT_FILE for r in rows],
-                          "evaluation/env_runners/episode_return_mean": [r[1] for r in rows], "evaluation/train_iter": [r[2] for r in rows],
-                          "train_iter": [r[2] for r in rows], "num_env_steps_sampled_lifetime": 0})
+    rows = [
+        ("c_mid", 12.0, 30),
+        ("c_late_best", 18.0, 50),
+        ("c_none", float("nan"), 60),
+        ("c_early_best", 18.0, 20),
+        ("c_early_worst", 9.5, 10),
+        ("c_late_worst", 9.5, 40),
+    ]
+    table = pd.DataFrame(
+        {
+            "trial_id": trial_id,
+            "checkpoint": [r[0] for r in rows],
+            "path": [Path(r[0]) / CHECKPOINT_FILE for r in rows],
+            "evaluation/env_runners/episode_return_mean": [r[1] for r in rows],
+            "evaluation/train_iter": [r[2] for r in rows],
+            "train_iter": [r[2] for r in rows],
+            "num_env_steps_sampled_lifetime": 0,
+        }
+    )
     monkeypatch.setattr(exp, "checkpoints", lambda trial=None: table)
     assert exp.best_checkpoint(trial_id, mode=mode) == Path(expected) / CHECKPOINT_FILE
 
@@ -218,14 +262,30 @@ def test_atari_evaluation_returns_frames(tmp_path):
     from lz_tune.config_loader import load_config_module
     from lz_tune.workers import env_spec_for
 
-    cfg = load_config_module(str(REPO_ROOT / "zoo/atari/pong_muzero.py")).with_overrides([
-        "env.evaluator_env_num=1", "evaluator.n_evaluator_episode=1", "env.max_episode_steps=12",
-        "mcts.num_simulations=2", "model.num_channels=8", "model.value_support_size=5",
-        "model.reward_support_size=5", "model.projection_dim=8", "learner.num_threads=1"])
+    cfg = load_config_module(str(REPO_ROOT / "zoo/atari/pong_muzero.py")).with_overrides(
+        [
+            "env.evaluator_env_num=1",
+            "evaluator.n_evaluator_episode=1",
+            "env.max_episode_steps=12",
+            "mcts.num_simulations=2",
+            "model.num_channels=8",
+            "model.value_support_size=5",
+            "model.reward_support_size=5",
+            "model.projection_dim=8",
+            "learner.num_threads=1",
+        ]
+    )
     learner = get_algorithm("muzero").make_learner(cfg, env_spec_for(cfg))
-    path = save_checkpoint(tmp_path / CHECKPOINT_FILE, {
-        "policy_type": "muzero", "config": cfg.to_dict(), "learner": learner.state_dict(),
-        "counters": {"env_steps": 0, "train_iter": 0}, "eval": None})
+    path = save_checkpoint(
+        tmp_path / CHECKPOINT_FILE,
+        {
+            "policy_type": "muzero",
+            "config": cfg.to_dict(),
+            "learner": learner.state_dict(),
+            "counters": {"env_steps": 0, "train_iter": 0},
+            "eval": None,
+        },
+    )
     run = evaluate_checkpoint(tmp_path, n_episodes=1)
     assert run.eval.num_episodes == 1 and run.eval.episode_length_mean == 12
     assert run.frames is not None and run.frames.shape == (12, 64, 64) and run.frames.dtype.name == "uint8"
@@ -278,6 +338,7 @@ def test_plots_return_figures(experiment):
 
 # ------------------------------------------------------------------------------------ notebooks
 
+
 def _execute(name: str, monkeypatch, **env: str):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -290,8 +351,9 @@ def _execute(name: str, monkeypatch, **env: str):
     for cell in nb.cells:  # committed without outputs
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path}: commit it without outputs"
-    nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     pngs = sum("image/png" in o.get("data", {}) for o in outputs)
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
@@ -299,8 +361,7 @@ def _execute(name: str, monkeypatch, **env: str):
 
 
 def test_analyze_notebook_runs_on_the_experiment(experiment, monkeypatch):
-    pngs, text = _execute("analyze_experiment.ipynb", monkeypatch, LZ_EXPERIMENT=str(experiment),
-                          LZ_EVAL_EPISODES="2")
+    pngs, text = _execute("analyze_experiment.ipynb", monkeypatch, LZ_EXPERIMENT=str(experiment), LZ_EVAL_EPISODES="2")
     assert pngs >= 4  # eval returns, throughput, policy lag, hyperparameters
     m = re.search(r"re-evaluated: mean return ([\d.]+) .* over 2 episodes", text)
     assert m and float(m.group(1)) > 0, text[-2000:]
@@ -310,8 +371,7 @@ def test_analyze_notebook_runs_on_the_experiment(experiment, monkeypatch):
 def test_quickstart_notebook_runs_a_tiny_search(monkeypatch, tmp_path):
     if ray.is_initialized():  # the session's shared cluster (tests/conftest.py): the notebook starts its own
         ray.shutdown()
-    pngs, text = _execute("quickstart.ipynb", monkeypatch, LZ_QUICKSTART_TINY="1",
-                          LZ_QUICKSTART_STORAGE=str(tmp_path))
+    pngs, text = _execute("quickstart.ipynb", monkeypatch, LZ_QUICKSTART_TINY="1", LZ_QUICKSTART_STORAGE=str(tmp_path))
     assert pngs >= 2
     assert re.search(r"re-evaluated: mean return [\d.]+ over 4 episodes", text), text[-2000:]
     assert re.search(r"max_env_step reached: best evaluation [\d.]+, \d+ env steps", text), text[-2000:]
@@ -330,8 +390,20 @@ def test_a_train_run_folder_is_analysed_like_a_tune_trial(tmp_path):
     from lz_tune.__main__ import main
 
     run = tmp_path / "run"
-    assert main(["train", "zoo/classic_control/cartpole_muzero.py", "--exp-dir", str(run), "--quiet",
-                 *[f"{k}={v!r}" for k, v in TINY.items()], "max_env_step=200"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "zoo/classic_control/cartpole_muzero.py",
+                "--exp-dir",
+                str(run),
+                "--quiet",
+                *[f"{k}={v!r}" for k, v in TINY.items()],
+                "max_env_step=200",
+            ]
+        )
+        == 0
+    )
     exp = load_experiment(run)
     assert len(exp.trials) == 1 and exp.trials[0].params["mcts.num_simulations"] == 4
     curve = exp.eval_curve()
@@ -339,7 +411,8 @@ def test_a_train_run_folder_is_analysed_like_a_tune_trial(tmp_path):
     assert len(curve) == len(evals) >= 2
     assert list(curve["evaluation/train_iter"]) == [e["evaluation/train_iter"] for e in evals]
     assert list(curve["evaluation/env_runners/episode_return_mean"]) == [
-        e["evaluation/env_runners/episode_return_mean"] for e in evals]
+        e["evaluation/env_runners/episode_return_mean"] for e in evals
+    ]
     ck = exp.checkpoints()
     assert set(ck["checkpoint"]) == {"ckpt_best", "ckpt_latest"}
     best = exp.best_checkpoint()
@@ -349,8 +422,20 @@ def test_a_train_run_folder_is_analysed_like_a_tune_trial(tmp_path):
     # the chosen file holds the best return (ckpt_latest can tie with ckpt_best)
     assert best.name in ("ckpt_best.pt", "ckpt_latest.pt") and score[best.stem] == top
     # a resumed run appends to the same history
-    assert main(["train", "zoo/classic_control/cartpole_muzero.py", "--resume", str(run), "--quiet",
-                 *[f"{k}={v!r}" for k, v in TINY.items()], "max_env_step=300"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "zoo/classic_control/cartpole_muzero.py",
+                "--resume",
+                str(run),
+                "--quiet",
+                *[f"{k}={v!r}" for k, v in TINY.items()],
+                "max_env_step=300",
+            ]
+        )
+        == 0
+    )
     again = load_experiment(run).eval_curve()
     assert len(again) > len(curve) and again["evaluation/train_iter"].is_monotonic_increasing
 
@@ -363,8 +448,17 @@ def test_analyze_notebook_degrades_on_an_experiment_without_evaluations(tmp_path
         trial = exp_dir / f"MuZeroTrainable_ab12c_0000{k}_{k}_lr={lr}"
         trial.mkdir(parents=True)
         (trial / "params.json").write_text(json.dumps({"learner.learning_rate": lr}))
-        rows = [{"training_iteration": i, "time_total_s": 2.0 * i, "time_this_iter_s": 2.0, "train_iter": 0,
-                 "num_env_steps_sampled_lifetime": 40 * i, "trial_id": f"ab12c_0000{k}"} for i in (1, 2)]
+        rows = [
+            {
+                "training_iteration": i,
+                "time_total_s": 2.0 * i,
+                "time_this_iter_s": 2.0,
+                "train_iter": 0,
+                "num_env_steps_sampled_lifetime": 40 * i,
+                "trial_id": f"ab12c_0000{k}",
+            }
+            for i in (1, 2)
+        ]
         (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     pngs, text = _execute("analyze_experiment.ipynb", monkeypatch, LZ_EXPERIMENT=str(exp_dir), LZ_EVAL_EPISODES="2")
     assert "no trial has reported 'evaluation/env_runners/episode_return_mean' yet" in text

@@ -49,8 +49,9 @@ def test_tensorboard_has_an_env_step_view_and_an_update_view(trained):
     evals = by_env["evaluation/env_runners/episode_return_mean"]
     # each evaluation at the env steps and the updates behind the snapshot it evaluated
     assert [s for s, _ in evals] == [r["evaluation/num_env_steps_sampled_lifetime"] for r in rows]
-    assert [s for s, _ in by_iter["evaluation/env_runners/episode_return_mean"]] == [r["evaluation/train_iter"]
-                                                                                     for r in rows]
+    assert [s for s, _ in by_iter["evaluation/env_runners/episode_return_mean"]] == [
+        r["evaluation/train_iter"] for r in rows
+    ]
     assert [v for _, v in evals] == pytest.approx([r["evaluation/env_runners/episode_return_mean"] for r in rows])
     # the learner's losses: x = env steps differs from x = updates (replay ratio != 1)
     loss = "learners/muzero/total_loss"
@@ -128,12 +129,20 @@ def test_train_closes_ray_when_an_async_run_fails_to_start(tiny_cfg, tmp_path, m
 
 
 def test_progress_line_shows_share_of_budget_and_eta():
-    m = {"wall_time_s": 60.0, "env_steps": 2500, "env_steps_per_s": 50.0, "train_iter": 10, "updates_per_s": 1.0,
-         "buffer_transitions": 2500, "collect_return_mean": float("nan")}
+    m = {
+        "wall_time_s": 60.0,
+        "env_steps": 2500,
+        "env_steps_per_s": 50.0,
+        "train_iter": 10,
+        "updates_per_s": 1.0,
+        "buffer_transitions": 2500,
+        "collect_return_mean": float("nan"),
+    }
     line = format_progress(m, train_start_after_envsteps=0, trainable=True, max_env_step=10_000)
     assert "env steps 2,500/10,000 (25.0%, 50/s, ETA 0:02:30)" in line  # 7,500 steps left at 50/s
-    stalled = format_progress({**m, "env_steps_per_s": 0.0}, train_start_after_envsteps=0, trainable=True,
-                              max_env_step=10_000)
+    stalled = format_progress(
+        {**m, "env_steps_per_s": 0.0}, train_start_after_envsteps=0, trainable=True, max_env_step=10_000
+    )
     assert "ETA n/a" in stalled
     assert "ETA" not in format_progress(m, train_start_after_envsteps=0, trainable=True)
 
@@ -151,8 +160,9 @@ def test_the_cli_train_is_a_caller_of_the_api(monkeypatch, tmp_path, capsys):
         return real(cfg, **kw)
 
     monkeypatch.setattr(train_command, "train", spy)
-    code = cli.main(["train", ZOO_FILE, *TINY_OVERRIDES, "max_env_step=60",
-                     "--exp-dir", str(tmp_path / "cli"), "--quiet"])
+    code = cli.main(
+        ["train", ZOO_FILE, *TINY_OVERRIDES, "max_env_step=60", "--exp-dir", str(tmp_path / "cli"), "--quiet"]
+    )
     assert code == 0 and seen["cfg"].max_env_step == 60
     assert "done: stop value NOT reached" in capsys.readouterr().out
 

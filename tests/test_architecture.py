@@ -21,7 +21,6 @@ import inspect
 import pathlib
 from collections import defaultdict
 
-
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1] / "lz_tune"
 
 
@@ -155,8 +154,13 @@ def foreign_private_uses(trees: dict[str, ast.Module], modules: set[str]) -> lis
                 continue  # a package-private module, imported inside its package
             found.append(f"{name}: from {module} import {imported}")
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                    and node.attr in ours and node.attr not in defined[name]):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr in ours
+                and node.attr not in defined[name]
+            ):
                 found.append(f"{name}:{node.lineno}: .{node.attr}")
     return found
 
@@ -169,8 +173,9 @@ def test_no_module_touches_another_modules_private_names():
 def test_the_private_use_finder_finds_a_base_class_helper_and_an_import():
     trees = {
         "lz_tune.envs.base": ast.parse("class Env:\n    def _check(self): pass\n_EPS = 1e-5\n"),
-        "lz_tune.envs.gym": ast.parse("from lz_tune.envs.base import Env, _EPS\n"
-                                      "class Gym(Env):\n    def step(self): self._check(); os._exit(0)\n"),
+        "lz_tune.envs.gym": ast.parse(
+            "from lz_tune.envs.base import Env, _EPS\nclass Gym(Env):\n    def step(self): self._check(); os._exit(0)\n"
+        ),
         "lz_tune.models._validation": ast.parse("def check(): pass\n"),
         "lz_tune.models.mlp": ast.parse("from lz_tune.models import _validation\n"),
     }
@@ -223,12 +228,19 @@ def test_benchmarks_zoo_and_search_spaces_use_only_public_names():
             tree = ast.parse(path.read_text(), str(path))
             mine = _private_names_defined(tree)
             for node in ast.walk(tree):
-                if (isinstance(node, ast.Attribute) and node.attr in ours and node.attr not in mine
-                        and not node.attr.startswith("__")):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in ours
+                    and node.attr not in mine
+                    and not node.attr.startswith("__")
+                ):
                     found.append(f"{path.relative_to(repo)}:{node.lineno}: .{node.attr}")
                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lz_tune"):
-                    found += [f"{path.relative_to(repo)}: from {node.module} import {a.name}"
-                              for a in node.names if a.name.startswith("_")]
+                    found += [
+                        f"{path.relative_to(repo)}: from {node.module} import {a.name}"
+                        for a in node.names
+                        if a.name.startswith("_")
+                    ]
     assert not found, "\n".join(found)
 
 

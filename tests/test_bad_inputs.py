@@ -21,8 +21,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 import torch
-
 from conftest import CARTPOLE_ZOO, REPO_ROOT, TINY_OVERRIDES
+
 from lz_tune.checkpoint import FORMAT, FORMAT_VERSION, CheckpointError, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.config_loader import load_config_module
@@ -45,9 +45,15 @@ def _payload(cfg: Config) -> dict[str, Any]:
     from lz_tune.workers import env_spec_for
 
     learner = get_algorithm(cfg.policy_type).make_learner(cfg, env_spec_for(cfg))
-    return {"policy_type": cfg.policy_type, "config": cfg.to_dict(), "learner": learner.state_dict(),
-            "counters": {"env_steps": 120, "train_iter": 7, "collects": 3}, "eval": None,
-            "best_eval_reward_mean": None, "rng": {}}
+    return {
+        "policy_type": cfg.policy_type,
+        "config": cfg.to_dict(),
+        "learner": learner.state_dict(),
+        "counters": {"env_steps": 120, "train_iter": 7, "collects": 3},
+        "eval": None,
+        "best_eval_reward_mean": None,
+        "rng": {},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +88,14 @@ def files(tmp_path_factory) -> dict[str, str]:
     from lz_tune.checkpoint import save_buffer_state
 
     def buffer_state(td_steps: int) -> dict[str, Any]:
-        return GameBuffer(capacity_transitions=100, num_unroll_steps=3, td_steps=td_steps, discount=0.997,
-                          frame_stack=1, action_space_size=2).state_dict()
+        return GameBuffer(
+            capacity_transitions=100,
+            num_unroll_steps=3,
+            td_steps=td_steps,
+            discount=0.997,
+            frame_stack=1,
+            action_space_size=2,
+        ).state_dict()
 
     for name, td_steps in (("buffer_truncated", 3), ("buffer_other_td_steps", 2)):
         (d / name).mkdir()
@@ -132,6 +144,7 @@ def guards(monkeypatch, tmp_path):
     def forbid(what: str) -> Callable[..., Any]:
         def fail(*args, **kwargs):
             raise Started(f"{what} was started for a bad input")
+
         return fail
 
     for mod in (common_mod, collector_mod, evaluator_mod):
@@ -171,6 +184,7 @@ def _cli(args: list[str], monkeypatch, capsys) -> BaseException:
             except BaseException as e:
                 seen.append(e)
                 raise
+
         monkeypatch.setattr(command, "run", wrapped)
     capsys.readouterr()
     code = cli.main(args)
@@ -200,8 +214,12 @@ def _config_from_tune(space: dict[str, Any]) -> None:
     config_from_tune(space)
 
 
-ASYNC = {"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1,
-         "async_pipeline.collector_num_cpus": 0.5, "async_pipeline.evaluator_num_cpus": 0.5}
+ASYNC = {
+    "async_pipeline.enabled": True,
+    "async_pipeline.num_collector_actors": 1,
+    "async_pipeline.collector_num_cpus": 0.5,
+    "async_pipeline.evaluator_num_cpus": 0.5,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,153 +236,386 @@ def _row(id: str, act, error: type, *names: str) -> Any:
 
 ROWS = [
     # --- config keys and values (Config.from_dict / with_overrides)
-    _row("unknown-top-level-key", lambda c: Config.from_dict({"max_env_steps": 10}), ConfigError,
-         "max_env_steps", "did you mean 'max_env_step'"),
-    _row("unknown-section-key", lambda c: Config.from_dict({"mcts": {"num_simulation": 5}}), ConfigError,
-         "mcts.num_simulation", "did you mean 'num_simulations'"),
-    _row("unknown-override-key", lambda c: _tiny_cfg("buffer.replay_size=100"), ConfigError,
-         "buffer.replay_size"),
-    _row("str-for-int", lambda c: _tiny_cfg("env.collector_env_num=eight"), ConfigError,
-         "env.collector_env_num", "integer"),
-    _row("float-for-bool", lambda c: Config.from_dict({"buffer": {"use_priority": 1.0}}), ConfigError,
-         "buffer.use_priority", "true/false"),
-    _row("fractional-float-for-int", lambda c: Config.from_dict({"mcts": {"num_simulations": 12.5}}), ConfigError,
-         "mcts.num_simulations"),
-    _row("str-for-tuple", lambda c: Config.from_dict({"model": {"hidden_sizes": "128,128"}}), ConfigError,
-         "model.hidden_sizes", "tuple"),
-    _row("float-item-in-tuple", lambda c: Config.from_dict({"model": {"hidden_sizes": [64, 32.5]}}), ConfigError,
-         "model.hidden_sizes[1]"),
-    _row("infinite-learning-rate", lambda c: _tiny_cfg("learner.learning_rate=1e999"), ConfigError,
-         "learner.learning_rate", "finite"),
-    _row("nan-learning-rate", lambda c: Config.from_dict({"learner": {"learning_rate": float("nan")}}), ConfigError,
-         "learner.learning_rate", "finite"),
-    _row("batch-not-smaller-than-buffer", lambda c: _tiny_cfg("learner.batch_size=4096", "buffer.replay_buffer_size=4096"),
-         ConfigError, "buffer.replay_buffer_size", "learner.batch_size"),
-    _row("negative-batch-size", lambda c: _tiny_cfg("learner.batch_size=-256"), ConfigError,
-         "learner.batch_size", "> 0"),
-    _row("zero-replay-buffer-size", lambda c: _tiny_cfg("buffer.replay_buffer_size=0"), ConfigError,
-         "buffer.replay_buffer_size", "> 0"),
-    _row("zero-collector-env-num", lambda c: _tiny_cfg("env.collector_env_num=0"), ConfigError,
-         "env.collector_env_num"),
-    _row("zero-num-simulations", lambda c: _tiny_cfg("mcts.num_simulations=0"), ConfigError,
-         "mcts.num_simulations"),
-    _row("unroll-longer-than-segment",
-         lambda c: _tiny_cfg("buffer.game_segment_length=10", "buffer.num_unroll_steps=8", "buffer.td_steps=3"),
-         ConfigError, "buffer.num_unroll_steps", "buffer.game_segment_length"),
-    _row("td-steps-longer-than-segment", lambda c: _tiny_cfg("buffer.td_steps=10"), ConfigError,
-         "buffer.td_steps", "buffer.game_segment_length"),
-    _row("unknown-policy-type", lambda c: Config.from_dict({"policy_type": "alphazero"}), ConfigError,
-         "policy_type", "alphazero"),
+    _row(
+        "unknown-top-level-key",
+        lambda c: Config.from_dict({"max_env_steps": 10}),
+        ConfigError,
+        "max_env_steps",
+        "did you mean 'max_env_step'",
+    ),
+    _row(
+        "unknown-section-key",
+        lambda c: Config.from_dict({"mcts": {"num_simulation": 5}}),
+        ConfigError,
+        "mcts.num_simulation",
+        "did you mean 'num_simulations'",
+    ),
+    _row("unknown-override-key", lambda c: _tiny_cfg("buffer.replay_size=100"), ConfigError, "buffer.replay_size"),
+    _row(
+        "str-for-int",
+        lambda c: _tiny_cfg("env.collector_env_num=eight"),
+        ConfigError,
+        "env.collector_env_num",
+        "integer",
+    ),
+    _row(
+        "float-for-bool",
+        lambda c: Config.from_dict({"buffer": {"use_priority": 1.0}}),
+        ConfigError,
+        "buffer.use_priority",
+        "true/false",
+    ),
+    _row(
+        "fractional-float-for-int",
+        lambda c: Config.from_dict({"mcts": {"num_simulations": 12.5}}),
+        ConfigError,
+        "mcts.num_simulations",
+    ),
+    _row(
+        "str-for-tuple",
+        lambda c: Config.from_dict({"model": {"hidden_sizes": "128,128"}}),
+        ConfigError,
+        "model.hidden_sizes",
+        "tuple",
+    ),
+    _row(
+        "float-item-in-tuple",
+        lambda c: Config.from_dict({"model": {"hidden_sizes": [64, 32.5]}}),
+        ConfigError,
+        "model.hidden_sizes[1]",
+    ),
+    _row(
+        "infinite-learning-rate",
+        lambda c: _tiny_cfg("learner.learning_rate=1e999"),
+        ConfigError,
+        "learner.learning_rate",
+        "finite",
+    ),
+    _row(
+        "nan-learning-rate",
+        lambda c: Config.from_dict({"learner": {"learning_rate": float("nan")}}),
+        ConfigError,
+        "learner.learning_rate",
+        "finite",
+    ),
+    _row(
+        "batch-not-smaller-than-buffer",
+        lambda c: _tiny_cfg("learner.batch_size=4096", "buffer.replay_buffer_size=4096"),
+        ConfigError,
+        "buffer.replay_buffer_size",
+        "learner.batch_size",
+    ),
+    _row(
+        "negative-batch-size", lambda c: _tiny_cfg("learner.batch_size=-256"), ConfigError, "learner.batch_size", "> 0"
+    ),
+    _row(
+        "zero-replay-buffer-size",
+        lambda c: _tiny_cfg("buffer.replay_buffer_size=0"),
+        ConfigError,
+        "buffer.replay_buffer_size",
+        "> 0",
+    ),
+    _row(
+        "zero-collector-env-num", lambda c: _tiny_cfg("env.collector_env_num=0"), ConfigError, "env.collector_env_num"
+    ),
+    _row("zero-num-simulations", lambda c: _tiny_cfg("mcts.num_simulations=0"), ConfigError, "mcts.num_simulations"),
+    _row(
+        "unroll-longer-than-segment",
+        lambda c: _tiny_cfg("buffer.game_segment_length=10", "buffer.num_unroll_steps=8", "buffer.td_steps=3"),
+        ConfigError,
+        "buffer.num_unroll_steps",
+        "buffer.game_segment_length",
+    ),
+    _row(
+        "td-steps-longer-than-segment",
+        lambda c: _tiny_cfg("buffer.td_steps=10"),
+        ConfigError,
+        "buffer.td_steps",
+        "buffer.game_segment_length",
+    ),
+    _row(
+        "unknown-policy-type",
+        lambda c: Config.from_dict({"policy_type": "alphazero"}),
+        ConfigError,
+        "policy_type",
+        "alphazero",
+    ),
     # --- per-type sections
-    _row("efficientzero-lstm-horizon-zero",
-         lambda c: _tiny_cfg("policy_type=efficientzero", "efficientzero.lstm_horizon_len=0"), ConfigError,
-         "efficientzero.lstm_horizon_len", "> 0"),
-    _row("efficientzero-unknown-key", lambda c: _tiny_cfg("efficientzero.lstm_horizon=5"), ConfigError,
-         "efficientzero.lstm_horizon", "did you mean"),
-    _row("gumbel-zero-considered-actions",
-         lambda c: _tiny_cfg("policy_type=gumbel_muzero", "gumbel.max_num_considered_actions=0"), ConfigError,
-         "gumbel.max_num_considered_actions", "> 0"),
-    _row("gumbel-negative-scale", lambda c: Config.from_dict({"gumbel": {"gumbel_scale": -1.0}}), ConfigError,
-         "gumbel.gumbel_scale", ">= 0"),
+    _row(
+        "efficientzero-lstm-horizon-zero",
+        lambda c: _tiny_cfg("policy_type=efficientzero", "efficientzero.lstm_horizon_len=0"),
+        ConfigError,
+        "efficientzero.lstm_horizon_len",
+        "> 0",
+    ),
+    _row(
+        "efficientzero-unknown-key",
+        lambda c: _tiny_cfg("efficientzero.lstm_horizon=5"),
+        ConfigError,
+        "efficientzero.lstm_horizon",
+        "did you mean",
+    ),
+    _row(
+        "gumbel-zero-considered-actions",
+        lambda c: _tiny_cfg("policy_type=gumbel_muzero", "gumbel.max_num_considered_actions=0"),
+        ConfigError,
+        "gumbel.max_num_considered_actions",
+        "> 0",
+    ),
+    _row(
+        "gumbel-negative-scale",
+        lambda c: Config.from_dict({"gumbel": {"gumbel_scale": -1.0}}),
+        ConfigError,
+        "gumbel.gumbel_scale",
+        ">= 0",
+    ),
     # --- zoo config modules
-    _row("missing-zoo-file", lambda c: load_config_module(c["missing_zoo"]), ConfigError, "{missing_zoo}",
-         "not found"),
-    _row("missing-zoo-module-name", lambda c: load_config_module("zoo.classic_control.cartpole_muzer"), ConfigError,
-         "zoo.classic_control.cartpole_muzer", "not found"),
-    _row("missing-zoo-package-name", lambda c: load_config_module("zooo.cartpole"), ConfigError,
-         "zooo.cartpole", "'zooo'"),
-    _row("zoo-without-make-config", lambda c: load_config_module(c["no_make_config"]), ConfigError,
-         "{no_make_config}", "make_config"),
-    _row("zoo-make-config-returns-dict", lambda c: load_config_module(c["returns_dict"]), ConfigError,
-         "{returns_dict}", "dict"),
+    _row("missing-zoo-file", lambda c: load_config_module(c["missing_zoo"]), ConfigError, "{missing_zoo}", "not found"),
+    _row(
+        "missing-zoo-module-name",
+        lambda c: load_config_module("zoo.classic_control.cartpole_muzer"),
+        ConfigError,
+        "zoo.classic_control.cartpole_muzer",
+        "not found",
+    ),
+    _row(
+        "missing-zoo-package-name",
+        lambda c: load_config_module("zooo.cartpole"),
+        ConfigError,
+        "zooo.cartpole",
+        "'zooo'",
+    ),
+    _row(
+        "zoo-without-make-config",
+        lambda c: load_config_module(c["no_make_config"]),
+        ConfigError,
+        "{no_make_config}",
+        "make_config",
+    ),
+    _row(
+        "zoo-make-config-returns-dict",
+        lambda c: load_config_module(c["returns_dict"]),
+        ConfigError,
+        "{returns_dict}",
+        "dict",
+    ),
     # --- the driver validates env, policy type and checkpoint before it creates anything
-    _row("unknown-env-id", lambda c: _driver(_tiny_cfg("env.env_id=CartPol-v1"), c["exp"]), ConfigError,
-         "env.env_id", "CartPol-v1"),
-    _row("mlp-model-on-pixel-env", lambda c: _driver(_tiny_cfg("env.env_id=ALE/Pong-v5", "model.kind=mlp"), c["exp"]),
-         ConfigError, "model.kind", "ALE/Pong-v5"),
-    _row("conv-model-on-vector-env", lambda c: _driver(_tiny_cfg("model.kind=conv"), c["exp"]),
-         ConfigError, "model.kind", "CartPole-v1"),
-    _row("unizero-heads-do-not-split-the-width",
-         lambda c: _driver(_tiny_cfg("policy_type=unizero", "unizero.embed_dim=64", "unizero.num_heads=3"), c["exp"]),
-         ConfigError, "unizero.embed_dim", "unizero.num_heads=3"),
-    _row("checkpoint-other-policy-type", lambda c: _driver(_tiny_cfg(), c["exp"], c["other_policy"]),
-         CheckpointError, "{other_policy}", "efficientzero"),
-    _row("checkpoint-other-env-same-shapes", lambda c: _driver(_tiny_cfg("env.env_id=CartPole-v0"), c["exp"], c["good"]),
-         CheckpointError, "{good}", "CartPole-v1", "CartPole-v0"),
-    _row("checkpoint-other-network-shape", lambda c: _driver(_tiny_cfg(), c["exp"], c["wide"]), CheckpointError,
-         "{wide}", "does not fit"),
-    _row("checkpoint-garbage-learner-state", lambda c: _driver(_tiny_cfg(), c["exp"], c["garbage_learner"]),
-         CheckpointError, "{garbage_learner}"),
-    _row("checkpoint-truncated", lambda c: _driver(_tiny_cfg(), c["exp"], c["truncated"]), CheckpointError,
-         "{truncated}", "not a readable"),
-    _row("checkpoint-random-bytes", lambda c: _driver(_tiny_cfg(), c["exp"], c["random"]), CheckpointError,
-         "{random}"),
-    _row("checkpoint-plain-tensor", lambda c: _driver(_tiny_cfg(), c["exp"], c["tensor"]), CheckpointError,
-         "{tensor}", "not an lz_tune checkpoint"),
-    _row("checkpoint-missing", lambda c: _driver(_tiny_cfg(), c["exp"], c["missing"]), CheckpointError,
-         "{missing}", "not found"),
-    _row("replay-buffer-file-truncated",
-         lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_truncated"]),
-         CheckpointError, "buffer_truncated/replay_buffer.pt"),
-    _row("replay-buffer-file-other-td-steps",
-         lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_other_td_steps"]),
-         CheckpointError, "buffer_other_td_steps/replay_buffer.pt", "td_steps"),
-    _row("checkpoint-other-optimizer-type",
-         lambda c: _driver(_tiny_cfg("learner.optim_type=sgd"), c["exp"], c["good"]),
-         CheckpointError, "{good}", "optim_type"),
-    _row("checkpoint-future-format-version", lambda c: load_checkpoint(c["future"]), CheckpointError,
-         "{future}", "format version"),
+    _row(
+        "unknown-env-id",
+        lambda c: _driver(_tiny_cfg("env.env_id=CartPol-v1"), c["exp"]),
+        ConfigError,
+        "env.env_id",
+        "CartPol-v1",
+    ),
+    _row(
+        "mlp-model-on-pixel-env",
+        lambda c: _driver(_tiny_cfg("env.env_id=ALE/Pong-v5", "model.kind=mlp"), c["exp"]),
+        ConfigError,
+        "model.kind",
+        "ALE/Pong-v5",
+    ),
+    _row(
+        "conv-model-on-vector-env",
+        lambda c: _driver(_tiny_cfg("model.kind=conv"), c["exp"]),
+        ConfigError,
+        "model.kind",
+        "CartPole-v1",
+    ),
+    _row(
+        "unizero-heads-do-not-split-the-width",
+        lambda c: _driver(_tiny_cfg("policy_type=unizero", "unizero.embed_dim=64", "unizero.num_heads=3"), c["exp"]),
+        ConfigError,
+        "unizero.embed_dim",
+        "unizero.num_heads=3",
+    ),
+    _row(
+        "checkpoint-other-policy-type",
+        lambda c: _driver(_tiny_cfg(), c["exp"], c["other_policy"]),
+        CheckpointError,
+        "{other_policy}",
+        "efficientzero",
+    ),
+    _row(
+        "checkpoint-other-env-same-shapes",
+        lambda c: _driver(_tiny_cfg("env.env_id=CartPole-v0"), c["exp"], c["good"]),
+        CheckpointError,
+        "{good}",
+        "CartPole-v1",
+        "CartPole-v0",
+    ),
+    _row(
+        "checkpoint-other-network-shape",
+        lambda c: _driver(_tiny_cfg(), c["exp"], c["wide"]),
+        CheckpointError,
+        "{wide}",
+        "does not fit",
+    ),
+    _row(
+        "checkpoint-garbage-learner-state",
+        lambda c: _driver(_tiny_cfg(), c["exp"], c["garbage_learner"]),
+        CheckpointError,
+        "{garbage_learner}",
+    ),
+    _row(
+        "checkpoint-truncated",
+        lambda c: _driver(_tiny_cfg(), c["exp"], c["truncated"]),
+        CheckpointError,
+        "{truncated}",
+        "not a readable",
+    ),
+    _row("checkpoint-random-bytes", lambda c: _driver(_tiny_cfg(), c["exp"], c["random"]), CheckpointError, "{random}"),
+    _row(
+        "checkpoint-plain-tensor",
+        lambda c: _driver(_tiny_cfg(), c["exp"], c["tensor"]),
+        CheckpointError,
+        "{tensor}",
+        "not an lz_tune checkpoint",
+    ),
+    _row(
+        "checkpoint-missing",
+        lambda c: _driver(_tiny_cfg(), c["exp"], c["missing"]),
+        CheckpointError,
+        "{missing}",
+        "not found",
+    ),
+    _row(
+        "replay-buffer-file-truncated",
+        lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_truncated"]),
+        CheckpointError,
+        "buffer_truncated/replay_buffer.pt",
+    ),
+    _row(
+        "replay-buffer-file-other-td-steps",
+        lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_other_td_steps"]),
+        CheckpointError,
+        "buffer_other_td_steps/replay_buffer.pt",
+        "td_steps",
+    ),
+    _row(
+        "checkpoint-other-optimizer-type",
+        lambda c: _driver(_tiny_cfg("learner.optim_type=sgd"), c["exp"], c["good"]),
+        CheckpointError,
+        "{good}",
+        "optim_type",
+    ),
+    _row(
+        "checkpoint-future-format-version",
+        lambda c: load_checkpoint(c["future"]),
+        CheckpointError,
+        "{future}",
+        "format version",
+    ),
     # --- Tune: search spaces and resource requests
-    _row("space-negative-step-seconds", lambda c: _config_from_tune({"step_seconds": -1}), ConfigError,
-         "step_seconds"),
-    _row("space-str-step-seconds", lambda c: _config_from_tune({"step_seconds": "ten"}), ConfigError,
-         "step_seconds"),
-    _row("space-str-driver-cpus", lambda c: _config_from_tune({"driver_num_cpus": "two"}), ConfigError,
-         "driver_num_cpus"),
-    _row("space-unknown-key", lambda c: _config_from_tune({"learner.learning_rte": 1e-3}), ConfigError,
-         "learner.learning_rte"),
-    _row("space-missing-zoo", lambda c: _config_from_tune({"config": c["missing_zoo"]}), ConfigError,
-         "{missing_zoo}"),
-    _row("resources-driver-cpus", lambda c: _resources({"config": ZOO, "driver_num_cpus": 4}), ConfigError,
-         "driver_num_cpus"),
-    _row("resources-collector-cpus",
-         lambda c: _resources({"config": ZOO, **ASYNC, "async_pipeline.num_collector_actors": 3,
-                               "async_pipeline.collector_num_cpus": 1.0}), ConfigError,
-         "async_pipeline.collector_num_cpus"),
-    _row("resources-collector-gpu-on-cpu-cluster",
-         lambda c: _resources({"config": ZOO, **ASYNC, "async_pipeline.collector_num_gpus": 1.0}), ConfigError,
-         "collector_num_gpus"),
+    _row("space-negative-step-seconds", lambda c: _config_from_tune({"step_seconds": -1}), ConfigError, "step_seconds"),
+    _row("space-str-step-seconds", lambda c: _config_from_tune({"step_seconds": "ten"}), ConfigError, "step_seconds"),
+    _row(
+        "space-str-driver-cpus", lambda c: _config_from_tune({"driver_num_cpus": "two"}), ConfigError, "driver_num_cpus"
+    ),
+    _row(
+        "space-unknown-key",
+        lambda c: _config_from_tune({"learner.learning_rte": 1e-3}),
+        ConfigError,
+        "learner.learning_rte",
+    ),
+    _row("space-missing-zoo", lambda c: _config_from_tune({"config": c["missing_zoo"]}), ConfigError, "{missing_zoo}"),
+    _row(
+        "resources-driver-cpus",
+        lambda c: _resources({"config": ZOO, "driver_num_cpus": 4}),
+        ConfigError,
+        "driver_num_cpus",
+    ),
+    _row(
+        "resources-collector-cpus",
+        lambda c: _resources(
+            {"config": ZOO, **ASYNC, "async_pipeline.num_collector_actors": 3, "async_pipeline.collector_num_cpus": 1.0}
+        ),
+        ConfigError,
+        "async_pipeline.collector_num_cpus",
+    ),
+    _row(
+        "resources-collector-gpu-on-cpu-cluster",
+        lambda c: _resources({"config": ZOO, **ASYNC, "async_pipeline.collector_num_gpus": 1.0}),
+        ConfigError,
+        "collector_num_gpus",
+    ),
     # --- the command line, end to end, into an existing experiment folder
-    _row("cli-override-without-equals",
-         lambda c: c["cli"](["train", ZOO, "learner.batch_size", "--exp-dir", str(c["exp"])]), ConfigError,
-         "learner.batch_size", "key=value"),
-    _row("cli-misspelt-key",
-         lambda c: c["cli"](["train", ZOO, "learner.batch_sze=3", "--exp-dir", str(c["exp"])]), ConfigError,
-         "learner.batch_sze", "did you mean 'learner.batch_size'"),
-    _row("cli-missing-zoo-file",
-         lambda c: c["cli"](["train", c["missing_zoo"], "--exp-dir", str(c["exp"])]), ConfigError,
-         "{missing_zoo}"),
-    _row("cli-missing-zoo-module-name",
-         lambda c: c["cli"](["train", "zoo.atari.pong_muzer0", "--exp-dir", str(c["exp"])]), ConfigError,
-         "zoo.atari.pong_muzer0", "not found"),
-    _row("cli-resume-truncated-checkpoint",
-         lambda c: c["cli"](["train", ZOO, *TINY, "--resume", c["truncated"], "--exp-dir", str(c["exp"])]),
-         CheckpointError, "{truncated}"),
-    _row("cli-resume-other-network-shape",
-         lambda c: c["cli"](["train", ZOO, *TINY, "model.hidden_sizes=(32,)", "--resume", str(c["exp"])]),
-         CheckpointError, "{exp}/ckpt/ckpt_latest.pt", "does not fit"),
-    _row("cli-resume-unknown-env-id",
-         lambda c: c["cli"](["train", ZOO, *TINY, "env.env_id=CartPole-v9", "--resume", str(c["exp"])]),
-         ConfigError, "env.env_id", "CartPole-v9"),
-    _row("cli-tune-space-unknown-key",
-         lambda c: c["cli"](["tune", c["space_bad_key"], "--storage-path", str(c["exp"].parent / "results"),
-                             "--name", "bad"]), ConfigError, "learner.learning_rte"),
-    _row("cli-tune-pbt-without-sampled-keys",
-         lambda c: c["cli"](["tune", SPACE, "learner.learning_rate=0.003",
-                             "learner.update_per_collect=50", "buffer.td_steps=5", "learner.target_update_freq=20",
-                             "mcts.num_simulations=16", "--scheduler", "pbt",
-                             "--storage-path", str(c["exp"].parent / "results"), "--name", "pbt"]),
-         ConfigError, "--scheduler pbt"),
+    _row(
+        "cli-override-without-equals",
+        lambda c: c["cli"](["train", ZOO, "learner.batch_size", "--exp-dir", str(c["exp"])]),
+        ConfigError,
+        "learner.batch_size",
+        "key=value",
+    ),
+    _row(
+        "cli-misspelt-key",
+        lambda c: c["cli"](["train", ZOO, "learner.batch_sze=3", "--exp-dir", str(c["exp"])]),
+        ConfigError,
+        "learner.batch_sze",
+        "did you mean 'learner.batch_size'",
+    ),
+    _row(
+        "cli-missing-zoo-file",
+        lambda c: c["cli"](["train", c["missing_zoo"], "--exp-dir", str(c["exp"])]),
+        ConfigError,
+        "{missing_zoo}",
+    ),
+    _row(
+        "cli-missing-zoo-module-name",
+        lambda c: c["cli"](["train", "zoo.atari.pong_muzer0", "--exp-dir", str(c["exp"])]),
+        ConfigError,
+        "zoo.atari.pong_muzer0",
+        "not found",
+    ),
+    _row(
+        "cli-resume-truncated-checkpoint",
+        lambda c: c["cli"](["train", ZOO, *TINY, "--resume", c["truncated"], "--exp-dir", str(c["exp"])]),
+        CheckpointError,
+        "{truncated}",
+    ),
+    _row(
+        "cli-resume-other-network-shape",
+        lambda c: c["cli"](["train", ZOO, *TINY, "model.hidden_sizes=(32,)", "--resume", str(c["exp"])]),
+        CheckpointError,
+        "{exp}/ckpt/ckpt_latest.pt",
+        "does not fit",
+    ),
+    _row(
+        "cli-resume-unknown-env-id",
+        lambda c: c["cli"](["train", ZOO, *TINY, "env.env_id=CartPole-v9", "--resume", str(c["exp"])]),
+        ConfigError,
+        "env.env_id",
+        "CartPole-v9",
+    ),
+    _row(
+        "cli-tune-space-unknown-key",
+        lambda c: c["cli"](
+            ["tune", c["space_bad_key"], "--storage-path", str(c["exp"].parent / "results"), "--name", "bad"]
+        ),
+        ConfigError,
+        "learner.learning_rte",
+    ),
+    _row(
+        "cli-tune-pbt-without-sampled-keys",
+        lambda c: c["cli"](
+            [
+                "tune",
+                SPACE,
+                "learner.learning_rate=0.003",
+                "learner.update_per_collect=50",
+                "buffer.td_steps=5",
+                "learner.target_update_freq=20",
+                "mcts.num_simulations=16",
+                "--scheduler",
+                "pbt",
+                "--storage-path",
+                str(c["exp"].parent / "results"),
+                "--name",
+                "pbt",
+            ]
+        ),
+        ConfigError,
+        "--scheduler pbt",
+    ),
 ]
 
 

@@ -10,14 +10,14 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO_ROOT
 
 
 def _last_json(args: list[str], timeout: int) -> dict:
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    run = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                         timeout=timeout, env=env)
+    run = subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     assert len(lines) > 2, "a readable table comes before the JSON line"
@@ -33,9 +33,19 @@ def test_mcts_speed_prints_sims_per_second():
 
 @pytest.mark.slow  # ~150 s on the busy 2-core box: every policy type's search (UniZero's uncached reference most)
 def test_mcts_speed_prints_every_type_and_its_ratio_to_muzero():
-    out = _last_json(["benchmarks/mcts_speed.py", "--repeats", "1", "--inference", "auto", "--types",
-                      "muzero,efficientzero,stochastic_muzero,muzero_rnn_full_obs,unizero,unizero_uncached,"
-                      "sampled_muzero,sampled_efficientzero"], timeout=900)
+    out = _last_json(
+        [
+            "benchmarks/mcts_speed.py",
+            "--repeats",
+            "1",
+            "--inference",
+            "auto",
+            "--types",
+            "muzero,efficientzero,stochastic_muzero,muzero_rnn_full_obs,unizero,unizero_uncached,"
+            "sampled_muzero,sampled_efficientzero",
+        ],
+        timeout=900,
+    )
     for suffix in ("efficientzero", "stochastic_muzero", "muzero_rnn_full_obs", "unizero", "unizero_uncached"):
         assert out[f"a2_b8_sims_per_s_{suffix}"] > 0 and out[f"a18_b64_over_muzero_{suffix}"] > 0
     assert out["d6_k20_b8_over_muzero_sampled_efficientzero"] > 0
@@ -43,42 +53,95 @@ def test_mcts_speed_prints_every_type_and_its_ratio_to_muzero():
 
 @pytest.mark.slow  # ~60 s: three CartPole collectors, each type with both inferences
 def test_collect_speed_prints_env_steps_per_second_and_ratios():
-    out = _last_json(["benchmarks/collect_speed.py", "--task", "cartpole", "--rounds", "1", "--steps", "8",
-                      "env.collector_env_num=2", "mcts.num_simulations=4"], timeout=600)
-    for key in ("muzero_env_steps_per_s", "unizero_env_steps_per_s_torch", "efficientzero_over_muzero",
-                "unizero_over_muzero"):
+    out = _last_json(
+        [
+            "benchmarks/collect_speed.py",
+            "--task",
+            "cartpole",
+            "--rounds",
+            "1",
+            "--steps",
+            "8",
+            "env.collector_env_num=2",
+            "mcts.num_simulations=4",
+        ],
+        timeout=600,
+    )
+    for key in (
+        "muzero_env_steps_per_s",
+        "unizero_env_steps_per_s_torch",
+        "efficientzero_over_muzero",
+        "unizero_over_muzero",
+    ):
         assert out[key] > 0, key
 
 
 @pytest.mark.slow  # ~20 s: a subprocess that builds and warms six searches
 def test_inference_crossover_prints_engine_speedups():
-    out = _last_json(["benchmarks/inference_crossover.py", "--types", "efficientzero,unizero", "--widths", "32",
-                      "--batches", "4", "--repeats", "1"], timeout=300)
+    out = _last_json(
+        [
+            "benchmarks/inference_crossover.py",
+            "--types",
+            "efficientzero,unizero",
+            "--widths",
+            "32",
+            "--batches",
+            "4",
+            "--repeats",
+            "1",
+        ],
+        timeout=300,
+    )
     assert out["efficientzero_w32_b4_engine_speedup"] > 0 and out["unizero_w32_b4_engine_speedup"] > 0
 
 
 @pytest.mark.slow  # ~50 s: two drivers, Ray, measurement windows; the pipeline itself: test_train_muzero_segment_async.py
 def test_async_vs_sync_prints_the_promised_keys():
-    tiny = ["env.collector_env_num=2", "mcts.num_simulations=4", "learner.batch_size=16",
-            "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
-            "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
-            "model.reward_support_size=5", "model.projection_dim=16", "env.max_episode_steps=30"]
-    out = _last_json(["benchmarks/async_vs_sync.py", "--rounds", "2", "--window", "2", "--collects", "2", *tiny],
-                     timeout=400)
-    for key in ("collect_only_env_steps_per_s", "train_only_updates_per_s", "sync_env_steps_per_s",
-                "async_env_steps_per_s", "async_over_sync", "overlap_bound"):
+    tiny = [
+        "env.collector_env_num=2",
+        "mcts.num_simulations=4",
+        "learner.batch_size=16",
+        "buffer.game_segment_length=10",
+        "buffer.num_unroll_steps=3",
+        "buffer.td_steps=3",
+        "model.latent_dim=16",
+        "model.hidden_sizes=(16,)",
+        "model.value_support_size=10",
+        "model.reward_support_size=5",
+        "model.projection_dim=16",
+        "env.max_episode_steps=30",
+    ]
+    out = _last_json(
+        ["benchmarks/async_vs_sync.py", "--rounds", "2", "--window", "2", "--collects", "2", *tiny], timeout=400
+    )
+    for key in (
+        "collect_only_env_steps_per_s",
+        "train_only_updates_per_s",
+        "sync_env_steps_per_s",
+        "async_env_steps_per_s",
+        "async_over_sync",
+        "overlap_bound",
+    ):
         assert out[key] > 0, key
     assert out["rounds"] == 2 and out["share_of_bound_min"] <= out["share_of_bound"] <= out["share_of_bound_max"]
     assert 1.0 <= out["overlap_bound"] <= 2.0
-    for key in ("async_pipelined_env_steps_per_s", "share_of_bound_pipelined", "hardware_overlap_bound",
-                "share_of_hardware_bound", "collect_s_sync", "update_s_async"):
+    for key in (
+        "async_pipelined_env_steps_per_s",
+        "share_of_bound_pipelined",
+        "hardware_overlap_bound",
+        "share_of_hardware_bound",
+        "collect_s_sync",
+        "update_s_async",
+    ):
         assert out[key] > 0, key
 
 
 @pytest.mark.slow
 def test_tune_overhead_prints_time_to_first_result(tmp_path):
-    out = _last_json(["benchmarks/tune_overhead.py", "--iters", "2", "--step-seconds", "1",
-                      "--storage-path", str(tmp_path)], timeout=400)
+    out = _last_json(
+        ["benchmarks/tune_overhead.py", "--iters", "2", "--step-seconds", "1", "--storage-path", str(tmp_path)],
+        timeout=400,
+    )
     assert out["time_to_first_result_s"] > 0 and 0 <= out["tune_overhead_share"] < 1
     assert len(out["trials"]) == 2
 
@@ -90,8 +153,9 @@ def test_soak_prints_memory_figures():
 
 
 def test_learner_speed_prints_updates_per_second():
-    out = _last_json(["benchmarks/learner_speed.py", "--configs", "cartpole", "--repeats", "1", "--updates", "1"],
-                     timeout=300)
+    out = _last_json(
+        ["benchmarks/learner_speed.py", "--configs", "cartpole", "--repeats", "1", "--updates", "1"], timeout=300
+    )
     assert out["cartpole_updates_per_s"] > 0 and out["cartpole_updates_per_s_eager"] > 0
     assert set(out["cartpole_ms_per_update"]) >= {"forward", "backward", "optimizer", "targets_and_rest"}
 
@@ -99,9 +163,28 @@ def test_learner_speed_prints_updates_per_second():
 @pytest.mark.slow  # ~30 s (Ray and two learner workers start); tests/test_parallel_*.py run the same path
 def test_learner_scaling_prints_updates_per_second_for_one_and_two_workers():
     # ~25 s on the idle 2-core box: Ray, two learner workers with gloo, CartPole at a small batch
-    out = _last_json(["benchmarks/learner_scaling.py", "--configs", "cartpole", "--workers", "1", "2", "--threads",
-                      "1", "--updates", "2", "--repeats", "1", "--warmup", "1", "--fill", "300",
-                      "learner.batch_size=16"], timeout=300)
+    out = _last_json(
+        [
+            "benchmarks/learner_scaling.py",
+            "--configs",
+            "cartpole",
+            "--workers",
+            "1",
+            "2",
+            "--threads",
+            "1",
+            "--updates",
+            "2",
+            "--repeats",
+            "1",
+            "--warmup",
+            "1",
+            "--fill",
+            "300",
+            "learner.batch_size=16",
+        ],
+        timeout=300,
+    )
     rows = {(row["config"], row["workers"]): row for row in out["rows"]}
     assert set(rows) == {("cartpole", 1), ("cartpole", 2)}
     for row in rows.values():
@@ -112,9 +195,25 @@ def test_learner_scaling_prints_updates_per_second_for_one_and_two_workers():
 
 @pytest.mark.slow
 def test_stochastic_2048_prints_scores_of_agent_and_baselines(tmp_path):
-    out = _last_json(["benchmarks/stochastic_2048.py", "--budget-s", "45", "--modes", "true", "--eval-games", "2",
-                      "--keep", str(tmp_path), "evaluator.eval_freq=10", "learner.update_per_collect=5",
-                      "mcts.num_simulations=4", "env.collector_env_num=2", "learner.batch_size=16"], timeout=400)
+    out = _last_json(
+        [
+            "benchmarks/stochastic_2048.py",
+            "--budget-s",
+            "45",
+            "--modes",
+            "true",
+            "--eval-games",
+            "2",
+            "--keep",
+            str(tmp_path),
+            "evaluator.eval_freq=10",
+            "learner.update_per_collect=5",
+            "mcts.num_simulations=4",
+            "env.collector_env_num=2",
+            "learner.batch_size=16",
+        ],
+        timeout=400,
+    )
     assert out["random"]["mean"] > 0 and out["greedy"]["mean"] > 0
     agent = out["stochastic_muzero (true chance)"]
     assert agent["mean"] > 0 and agent["train_iter"] > 0 and agent["env_steps"] > 0
@@ -122,12 +221,37 @@ def test_stochastic_2048_prints_scores_of_agent_and_baselines(tmp_path):
 
 @pytest.mark.slow  # ~30 s: a real train run to a tiny budget, then `lz_tune evaluate` of its last weights
 def test_solve_script_reports_a_held_out_final_evaluation():
-    tiny = ["env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
-            "mcts.num_simulations=4", "learner.batch_size=16", "learner.update_per_collect=4",
-            "evaluator.eval_freq=8", "buffer.game_segment_length=10", "buffer.num_unroll_steps=3",
-            "buffer.td_steps=3", "model.latent_dim=16", "model.hidden_sizes=(16,)", "env.max_episode_steps=30"]
-    out = _last_json(["benchmarks/cartpole_solve.py", "--variants", "muzero", "--seeds", "0", "--max-env-step", "200",
-                      "--final-eval-episodes", "4", "--set", *tiny], timeout=300)
+    tiny = [
+        "env.collector_env_num=2",
+        "env.evaluator_env_num=2",
+        "evaluator.n_evaluator_episode=2",
+        "mcts.num_simulations=4",
+        "learner.batch_size=16",
+        "learner.update_per_collect=4",
+        "evaluator.eval_freq=8",
+        "buffer.game_segment_length=10",
+        "buffer.num_unroll_steps=3",
+        "buffer.td_steps=3",
+        "model.latent_dim=16",
+        "model.hidden_sizes=(16,)",
+        "env.max_episode_steps=30",
+    ]
+    out = _last_json(
+        [
+            "benchmarks/cartpole_solve.py",
+            "--variants",
+            "muzero",
+            "--seeds",
+            "0",
+            "--max-env-step",
+            "200",
+            "--final-eval-episodes",
+            "4",
+            "--set",
+            *tiny,
+        ],
+        timeout=300,
+    )
     run = out["runs"][0]
     assert run["final_eval_episodes"] == 4 and 1.0 <= run["final_eval"] <= 30.0  # CartPole: 1 per step, <= 30 steps
     assert out["summary"]["muzero"]["final_evals"] == [run["final_eval"]]
@@ -136,8 +260,9 @@ def test_solve_script_reports_a_held_out_final_evaluation():
 def _segment_carry():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("segment_carry", os.path.join(REPO_ROOT, "benchmarks",
-                                                                                 "segment_carry.py"))
+    spec = importlib.util.spec_from_file_location(
+        "segment_carry", os.path.join(REPO_ROOT, "benchmarks", "segment_carry.py")
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # (its dataclasses look their module up)
     spec.loader.exec_module(module)
@@ -167,8 +292,13 @@ def test_segment_carry_rules_by_hand():
 def test_segment_carry_simulation_matches_the_real_collector():
     """benchmarks/segment_carry.py --check on a short CartPole run: its lz-tune rule reproduces the
     real collector's env steps and transitions of every collect (it exits non-zero otherwise)."""
-    out = subprocess.run([sys.executable, "benchmarks/segment_carry.py", "--env", "cartpole",
-                          "--cartpole-env-steps", "1500"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/segment_carry.py", "--env", "cartpole", "--cartpole-env-steps", "1500"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "lz-tune / reference at the same replay_ratio" in out.stdout
 
@@ -178,7 +308,12 @@ def test_crash_injection_at_every_write_restores_exactly():
     """benchmarks/crash_injection.py: the process killed at a file operation of a checkpoint save
     (every 10th point here; the benchmark runs them all); each time the run folder verifies and a
     resume restores exactly the previous or the new checkpoint (the script exits 1 otherwise)."""
-    out = subprocess.run([sys.executable, "benchmarks/crash_injection.py", "--every", "10"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=1200)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/crash_injection.py", "--every", "10"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "0 with problems" in out.stdout

@@ -14,8 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from lz_tune.buffer import GameBuffer, SegmentBuilder
-from lz_tune.buffer import snapshot
+from lz_tune.buffer import GameBuffer, SegmentBuilder, snapshot
 from lz_tune.buffer.buffer_state import APPEND_ONLY
 from lz_tune.buffer.chunk_store import SUFFIX, ArrowChunkStore, LocalChunkStore
 from lz_tune.buffer.snapshot import SnapshotWriter, read_manifest, read_state, state_digest
@@ -38,17 +37,31 @@ def image_segments(num_episodes: int, *, seed: int = 0, length=(5, 40)) -> list:
         builder.begin_episode(rng.integers(0, 255, (2, 1, 8, 8), dtype=np.uint8))
         n = int(rng.integers(*length))
         for i in range(n):
-            out += builder.add_step(action=int(rng.integers(A)), reward=float(rng.normal()),
-                                    root_value=float(rng.normal()), pred_value=float(rng.normal()),
-                                    policy_target=rng.dirichlet(np.ones(A)).astype(np.float32),
-                                    action_mask=np.ones(A, bool), to_play=-1, timestep=i,
-                                    next_frame=rng.integers(0, 255, (1, 8, 8), dtype=np.uint8), done=i == n - 1)
+            out += builder.add_step(
+                action=int(rng.integers(A)),
+                reward=float(rng.normal()),
+                root_value=float(rng.normal()),
+                pred_value=float(rng.normal()),
+                policy_target=rng.dirichlet(np.ones(A)).astype(np.float32),
+                action_mask=np.ones(A, bool),
+                to_play=-1,
+                timestep=i,
+                next_frame=rng.integers(0, 255, (1, 8, 8), dtype=np.uint8),
+                done=i == n - 1,
+            )
     return out
 
 
 def image_buffer(seed: int = 0) -> GameBuffer:
-    return GameBuffer(capacity_transitions=400, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=2,
-                      action_space_size=A, seed=seed)
+    return GameBuffer(
+        capacity_transitions=400,
+        num_unroll_steps=2,
+        td_steps=2,
+        discount=0.9,
+        frame_stack=2,
+        action_space_size=A,
+        seed=seed,
+    )
 
 
 #: 1 KiB chunks (16 frames of 64 B): a few hundred transitions span many chunks
@@ -66,8 +79,9 @@ def test_snapshot_round_trip_is_exact_and_writes_only_new_rows(tmp_path, monkeyp
     writer = SnapshotWriter(store, append_only=APPEND_ONLY, chunk_bytes=SMALL)
     hashed_frame_rows = []
     name_of = snapshot.chunk_name
-    monkeypatch.setattr(snapshot, "chunk_name", lambda a: (hashed_frame_rows.append(a.shape[0]) if a.ndim == 4
-                                                           else None) or name_of(a))
+    monkeypatch.setattr(
+        snapshot, "chunk_name", lambda a: (hashed_frame_rows.append(a.shape[0]) if a.ndim == 4 else None) or name_of(a)
+    )
     buffer.push(segments[:30])
     first, _, stats1 = writer.write(buffer.state_dict(copy=False))
     assert stats1.chunks_written > 10
@@ -112,7 +126,7 @@ def test_damaged_or_missing_chunk_is_a_clear_error_and_the_buffer_is_unchanged(t
     chunk = next(iter(sorted((tmp_path / "store").iterdir())))
     data = chunk.read_bytes()
     chunk.write_bytes(data[:1] + bytes(b ^ 0xFF for b in data[1:9]) + data[9:])
-    with pytest.raises(CheckpointError, match=chunk.name[:len(chunk.name) - len(SUFFIX)]):
+    with pytest.raises(CheckpointError, match=chunk.name[: len(chunk.name) - len(SUFFIX)]):
         checkpointer.load(target, manifest)
     chunk.unlink()
     with pytest.raises(CheckpointError, match="missing"):
@@ -137,7 +151,7 @@ def test_garbage_collection_deletes_only_chunks_no_live_manifest_uses(tiny_cfg, 
     os.utime(tmp_path / "store" / ".tmp-left-by-a-killed-save", (before, before))
     in_use = set(read_manifest(paths[2])["chunks"])
     removed = checkpointer.collect_garbage([paths[2]])
-    assert removed and {p.name[:-len(SUFFIX)] for p in (tmp_path / "store").iterdir()} == in_use
+    assert removed and {p.name[: -len(SUFFIX)] for p in (tmp_path / "store").iterdir()} == in_use
     restored = image_buffer(seed=1)
     checkpointer.load(restored, paths[2])
     assert_buffer_states_equal(restored.state_dict(), buffer.state_dict())
@@ -153,7 +167,9 @@ def test_store_on_a_pyarrow_file_system(tmp_path):
     store = ArrowChunkStore(fs, "bucket/exp/trial/lz_tune/buffer_store")
     buffer = image_buffer()
     buffer.push(image_segments(30))
-    encoded, _, stats = SnapshotWriter(store, append_only=APPEND_ONLY, chunk_bytes=SMALL).write(buffer.state_dict(copy=False))
+    encoded, _, stats = SnapshotWriter(store, append_only=APPEND_ONLY, chunk_bytes=SMALL).write(
+        buffer.state_dict(copy=False)
+    )
     assert stats.chunks_written and (tmp_path / "bucket/exp/trial/lz_tune/buffer_store").is_dir()
     fresh = ArrowChunkStore(fs, "bucket/exp/trial/lz_tune/buffer_store")  # another process: lists the folder
     assert fresh.names() == set(snapshot.referenced_chunks(encoded))
@@ -166,13 +182,15 @@ def test_size_rule_leaves_the_buffer_out_and_says_why(tiny_cfg, tmp_path):
     buffer = image_buffer()
     buffer.push(image_segments(10))
     lines = []
-    checkpointer = BufferCheckpointer(tiny_cfg("buffer.checkpoint_max_gb=1e-6"), LocalChunkStore(tmp_path / "s"),
-                                      log=lines.append)
+    checkpointer = BufferCheckpointer(
+        tiny_cfg("buffer.checkpoint_max_gb=1e-6"), LocalChunkStore(tmp_path / "s"), log=lines.append
+    )
     assert not checkpointer.save(buffer, str(tmp_path / "m.json"))
     assert not (tmp_path / "m.json").exists() and not (tmp_path / "s").exists()
     assert len(lines) == 1 and "buffer.checkpoint_max_gb" in lines[0] and "empty buffer" in lines[0]
-    off = BufferCheckpointer(tiny_cfg("buffer.save_in_checkpoint=False"), LocalChunkStore(tmp_path / "s"),
-                             log=lines.append)
+    off = BufferCheckpointer(
+        tiny_cfg("buffer.save_in_checkpoint=False"), LocalChunkStore(tmp_path / "s"), log=lines.append
+    )
     assert not off.save(buffer, str(tmp_path / "m.json")) and len(lines) == 1  # switched off: no news
 
 
@@ -194,8 +212,11 @@ def test_restore_trains_before_collecting_and_takes_config_hyperparameters(tiny_
     driver.close()
     latest = tmp_path / "exp" / "ckpt" / "ckpt_latest.pt"
     saved = load_checkpoint(latest)
-    resumed = _quiet(cfg.with_overrides(["max_env_step=200", "learner.weight_decay=0.02"]),
-                     exp_dir=str(tmp_path / "exp"), resume_from=str(latest))
+    resumed = _quiet(
+        cfg.with_overrides(["max_env_step=200", "learner.weight_decay=0.02"]),
+        exp_dir=str(tmp_path / "exp"),
+        resume_from=str(latest),
+    )
     seen = []
     learn = resumed.learner.learn
     resumed.learner.learn = lambda *a, **k: (seen.append(resumed.counters.env_steps), learn(*a, **k))[1]
@@ -243,8 +264,9 @@ def test_save_killed_mid_write_leaves_the_previous_checkpoint_loadable(tiny_cfg,
     """SIGKILL while a save writes its chunks: the previous checkpoint and the manifest it names
     load, and the buffer is exactly the one that manifest recorded (its content digest)."""
     exp = str(tmp_path / "exp")
-    script = _KILLED_SAVE.format(repo=REPO_ROOT, zoo=os.path.join(REPO_ROOT, "zoo/classic_control/cartpole_muzero.py"),
-                                 exp=exp)
+    script = _KILLED_SAVE.format(
+        repo=REPO_ROOT, zoo=os.path.join(REPO_ROOT, "zoo/classic_control/cartpole_muzero.py"), exp=exp
+    )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert run.returncode == -signal.SIGKILL, run.stdout[-2000:] + run.stderr[-3000:]
     committed = run.stdout.split("COMMITTED")[1].split()[0]
@@ -270,9 +292,24 @@ def test_save_killed_mid_write_leaves_the_previous_checkpoint_loadable(tiny_cfg,
 def test_benchmark_prints_save_costs_and_shares():
     import json
 
-    run = subprocess.run([sys.executable, "benchmarks/buffer_checkpoint.py", "--parts", "cartpole,pong",
-                          "--cartpole-seconds", "15", "--pong-env-steps", "3000", "--pong-new-env-steps", "1000"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/buffer_checkpoint.py",
+            "--parts",
+            "cartpole,pong",
+            "--cartpole-seconds",
+            "15",
+            "--pong-env-steps",
+            "3000",
+            "--pong-new-env-steps",
+            "1000",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     out = json.loads(lines[-1])
@@ -361,14 +398,16 @@ def test_a_manifest_is_input_checked_before_anything_is_read_or_allocated(tiny_c
     with pytest.raises(CheckpointError, match="not a valid entry"):
         load_edited(lambda m: first_array(m["state"]).__setitem__("shape", [-1]))
     with pytest.raises(CheckpointError, match="digest"):
-        load_edited(lambda m: first_array(m["state"]).__setitem__("row0", first_array(m["state"])["row0"] + 1),
-                    redigest=False)
+        load_edited(
+            lambda m: first_array(m["state"]).__setitem__("row0", first_array(m["state"])["row0"] + 1), redigest=False
+        )
     # a chunk file swapped for another well-formed one of the same size (its CRC is right)
     entry = first_array(good["state"])
     name, lo, hi = entry["chunks"][0]
     file = tmp_path / "store" / (name + SUFFIX)
-    rows = decode_chunk(file.read_bytes(), dtype=np.dtype(entry["dtype"]), shape=(hi - lo, *entry["shape"][1:]),
-                        where="")
+    rows = decode_chunk(
+        file.read_bytes(), dtype=np.dtype(entry["dtype"]), shape=(hi - lo, *entry["shape"][1:]), where=""
+    )
     file.write_bytes(encode_chunk(rows + 1 if rows.dtype != np.bool_ else ~rows))
     with pytest.raises(CheckpointError, match="do not match its name"):
         checkpointer.load(target, str(manifest_path))
@@ -423,8 +462,11 @@ def test_garbage_collection_spares_files_newer_than_the_newest_live_manifest(tin
     checkpointer = BufferCheckpointer(tiny_cfg(SMALL_CFG), LocalChunkStore(store_dir), relative="store")
     assert checkpointer.save(buffer, str(tmp_path / "m.json"))
     written = json.loads((tmp_path / "m.json").read_text())["written_at"]
-    old, new, tmp = (store_dir / f"{'a' * 32}{SUFFIX}", store_dir / f"{'b' * 32}{SUFFIX}",
-                     store_dir / ".tmp-x.chunk.y.tmp")
+    old, new, tmp = (
+        store_dir / f"{'a' * 32}{SUFFIX}",
+        store_dir / f"{'b' * 32}{SUFFIX}",
+        store_dir / ".tmp-x.chunk.y.tmp",
+    )
     for f in (old, new, tmp):
         f.write_bytes(b"z")
     os.utime(old, (written - 60, written - 60))

@@ -9,7 +9,8 @@ import json
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 from lz_tune.checkpoint import CheckpointError, content_digest, load_checkpoint, save_checkpoint  # noqa: E402
 
@@ -24,8 +25,16 @@ def checkpoint(tmp_path_factory, tiny_cfg):
     cfg = tiny_cfg()
     learner = get_algorithm(cfg.policy_type).make_learner(cfg, env_spec_for(cfg))
     path = tmp_path_factory.mktemp("fuzz") / "ckpt.pt"
-    save_checkpoint(path, {"policy_type": cfg.policy_type, "config": cfg.to_dict(), "learner": learner.state_dict(),
-                           "counters": {"env_steps": 10, "train_iter": 2}, "eval": None})
+    save_checkpoint(
+        path,
+        {
+            "policy_type": cfg.policy_type,
+            "config": cfg.to_dict(),
+            "learner": learner.state_dict(),
+            "counters": {"env_steps": 10, "train_iter": 2},
+            "eval": None,
+        },
+    )
     return path.read_bytes(), content_digest(load_checkpoint(path))
 
 
@@ -58,9 +67,9 @@ def test_truncations_are_errors(checkpoint, tmp_path, keep):
 @pytest.fixture(scope="module")
 def saved_buffer(tmp_path_factory, tiny_cfg):
     """A replay buffer saved as a manifest + chunk store, and a buffer of the same shape to load into."""
-    from tests.test_buffer_checkpoint import SMALL_CFG, image_buffer, image_segments
     from lz_tune.buffer.chunk_store import LocalChunkStore
     from lz_tune.pipeline.buffer_checkpoint import BufferCheckpointer
+    from tests.test_buffer_checkpoint import SMALL_CFG, image_buffer, image_segments
 
     folder = tmp_path_factory.mktemp("fuzz_buffer")
     buffer = image_buffer()
@@ -85,8 +94,10 @@ def _entries(state, out=None):
 
 
 EDITS = st.one_of(
-    st.tuples(st.just("name"), st.one_of(st.text(max_size=40), st.sampled_from(["../outside", "/etc/passwd",
-                                                                                "..", "a" * 32, "0" * 32]))),
+    st.tuples(
+        st.just("name"),
+        st.one_of(st.text(max_size=40), st.sampled_from(["../outside", "/etc/passwd", "..", "a" * 32, "0" * 32])),
+    ),
     st.tuples(st.just("shape"), st.lists(st.integers(min_value=-5, max_value=10**13), max_size=4)),
     st.tuples(st.just("row0"), st.integers(min_value=-5, max_value=10**9)),
     st.tuples(st.just("rows"), st.tuples(st.integers(-3, 10**6), st.integers(-3, 10**6))),

@@ -27,8 +27,14 @@ def _start(repo_root: str, *args: str) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = repo_root + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OMP_NUM_THREADS", "1")
-    return subprocess.Popen([sys.executable, "-m", "lz_tune", *args], cwd=repo_root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "lz_tune", *args],
+        cwd=repo_root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _main(repo_root: str, capsys, *args: str) -> tuple[int, str, str]:
@@ -86,8 +92,9 @@ def test_resume_from_exp_dir_continues(trained, repo_root, zoo_config_path, tiny
     assert first.returncode == 0, first.stderr[-3000:]
     before = load_checkpoint(exp_dir / "ckpt" / "ckpt_latest.pt")["counters"]
     first_steps, first_iter = _final_counters(first.stdout)
-    code, out, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "max_env_step=260",
-                           "--resume", str(exp_dir))
+    code, out, err = _main(
+        repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "max_env_step=260", "--resume", str(exp_dir)
+    )
     assert code == 0, err[-3000:]
     assert "stop value" in out.strip().splitlines()[-1]
     env_steps, train_iter = _final_counters(out)
@@ -104,15 +111,17 @@ def test_resume_from_exp_dir_continues(trained, repo_root, zoo_config_path, tiny
 def test_help(repo_root, capsys, args):
     code, out, _ = _main(repo_root, capsys, *args)
     assert code == 0
-    for word in (["train"] if args == ["--help"] else ["--exp-dir", "--resume", "--seed", "--async-pipeline",
-                                                        "key=value"]):
+    for word in (
+        ["train"] if args == ["--help"] else ["--exp-dir", "--resume", "--seed", "--async-pipeline", "key=value"]
+    ):
         assert word in out
 
 
 def test_bad_override_exits_2_naming_the_key(repo_root, zoo_config_path, tmp_path, capsys):
     exp_dir = tmp_path / "exp"
-    code, out, err = _main(repo_root, capsys, "train", zoo_config_path, "learner.learning_rte=1",
-                           "--exp-dir", str(exp_dir))
+    code, out, err = _main(
+        repo_root, capsys, "train", zoo_config_path, "learner.learning_rte=1", "--exp-dir", str(exp_dir)
+    )
     assert code == 2, (code, err[-3000:])
     assert "learner.learning_rte" in err
     assert "learning_rate" in err  # the suggestion
@@ -122,15 +131,25 @@ def test_bad_override_exits_2_naming_the_key(repo_root, zoo_config_path, tmp_pat
 def test_bad_resume_path_exits_2_naming_it(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys):
     empty = tmp_path / "no_run_here"
     empty.mkdir()
-    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "--resume", str(empty),
-                         "--exp-dir", str(tmp_path / "exp"))
+    code, _, err = _main(
+        repo_root,
+        capsys,
+        "train",
+        zoo_config_path,
+        *tiny_overrides,
+        "--resume",
+        str(empty),
+        "--exp-dir",
+        str(tmp_path / "exp"),
+    )
     assert code == 2
     assert str(empty) in err
     assert not (tmp_path / "exp").exists()
 
 
-def test_existing_run_folder_is_not_overwritten_without_resume(trained, repo_root, zoo_config_path, tiny_overrides,
-                                                              capsys):
+def test_existing_run_folder_is_not_overwritten_without_resume(
+    trained, repo_root, zoo_config_path, tiny_overrides, capsys
+):
     exp_dir, _ = trained
     before = os.path.getmtime(exp_dir / "ckpt" / "ckpt_latest.pt")
     code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "--exp-dir", str(exp_dir))
@@ -139,24 +158,38 @@ def test_existing_run_folder_is_not_overwritten_without_resume(trained, repo_roo
     assert os.path.getmtime(exp_dir / "ckpt" / "ckpt_latest.pt") == before
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (("policy_type=mu_zero",), "policy_type: unknown policy type"),
-    (("policy_type=unizero", "unizero.num_heads=3"), "unizero.embed_dim"),
-])
-def test_unknown_policy_type_or_bad_type_key_exits_2(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys,
-                                                     overrides, message):
-    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, *overrides,
-                         "--exp-dir", str(tmp_path / "exp"))
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (("policy_type=mu_zero",), "policy_type: unknown policy type"),
+        (("policy_type=unizero", "unizero.num_heads=3"), "unizero.embed_dim"),
+    ],
+)
+def test_unknown_policy_type_or_bad_type_key_exits_2(
+    repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys, overrides, message
+):
+    code, _, err = _main(
+        repo_root, capsys, "train", zoo_config_path, *tiny_overrides, *overrides, "--exp-dir", str(tmp_path / "exp")
+    )
     assert code == 2
     assert message in err
     assert not (tmp_path / "exp").exists()
 
 
-def test_missing_ray_exits_2_with_install_hint(repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys,
-                                               monkeypatch):
+def test_missing_ray_exits_2_with_install_hint(
+    repo_root, zoo_config_path, tiny_overrides, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setitem(sys.modules, "ray", None)
-    code, _, err = _main(repo_root, capsys, "train", zoo_config_path, *tiny_overrides, "--async-pipeline",
-                         "--exp-dir", str(tmp_path / "exp"))
+    code, _, err = _main(
+        repo_root,
+        capsys,
+        "train",
+        zoo_config_path,
+        *tiny_overrides,
+        "--async-pipeline",
+        "--exp-dir",
+        str(tmp_path / "exp"),
+    )
     assert code == 2
     assert "needs Ray" in err and "pip install" in err
     assert not (tmp_path / "exp").exists()

@@ -46,22 +46,47 @@ def fake_tune(monkeypatch, tmp_path):
 
 
 def test_tune_sets_failure_config_and_connects_to_the_given_cluster(fake_tune, tmp_path):
-    main(["tune", "search_spaces/cartpole_muzero.py", "--storage-path", str(tmp_path), "--name", "x",
-          "--address", "auto", "--max-failures", "5"])
+    main(
+        [
+            "tune",
+            "search_spaces/cartpole_muzero.py",
+            "--storage-path",
+            str(tmp_path),
+            "--name",
+            "x",
+            "--address",
+            "auto",
+            "--max-failures",
+            "5",
+        ]
+    )
     assert fake_tune["init"]["address"] == "auto" and "num_cpus" not in fake_tune["init"]
     assert fake_tune["tuner"]["run_config"].failure_config.max_failures == 5
 
 
 def test_tune_default_is_a_local_ray_with_two_retries(fake_tune, tmp_path):
-    main(["tune", "search_spaces/cartpole_muzero.py", "--storage-path", str(tmp_path), "--name", "y",
-          "--num-cpus", "2"])
+    main(
+        ["tune", "search_spaces/cartpole_muzero.py", "--storage-path", str(tmp_path), "--name", "y", "--num-cpus", "2"]
+    )
     assert fake_tune["init"]["num_cpus"] == 2 and "address" not in fake_tune["init"]
     assert fake_tune["tuner"]["run_config"].failure_config.max_failures == 2
 
 
 def test_num_cpus_with_an_address_is_refused(fake_tune, tmp_path, capsys):
-    code = main(["tune", "search_spaces/cartpole_muzero.py", "--storage-path", str(tmp_path), "--name", "z",
-                 "--address", "auto", "--num-cpus", "2"])
+    code = main(
+        [
+            "tune",
+            "search_spaces/cartpole_muzero.py",
+            "--storage-path",
+            str(tmp_path),
+            "--name",
+            "z",
+            "--address",
+            "auto",
+            "--num-cpus",
+            "2",
+        ]
+    )
     assert code == 2 and "--num-cpus" in capsys.readouterr().err
     assert "init" not in fake_tune
 
@@ -98,6 +123,15 @@ def test_a_cloud_storage_uri_reaches_tune_unchanged(fake_tune, tmp_path, monkeyp
     main(["tune", os.path.join(REPO_ROOT, "search_spaces/cartpole_muzero.py"), "--storage-path", "rel", "--name", "v"])
     assert fake_tune["tuner"]["run_config"].storage_path == str(tmp_path / "rel")
     # --resume of a URI asks Tune whether there is an experiment there (none: a clear error)
-    code = main(["tune", os.path.join(REPO_ROOT, "search_spaces/cartpole_muzero.py"), "--storage-path",
-                 "gs://b/x", "--name", "w", "--resume"])
+    code = main(
+        [
+            "tune",
+            os.path.join(REPO_ROOT, "search_spaces/cartpole_muzero.py"),
+            "--storage-path",
+            "gs://b/x",
+            "--name",
+            "w",
+            "--resume",
+        ]
+    )
     assert code == 2 and "no experiment to resume at gs://b/x/w" in capsys.readouterr().err

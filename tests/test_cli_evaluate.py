@@ -26,11 +26,26 @@ def _main(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def _payload(cfg, learner, *, train_iter: int, reward_mean: float | None, kind: str = "evaluated") -> dict:
-    ev = None if reward_mean is None else {"train_iter": train_iter, "reward_mean": reward_mean, "reward_std": 0.5,
-                                           "num_episodes": 2, "version": train_iter}
+    ev = (
+        None
+        if reward_mean is None
+        else {
+            "train_iter": train_iter,
+            "reward_mean": reward_mean,
+            "reward_std": 0.5,
+            "num_episodes": 2,
+            "version": train_iter,
+        }
+    )
     state = dict(learner.state_dict(), train_iter=train_iter)  # as if trained that far
-    return {"checkpoint_kind": kind, "policy_type": "muzero", "config": cfg.to_dict(), "learner": state,
-            "counters": {"env_steps": 10 * train_iter, "train_iter": train_iter}, "eval": ev}
+    return {
+        "checkpoint_kind": kind,
+        "policy_type": "muzero",
+        "config": cfg.to_dict(),
+        "learner": state,
+        "counters": {"env_steps": 10 * train_iter, "train_iter": train_iter},
+        "eval": ev,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +64,8 @@ def layouts(tmp_path_factory):
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("evaluate")
     cfg = load_config_module(os.path.join(REPO_ROOT, CARTPOLE_ZOO)).with_overrides(
-        list(TINY_OVERRIDES) + ["env.max_episode_steps=40"])
+        list(TINY_OVERRIDES) + ["env.max_episode_steps=40"]
+    )
     learner = get_algorithm("muzero").make_learner(cfg, env_spec_for(cfg))
     save_checkpoint(root / "run/ckpt/ckpt_latest.pt", _payload(cfg, learner, train_iter=3, reward_mean=7.0))
     save_checkpoint(root / "run/ckpt/ckpt_best.pt", _payload(cfg, learner, train_iter=2, reward_mean=9.5))
@@ -59,12 +75,16 @@ def layouts(tmp_path_factory):
         d = trial / f"checkpoint_{i:06d}"
         save_checkpoint(d / CHECKPOINT_FILE, _payload(cfg, learner, train_iter=2 * i + 1, reward_mean=reward))
         save_checkpoint(d / STATE_FILE, _payload(cfg, learner, train_iter=2 * i + 2, reward_mean=reward))
-    save_checkpoint(trial / "checkpoint_000003" / STATE_FILE,
-                    _payload(cfg, learner, train_iter=9, reward_mean=None, kind="current"))
+    save_checkpoint(
+        trial / "checkpoint_000003" / STATE_FILE, _payload(cfg, learner, train_iter=9, reward_mean=None, kind="current")
+    )
     (trial / "params.json").write_text(json.dumps({"learner.learning_rate": 1e-3}))
-    (trial / "result.json").write_text("".join(json.dumps({"trial_id": "3f2a1_00000", "training_iteration": i + 1,
-                                                           "eval/reward_mean": r}) + "\n"
-                                               for i, r in enumerate([5.0, 12.0, 8.0])))
+    (trial / "result.json").write_text(
+        "".join(
+            json.dumps({"trial_id": "3f2a1_00000", "training_iteration": i + 1, "eval/reward_mean": r}) + "\n"
+            for i, r in enumerate([5.0, 12.0, 8.0])
+        )
+    )
     return root
 
 
@@ -76,14 +96,18 @@ def test_video_is_env0_first_episode_at_render_size(layouts, tmp_path, capsys):
     import gymnasium
 
     out = tmp_path / "videos" / "cartpole.gif"
-    code, stdout, err = _main(capsys, "evaluate", str(layouts / "run"), "--episodes", "1", "--video", str(out),
-                              "env.evaluator_env_num=1")
+    code, stdout, err = _main(
+        capsys, "evaluate", str(layouts / "run"), "--episodes", "1", "--video", str(out), "env.evaluator_env_num=1"
+    )
     assert code == 0, err[-3000:]
     # the run folder's best checkpoint, named, next to its recorded evaluation
     assert f"checkpoint: {layouts / 'run/ckpt/ckpt_best.pt'}" in stdout and "the best evaluation" in stdout
     assert "recorded evaluation: return 9.5 +- 0.5 over 2 episodes, train_iter 2" in stdout
-    m = re.search(r"this evaluation: return ([-\d.]+) \+- 0\.0 over 1 episodes \(min \1, max \1\), "
-                  r"mean episode length (\d+)\.0, train_iter 2, 1 envs, seed (\d+)", stdout)
+    m = re.search(
+        r"this evaluation: return ([-\d.]+) \+- 0\.0 over 1 episodes \(min \1, max \1\), "
+        r"mean episode length (\d+)\.0, train_iter 2, 1 envs, seed (\d+)",
+        stdout,
+    )
     assert m, stdout
     length, seed = int(m.group(2)), int(m.group(3))
     assert f"video: {out}: {length + 1} frames 600x400, the reset + {length} steps" in stdout
@@ -112,8 +136,9 @@ def test_rendered_frames_show_the_states_the_search_saw_and_change_no_score(layo
 
     from lz_tune.checkpoint_eval import evaluate_checkpoint
 
-    run = evaluate_checkpoint(layouts / "run", n_episodes=2, overrides=["env.evaluator_env_num=2"], render=True,
-                              record_frames=True)
+    run = evaluate_checkpoint(
+        layouts / "run", n_episodes=2, overrides=["env.evaluator_env_num=2"], render=True, record_frames=True
+    )
     length = run.rendered_episode["length"]
     assert run.rendered.shape == (length + 1, 400, 600, 3) and run.rendered.dtype == np.uint8
     assert run.frames.shape == (length, 4)  # network inputs of env 0's first episode: reset + steps before the end
@@ -127,8 +152,10 @@ def test_rendered_frames_show_the_states_the_search_saw_and_change_no_score(layo
     env.close()
     assert run.rendered_episode["return"] == length in run.eval.returns  # CartPole: +1 per step
     # recording changes nothing: the same scores without it, and from the Evaluator fed the file's weights
-    assert evaluate_checkpoint(layouts / "run", n_episodes=2, overrides=["env.evaluator_env_num=2"]).eval.returns \
+    assert (
+        evaluate_checkpoint(layouts / "run", n_episodes=2, overrides=["env.evaluator_env_num=2"]).eval.returns
         == run.eval.returns
+    )
     from lz_tune.checkpoint import load_checkpoint
     from lz_tune.workers import Evaluator, WeightSnapshot
 
@@ -147,24 +174,41 @@ def test_video_without_a_renderer_exits_2_and_writes_nothing(layouts, tmp_path, 
     out = tmp_path / "cartpole.gif"
     code, stdout, err = _main(capsys, "evaluate", str(layouts / "run"), "--video", str(out))
     assert code == 2, (code, err[-2000:])
-    assert err.startswith("error: render: rendering CartPole-v1 needs a package that is not installed") and \
-        "pygame" in err and 'pip install "gymnasium[classic-control]"' in err, err
+    assert (
+        err.startswith("error: render: rendering CartPole-v1 needs a package that is not installed")
+        and "pygame" in err
+        and 'pip install "gymnasium[classic-control]"' in err
+    ), err
     assert "this evaluation" not in stdout and not out.exists() and list(tmp_path.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------- which checkpoint
 
 
-@pytest.mark.parametrize("where,picked,words", [
-    ("run/ckpt/ckpt_latest.pt", "run/ckpt/ckpt_latest.pt", "checkpoint file"),
-    ("run", "run/ckpt/ckpt_best.pt", "train run folder: ckpt/ckpt_best.pt"),
-    ("latest_only", "latest_only/ckpt/ckpt_latest.pt", "no ckpt_best.pt"),
-    (f"exp/{TRIAL}/checkpoint_000002", f"exp/{TRIAL}/checkpoint_000002/lz_tune_checkpoint.pt", "evaluated snapshot"),
-    (f"exp/{TRIAL}/checkpoint_000003", f"exp/{TRIAL}/checkpoint_000003/lz_tune_state.pt", "learner state"),
-    (f"exp/{TRIAL}", f"exp/{TRIAL}/checkpoint_000001/lz_tune_checkpoint.pt", "evaluation/env_runners/episode_return_mean 12 at train_iter 3"),
-    ("exp", f"exp/{TRIAL}/checkpoint_000001/lz_tune_checkpoint.pt",
-     "Tune experiment folder: trial 3f2a1_00000, checkpoint_000001"),
-])
+@pytest.mark.parametrize(
+    "where,picked,words",
+    [
+        ("run/ckpt/ckpt_latest.pt", "run/ckpt/ckpt_latest.pt", "checkpoint file"),
+        ("run", "run/ckpt/ckpt_best.pt", "train run folder: ckpt/ckpt_best.pt"),
+        ("latest_only", "latest_only/ckpt/ckpt_latest.pt", "no ckpt_best.pt"),
+        (
+            f"exp/{TRIAL}/checkpoint_000002",
+            f"exp/{TRIAL}/checkpoint_000002/lz_tune_checkpoint.pt",
+            "evaluated snapshot",
+        ),
+        (f"exp/{TRIAL}/checkpoint_000003", f"exp/{TRIAL}/checkpoint_000003/lz_tune_state.pt", "learner state"),
+        (
+            f"exp/{TRIAL}",
+            f"exp/{TRIAL}/checkpoint_000001/lz_tune_checkpoint.pt",
+            "evaluation/env_runners/episode_return_mean 12 at train_iter 3",
+        ),
+        (
+            "exp",
+            f"exp/{TRIAL}/checkpoint_000001/lz_tune_checkpoint.pt",
+            "Tune experiment folder: trial 3f2a1_00000, checkpoint_000001",
+        ),
+    ],
+)
 def test_paths_resolve_to_the_documented_checkpoint(layouts, where, picked, words):
     from lz_tune.analysis import resolve_checkpoint
 
@@ -175,14 +219,14 @@ def test_paths_resolve_to_the_documented_checkpoint(layouts, where, picked, word
 
 def test_trial_and_tune_checkpoint_folders_evaluate(layouts, capsys):
     trial = layouts / "exp" / TRIAL
-    code, out, err = _main(capsys, "evaluate", str(trial), "--episodes", "1", "env.evaluator_env_num=1",
-                           "--seed", "7")
+    code, out, err = _main(capsys, "evaluate", str(trial), "--episodes", "1", "env.evaluator_env_num=1", "--seed", "7")
     assert code == 0, err[-3000:]
     assert f"checkpoint: {trial / 'checkpoint_000001/lz_tune_checkpoint.pt'} - Tune trial folder" in out
     assert "recorded evaluation: return 12.0 +- 0.5 over 2 episodes, train_iter 3" in out
     assert "over 1 episodes" in out and "seed 7" in out
-    code, out, err = _main(capsys, "evaluate", str(trial / "checkpoint_000000"), "--episodes", "1",
-                           "env.evaluator_env_num=1")
+    code, out, err = _main(
+        capsys, "evaluate", str(trial / "checkpoint_000000"), "--episodes", "1", "env.evaluator_env_num=1"
+    )
     assert code == 0, err[-3000:]
     assert "recorded evaluation: return 5.0 +- 0.5 over 2 episodes, train_iter 1" in out
 
@@ -197,17 +241,25 @@ def _corrupt(root: Path) -> dict[str, Path]:
     (root / "tune_ckpt" / "lz_tune_checkpoint.pt").write_bytes(b"PK\x03\x04 truncated")
     (root / "trial_without_checkpoints").mkdir()
     (root / "trial_without_checkpoints" / "params.json").write_text("{}")
-    return {"missing": root / "nope", "empty": root / "empty", "garbage": root / "garbage.pt",
-            "tune_ckpt": root / "tune_ckpt", "trial": root / "trial_without_checkpoints"}
+    return {
+        "missing": root / "nope",
+        "empty": root / "empty",
+        "garbage": root / "garbage.pt",
+        "tune_ckpt": root / "tune_ckpt",
+        "trial": root / "trial_without_checkpoints",
+    }
 
 
-@pytest.mark.parametrize("case,message", [
-    ("missing", "no such file or folder"),
-    ("empty", "no checkpoint in this folder"),
-    ("garbage", "not a readable lz_tune checkpoint"),
-    ("tune_ckpt", "not a readable lz_tune checkpoint"),
-    ("trial", "Tune trial folder without a readable checkpoint"),
-])
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("missing", "no such file or folder"),
+        ("empty", "no checkpoint in this folder"),
+        ("garbage", "not a readable lz_tune checkpoint"),
+        ("tune_ckpt", "not a readable lz_tune checkpoint"),
+        ("trial", "Tune trial folder without a readable checkpoint"),
+    ],
+)
 def test_bad_paths_exit_2_naming_them_and_write_nothing(tmp_path, capsys, case, message):
     paths = _corrupt(tmp_path / "in")
     out = tmp_path / "out" / "video.gif"
@@ -218,11 +270,14 @@ def test_bad_paths_exit_2_naming_them_and_write_nothing(tmp_path, capsys, case, 
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--video", "{tmp}/video.mp4"], "--video {tmp}/video.mp4: only animated GIF"),
-    (["model.latent_dim=8"], "model.latent_dim: cannot change the network"),
-    (["mcts.num_simulatons=3"], "mcts.num_simulatons: unknown config key"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--video", "{tmp}/video.mp4"], "--video {tmp}/video.mp4: only animated GIF"),
+        (["model.latent_dim=8"], "model.latent_dim: cannot change the network"),
+        (["mcts.num_simulatons=3"], "mcts.num_simulatons: unknown config key"),
+    ],
+)
 def test_bad_options_exit_2_before_playing(layouts, tmp_path, capsys, extra, message):
     extra = [e.format(tmp=tmp_path) for e in extra]
     code, stdout, err = _main(capsys, "evaluate", str(layouts / "run"), *extra)
@@ -241,21 +296,37 @@ def test_atari_video_is_the_full_rgb_screen(tmp_path):
 
     from lz_tune.algos import get_algorithm
     from lz_tune.analysis import CHECKPOINT_FILE
-    from lz_tune.checkpoint_eval import evaluate_checkpoint
     from lz_tune.checkpoint import save_checkpoint
-    from lz_tune.envs.recording import write_gif
+    from lz_tune.checkpoint_eval import evaluate_checkpoint
     from lz_tune.config_loader import load_config_module
+    from lz_tune.envs.recording import write_gif
     from lz_tune.workers import env_spec_for
 
     torch.set_num_threads(1)
-    cfg = load_config_module(os.path.join(REPO_ROOT, "zoo/atari/pong_muzero.py")).with_overrides([
-        "env.evaluator_env_num=1", "evaluator.n_evaluator_episode=1", "env.max_episode_steps=12",
-        "mcts.num_simulations=2", "model.num_channels=8", "model.value_support_size=5",
-        "model.reward_support_size=5", "model.projection_dim=8", "learner.num_threads=1"])
+    cfg = load_config_module(os.path.join(REPO_ROOT, "zoo/atari/pong_muzero.py")).with_overrides(
+        [
+            "env.evaluator_env_num=1",
+            "evaluator.n_evaluator_episode=1",
+            "env.max_episode_steps=12",
+            "mcts.num_simulations=2",
+            "model.num_channels=8",
+            "model.value_support_size=5",
+            "model.reward_support_size=5",
+            "model.projection_dim=8",
+            "learner.num_threads=1",
+        ]
+    )
     learner = get_algorithm("muzero").make_learner(cfg, env_spec_for(cfg))
-    save_checkpoint(tmp_path / CHECKPOINT_FILE, {"policy_type": "muzero", "config": cfg.to_dict(),
-                                                 "learner": learner.state_dict(),
-                                                 "counters": {"env_steps": 0, "train_iter": 0}, "eval": None})
+    save_checkpoint(
+        tmp_path / CHECKPOINT_FILE,
+        {
+            "policy_type": "muzero",
+            "config": cfg.to_dict(),
+            "learner": learner.state_dict(),
+            "counters": {"env_steps": 0, "train_iter": 0},
+            "eval": None,
+        },
+    )
     run = evaluate_checkpoint(tmp_path, n_episodes=1, render=True)
     assert run.eval.episode_length_mean == 12 and run.rendered_episode == {"return": 0.0, "length": 12}
     assert run.frames.shape == (12, 64, 64)  # the network input, unchanged
@@ -304,11 +375,13 @@ def test_atari_mirror_that_leaves_env0_game_is_an_error():
     from lz_tune.envs.atari_vector import make_ale_vector_env
     from lz_tune.envs.recording import AtariScreenRecorder
 
-    env = AtariVectorEnv(env_id="ALE/Pong-v5", num_envs=1, mode="eval", seed=5,
-                         options=AtariOptions(noop_max=0, max_episode_steps=240))
+    env = AtariVectorEnv(
+        env_id="ALE/Pong-v5", num_envs=1, mode="eval", seed=5, options=AtariOptions(noop_max=0, max_episode_steps=240)
+    )
     capped = dataclasses.replace(env.options, max_episode_steps=200)  # the mirror's game ends first
-    recorder = AtariScreenRecorder(env, max_frames=1000, make_mirror=lambda e: make_ale_vector_env(
-        e.env_id, 1, capped, num_threads=1, screen=True))
+    recorder = AtariScreenRecorder(
+        env, max_frames=1000, make_mirror=lambda e: make_ale_vector_env(e.env_id, 1, capped, num_threads=1, screen=True)
+    )
     try:
         recorder.reset(seed=5)
         with pytest.raises(RuntimeError, match="the mirrored game of ALE/Pong-v5 left env 0's game at step"):
@@ -345,15 +418,21 @@ def test_a_checkpoint_cannot_import_code(layouts, tmp_path, monkeypatch, capsys)
         evaluate_checkpoint(bad)
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text(json.dumps(payload["config"] | {"env": {**payload["config"]["env"],
-                                                                           "import_modules": ["evil_mod:register"]},
-                                                                     "policy_type": "muzero"}))
+    (run / "config.json").write_text(
+        json.dumps(
+            payload["config"]
+            | {"env": {**payload["config"]["env"], "import_modules": ["evil_mod:register"]}, "policy_type": "muzero"}
+        )
+    )
     assert main(["train", "--resume", str(run), "--quiet"]) == 2
     assert "env.import_modules imports module 'evil_mod'" in capsys.readouterr().err
     assert not marker.exists() and "evil_mod" not in sys.modules
     # what the guard reads, and what it lets through
-    assert imports_of_config({"policy_type": "a.b:t", "env": {"env_id": "c:Env-v0", "import_modules": ["d.e:f"]}}) \
-        == [("policy_type", "a.b"), ("env.env_id", "c"), ("env.import_modules", "d.e")]
+    assert imports_of_config({"policy_type": "a.b:t", "env": {"env_id": "c:Env-v0", "import_modules": ["d.e:f"]}}) == [
+        ("policy_type", "a.b"),
+        ("env.env_id", "c"),
+        ("env.import_modules", "d.e"),
+    ]
     assert imports_of_config({"env": {"env_id": "openspiel:tic_tac_toe"}}) == []
     refuse_untrusted_imports({"policy_type": "json:x"}, source="s")  # json is imported: nothing new runs
     refuse_untrusted_imports({"policy_type": "evil_mod:x"}, source="s", allow=True)

@@ -30,8 +30,10 @@ def _tag_segments_by_env(collector: SegmentCollector) -> dict[int, int]:
 
 def _random_snapshot(collector: SegmentCollector, *, version: int, train_iter: int, seed: int) -> WeightSnapshot:
     torch.manual_seed(seed)
-    weights = {k: torch.randn_like(v) * 0.1 if v.is_floating_point() else v.clone()
-               for k, v in collector.policy.weights().items()}
+    weights = {
+        k: torch.randn_like(v) * 0.1 if v.is_floating_point() else v.clone()
+        for k, v in collector.policy.weights().items()
+    }
     return WeightSnapshot(version=version, train_iter=train_iter, weights=weights)
 
 
@@ -101,9 +103,9 @@ def test_segments_of_one_env_are_contiguous(collected):
             assert nxt.timesteps[0] == prev.timesteps[n - 1] + 1
             k = min(prev.num_padding, nxt.num_steps)
             assert k >= 1
-            assert np.array_equal(prev.timesteps[n:n + k], nxt.timesteps[:k])
-            assert np.array_equal(prev.actions[n:n + k], nxt.actions[:k])
-            assert np.array_equal(prev.rewards[n:n + k], nxt.rewards[:k])
+            assert np.array_equal(prev.timesteps[n : n + k], nxt.timesteps[:k])
+            assert np.array_equal(prev.actions[n : n + k], nxt.actions[:k])
+            assert np.array_equal(prev.rewards[n : n + k], nxt.rewards[:k])
             # the observation at the next segment's first position is the one after prev's owned steps
             np.testing.assert_array_equal(prev.obs(n), nxt.obs(0))
         last = segs[-1]
@@ -162,11 +164,13 @@ def test_initial_priorities(tiny_cfg, use_max):
 
 # ------------------------------------------------------------------------ epsilon-greedy
 
+
 def test_epsilon_schedule_is_linear_in_env_steps(tiny_cfg):
     from lz_tune.workers import epsilon_at
 
-    cfg = tiny_cfg("collector.eps_greedy_start=1.0", "collector.eps_greedy_end=0.2",
-                   "collector.eps_greedy_decay_env_steps=1000")
+    cfg = tiny_cfg(
+        "collector.eps_greedy_start=1.0", "collector.eps_greedy_end=0.2", "collector.eps_greedy_decay_env_steps=1000"
+    )
     assert [epsilon_at(cfg, n) for n in (0, 250, 1000, 5000)] == pytest.approx([1.0, 0.8, 0.2, 0.2])
     assert epsilon_at(tiny_cfg(), 0) == 0.0  # off by default
 
@@ -174,8 +178,9 @@ def test_epsilon_schedule_is_linear_in_env_steps(tiny_cfg):
 def _exploration(*, num_envs: int, continuous: bool = False, max_duration: int = 1, seed: int = 0):
     from lz_tune.workers.exploration import EpsilonGreedy
 
-    return EpsilonGreedy(num_envs=num_envs, continuous=continuous, max_duration=max_duration,
-                         rng=np.random.default_rng(seed))
+    return EpsilonGreedy(
+        num_envs=num_envs, continuous=continuous, max_duration=max_duration, rng=np.random.default_rng(seed)
+    )
 
 
 def test_epsilon_greedy_replaces_actions_by_uniform_legal_ones():
@@ -220,7 +225,7 @@ def test_temporally_extended_options_hold_their_action_for_zeta_durations():
         out = explore.apply(searched, mask, 0.3)
         started = (left_before == 0) & (out >= 0)
         # an option's action never changes while it runs
-        held = (left_before > 0)
+        held = left_before > 0
         assert (out[held] == previous[held]).all()
         for i in np.flatnonzero(started):
             if current[i]:

@@ -5,6 +5,7 @@ muzero_rnn_full_obs (GRU history and read-in), step by step and over whole searc
 import numpy as np
 import pytest
 import torch
+from engine_checks import assert_same_search, root_values
 
 from lz_tune.algos.efficientzero import EfficientZeroPolicy
 from lz_tune.algos.muzero import MuZeroPolicy
@@ -16,13 +17,18 @@ from lz_tune.models.rnn_inference import RNNFullObsSearchInference
 from lz_tune.models.sequential_inference import SequentialMLP
 from lz_tune.models.stochastic_inference import StochasticSearchInference
 
-from engine_checks import assert_same_search, root_values
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SPEC = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1, action_space_size=3, is_atari=False)
-BASE = {"model.kind": "mlp", "model.latent_dim": 16, "model.hidden_sizes": (24,), "model.value_support_size": 30,
-        "model.reward_support_size": 20, "stochastic.chance_space_size": 4, "context.rnn_hidden_size": 12}
+BASE = {
+    "model.kind": "mlp",
+    "model.latent_dim": 16,
+    "model.hidden_sizes": (24,),
+    "model.value_support_size": 30,
+    "model.reward_support_size": 20,
+    "stochastic.chance_space_size": 4,
+    "context.rnn_hidden_size": 12,
+}
 
 
 def _policies(cls, policy_type: str, **extra):
@@ -76,28 +82,38 @@ def test_rnn_step_matches_torch():
     engine.bind(auto.network)
     (got_latent, got_history), *got = engine((latent, history), action)
     with torch.inference_mode():
-        (want_latent, want_history), *want = reference.recurrent_inference((torch.from_numpy(latent),
-                                                                   torch.from_numpy(history)), action)
-    _assert_same([got_latent, got_history, *got], [want_latent, want_history, *want],
-                 ("latent", "history", "reward", "value", "policy_logits"))
+        (want_latent, want_history), *want = reference.recurrent_inference(
+            (torch.from_numpy(latent), torch.from_numpy(history)), action
+        )
+    _assert_same(
+        [got_latent, got_history, *got],
+        [want_latent, want_history, *want],
+        ("latent", "history", "reward", "value", "policy_logits"),
+    )
 
 
-@pytest.mark.parametrize("cls,policy_type,engine_type", [
-    (StochasticMuZeroPolicy, "stochastic_muzero", StochasticSearchInference),
-    (RNNFullObsPolicy, "muzero_rnn_full_obs", RNNFullObsSearchInference),
-])
+@pytest.mark.parametrize(
+    "cls,policy_type,engine_type",
+    [
+        (StochasticMuZeroPolicy, "stochastic_muzero", StochasticSearchInference),
+        (RNNFullObsPolicy, "muzero_rnn_full_obs", RNNFullObsSearchInference),
+    ],
+)
 def test_search_with_engine_equals_search_with_torch(cls, policy_type, engine_type):
     auto, reference = _policies(cls, policy_type)
     obs = np.random.default_rng(4).normal(size=(5, 4)).astype(np.float32)
     assert_same_search(auto, reference, engine_type, obs, 3)
 
 
-@pytest.mark.parametrize("cls, policy_type", [
-    (MuZeroPolicy, "muzero"),
-    (EfficientZeroPolicy, "efficientzero"),
-    (StochasticMuZeroPolicy, "stochastic_muzero"),
-    (RNNFullObsPolicy, "muzero_rnn_full_obs"),
-])
+@pytest.mark.parametrize(
+    "cls, policy_type",
+    [
+        (MuZeroPolicy, "muzero"),
+        (EfficientZeroPolicy, "efficientzero"),
+        (StochasticMuZeroPolicy, "stochastic_muzero"),
+        (RNNFullObsPolicy, "muzero_rnn_full_obs"),
+    ],
+)
 def test_engines_read_the_weights_once_per_weight_change(cls, policy_type):
     """A search binds its engines; they re-read the weights only when they changed: unchanged
     weights keep what the last bind read, and a fused optimizer step (in place, no version count)

@@ -57,15 +57,17 @@ def test_unknown_key_suggests_the_close_one():
 
 
 def test_overrides_parse_types():
-    cfg = Config().with_overrides([
-        "learner.learning_rate=3e-3",
-        "mcts.num_simulations=25",
-        "model.hidden_sizes=(64, 64)",
-        "evaluator.stop_value=195",
-        "learner.update_per_collect=None",
-        "async_pipeline.enabled=true",
-        "env.env_id=ALE/Pong-v5",
-    ])
+    cfg = Config().with_overrides(
+        [
+            "learner.learning_rate=3e-3",
+            "mcts.num_simulations=25",
+            "model.hidden_sizes=(64, 64)",
+            "evaluator.stop_value=195",
+            "learner.update_per_collect=None",
+            "async_pipeline.enabled=true",
+            "env.env_id=ALE/Pong-v5",
+        ]
+    )
     assert cfg.learner.learning_rate == pytest.approx(3e-3)
     assert cfg.mcts.num_simulations == 25
     assert cfg.model.hidden_sizes == (64, 64)

@@ -40,9 +40,9 @@ def test_box_actions_are_normalised_and_scaled_to_the_bounds():
         res = env.step(np.array([[-1.0, -1.0], [0.0, 0.0], [1.0, 1.0]], np.float32))
         np.testing.assert_allclose(res.batch.observation, [[-2.0, 0.0], [0.0, 5.0], [2.0, 10.0]], atol=1e-6)
         with pytest.raises(ValueError, match=r"\[-1, 1\]"):
-            env.step(np.array([[0.0, 1.5]] * 3, np.float32))   # outside the normalised box
+            env.step(np.array([[0.0, 1.5]] * 3, np.float32))  # outside the normalised box
         with pytest.raises(ValueError, match="shape"):
-            env.step(np.zeros(3, np.int64))                    # discrete-style actions
+            env.step(np.zeros(3, np.int64))  # discrete-style actions
     finally:
         env.close()
 

@@ -16,15 +16,25 @@ from lz_tune.models.mlp import MuZeroMLPNetwork
 from lz_tune.models.mlp_inference import MLPSearchInference
 from tests.engine_checks import assert_same_search
 
-SPEC = EnvSpecInfo(observation_shape=(4, 10, 10), frame_shape=(4, 10, 10), frame_stack=1, action_space_size=3,
-                   is_atari=False)
+SPEC = EnvSpecInfo(
+    observation_shape=(4, 10, 10), frame_shape=(4, 10, 10), frame_stack=1, action_space_size=3, is_atari=False
+)
 
 
 def _cfg(inference: str = "auto") -> Config:
-    return Config().with_updates({"mcts.inference": inference, "model.kind": "conv_mlp", "model.num_channels": 8,
-                                  "model.num_res_blocks": 1, "model.downsample": False, "model.latent_dim": 16,
-                                  "model.hidden_sizes": (32,), "model.value_support_size": 10,
-                                  "model.reward_support_size": 5})
+    return Config().with_updates(
+        {
+            "mcts.inference": inference,
+            "model.kind": "conv_mlp",
+            "model.num_channels": 8,
+            "model.num_res_blocks": 1,
+            "model.downsample": False,
+            "model.latent_dim": 16,
+            "model.hidden_sizes": (32,),
+            "model.value_support_size": 10,
+            "model.reward_support_size": 5,
+        }
+    )
 
 
 def test_the_network_reads_images_through_its_stem():

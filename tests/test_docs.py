@@ -22,13 +22,22 @@ def _links(markdown: str) -> list[str]:
     return [m.group(1).split()[0] for m in re.finditer(r"!?\[[^\]]*\]\(([^)\s]+(?:\s+\"[^\"]*\")?)\)", text)]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
-                    reason="mkdocs is not installed (the `docs` extra: pip install -e '.[docs]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None,
+    reason="mkdocs is not installed (the `docs` extra: pip install -e '.[docs]')",
+)
 def test_the_site_builds_strict_with_the_api_reference(tmp_path):
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material's banner, not a build warning
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.yml", "-d", str(site)],
-                         check=False, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.yml", "-d", str(site)],
+        check=False,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
     config_page = (site / "api" / "config" / "index.html").read_text()
     for field in ("replay_ratio", "max_policy_lag", "num_simulations", "env_id"):  # one field of several sections
@@ -86,8 +95,14 @@ def test_getting_started_trains_cartpole_from_python_word_by_word(tmp_path):
     evaluates the checkpoint again."""
     code = _python_block_under(REPO_ROOT / "docs" / "getting_started.md", "## Train from Python")
     assert "lz_tune.train(" in code and "lz_tune.evaluate(" in code
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "PYTHONPATH": ""})
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     first = run.stdout.splitlines()[0].split()
     assert first[0] == "True" and float(first[1]) >= 195, run.stdout  # stop_value_reached, best_eval_return

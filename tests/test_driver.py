@@ -48,8 +48,10 @@ def run_a(tiny_cfg, tmp_path_factory):
     evaluate = evaluator.evaluate
 
     def record_eval(snapshot, **kw):
-        evaluated[snapshot.version] = {"train_iter": snapshot.train_iter,
-                                       "weights": {k: v.clone() for k, v in snapshot.weights.items()}}
+        evaluated[snapshot.version] = {
+            "train_iter": snapshot.train_iter,
+            "weights": {k: v.clone() for k, v in snapshot.weights.items()},
+        }
         return evaluate(snapshot, **kw)
 
     evaluator.evaluate = record_eval
@@ -211,8 +213,12 @@ def _valid_payload(cfg) -> dict:
     from lz_tune.workers import env_spec_for
 
     learner = MuZeroLearner(cfg, env_spec_for(cfg))
-    return {"policy_type": cfg.policy_type, "config": cfg.to_dict(), "learner": learner.state_dict(),
-            "counters": {"env_steps": 10, "train_iter": 0}}
+    return {
+        "policy_type": cfg.policy_type,
+        "config": cfg.to_dict(),
+        "learner": learner.state_dict(),
+        "counters": {"env_steps": 10, "train_iter": 0},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -245,8 +251,20 @@ def bad_checkpoints(tiny_cfg, tmp_path_factory):
     return cfg, {k: str(v) for k, v in paths.items()}
 
 
-@pytest.mark.parametrize("kind", ["garbage", "empty", "truncated", "foreign_state_dict", "foreign_list",
-                                  "future_version", "other_policy", "no_learner", "missing"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "garbage",
+        "empty",
+        "truncated",
+        "foreign_state_dict",
+        "foreign_list",
+        "future_version",
+        "other_policy",
+        "no_learner",
+        "missing",
+    ],
+)
 def test_bad_checkpoint_is_refused_before_exp_dir(bad_checkpoints, tmp_path, kind):
     cfg, paths = bad_checkpoints
     exp_dir = tmp_path / "exp"
@@ -295,16 +313,22 @@ def test_replay_buffer_saved_beside_the_checkpoint_comes_back_on_resume(tiny_cfg
     name = load_checkpoint(ckpt_dir / "ckpt_latest.pt")["buffer_manifest"]
     assert (ckpt_dir / name).is_file() and any((ckpt_dir / "buffer_store").iterdir())
     saved = driver.buffer.state_dict()  # the buffer file is written at the last evaluation: compare to it
-    resumed = _quiet(cfg.with_overrides(["max_env_step=200"]), exp_dir=str(tmp_path / "r"),
-                     resume_from=str(ckpt_dir / "ckpt_latest.pt"))
+    resumed = _quiet(
+        cfg.with_overrides(["max_env_step=200"]),
+        exp_dir=str(tmp_path / "r"),
+        resume_from=str(ckpt_dir / "ckpt_latest.pt"),
+    )
     try:
         assert resumed.buffer.num_transitions > 0
         assert_buffer_states_equal(resumed.buffer.state_dict(), saved)
     finally:
         resumed.close()
     # without the option, the same checkpoint resumes with an empty buffer
-    fresh = _quiet(cfg.with_overrides(["buffer.save_in_checkpoint=False"]), exp_dir=str(tmp_path / "f"),
-                   resume_from=str(ckpt_dir / "ckpt_latest.pt"))
+    fresh = _quiet(
+        cfg.with_overrides(["buffer.save_in_checkpoint=False"]),
+        exp_dir=str(tmp_path / "f"),
+        resume_from=str(ckpt_dir / "ckpt_latest.pt"),
+    )
     try:
         assert fresh.buffer.num_transitions == 0
     finally:
@@ -338,7 +362,6 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
     after more collection), so no transition in the buffer file is missing from the counters."""
     from lz_tune.buffer.snapshot import read_manifest
     from lz_tune.checkpoint import load_checkpoint
-
     from lz_tune.pipeline.backends import InProcessBackend, PollResult
 
     class SlowEvaluator(InProcessBackend):
@@ -366,8 +389,10 @@ def test_checkpoint_weights_rng_counters_and_buffer_file_are_from_one_moment(tin
 
     def recording_launch():
         snapshot = driver.publisher.current(driver.train_iter)
-        at_launch.setdefault(snapshot.version, (driver.buffer.num_transitions, driver.counters.env_steps,
-                                                copy.deepcopy(driver.rng.bit_generator.state)))
+        at_launch.setdefault(
+            snapshot.version,
+            (driver.buffer.num_transitions, driver.counters.env_steps, copy.deepcopy(driver.rng.bit_generator.state)),
+        )
         return launch()
 
     driver._launch_eval = recording_launch

@@ -20,12 +20,14 @@ from lz_tune.models.support import scalar_to_support
 def test_value_prefix_targets_reset_every_horizon_from_each_sample():
     rewards = np.array([[1, 2, 3, 4, 5, 6], [10, 20, 30, 40, 50, 60], [1, 1, 1, 0, 0, 0]], np.float32)
     # H = 2: sums over steps {1,2}, {3,4}, {5,6} of the unroll, for EVERY sample
-    np.testing.assert_array_equal(value_prefix_targets(rewards, 2),
-                                  [[1, 3, 3, 7, 5, 11], [10, 30, 30, 70, 50, 110], [1, 2, 1, 1, 0, 0]])
+    np.testing.assert_array_equal(
+        value_prefix_targets(rewards, 2), [[1, 3, 3, 7, 5, 11], [10, 30, 30, 70, 50, 110], [1, 2, 1, 1, 0, 0]]
+    )
     # H = 5 and U + 1 = 7 > H (the original's per-batch counter drifts for the second sample on):
     # the reset falls on unroll step 6 of every row
-    np.testing.assert_array_equal(value_prefix_targets(rewards, 5),
-                                  [[1, 3, 6, 10, 15, 6], [10, 30, 60, 100, 150, 60], [1, 2, 3, 3, 3, 0]])
+    np.testing.assert_array_equal(
+        value_prefix_targets(rewards, 5), [[1, 3, 6, 10, 15, 6], [10, 30, 60, 100, 150, 60], [1, 2, 3, 3, 3, 0]]
+    )
     np.testing.assert_array_equal(value_prefix_targets(rewards, 100), np.cumsum(rewards, axis=1))
 
 
@@ -52,8 +54,11 @@ class CountingNet(nn.Module):
 
     def initial_inference(self, obs):
         batch = obs.shape[0]
-        return InitialOutput(latent=torch.zeros(batch, 1), value_logits=_logits_of(torch.zeros(batch), self.support),
-                             policy_logits=torch.zeros(batch, self.num_actions))
+        return InitialOutput(
+            latent=torch.zeros(batch, 1),
+            value_logits=_logits_of(torch.zeros(batch), self.support),
+            policy_logits=torch.zeros(batch, self.num_actions),
+        )
 
     def initial_hidden(self, batch):
         return torch.zeros(batch, 1), torch.zeros(batch, 1)
@@ -61,17 +66,22 @@ class CountingNet(nn.Module):
     def recurrent_inference(self, latent, hidden, action):
         h = hidden[0] + (action.float() + 1.0)[:, None]
         batch = latent.shape[0]
-        return EZRecurrentOutput(latent=latent + 1, hidden=(h, hidden[1]),
-                                 value_prefix_logits=_logits_of(h[:, 0], self.support),
-                                 value_logits=_logits_of(torch.zeros(batch), self.support),
-                                 policy_logits=torch.zeros(batch, self.num_actions))
+        return EZRecurrentOutput(
+            latent=latent + 1,
+            hidden=(h, hidden[1]),
+            value_prefix_logits=_logits_of(h[:, 0], self.support),
+            value_logits=_logits_of(torch.zeros(batch), self.support),
+            policy_logits=torch.zeros(batch, self.num_actions),
+        )
 
 
 def _policy(num_actions: int, horizon: int) -> EfficientZeroPolicy:
-    cfg = Config().with_updates({"policy_type": "efficientzero", "efficientzero.lstm_horizon_len": horizon,
-                                 "model.kind": "mlp"})
-    spec = EnvSpecInfo(observation_shape=(3,), frame_shape=(3,), frame_stack=1, action_space_size=num_actions,
-                       is_atari=False)
+    cfg = Config().with_updates(
+        {"policy_type": "efficientzero", "efficientzero.lstm_horizon_len": horizon, "model.kind": "mlp"}
+    )
+    spec = EnvSpecInfo(
+        observation_shape=(3,), frame_shape=(3,), frame_stack=1, action_space_size=num_actions, is_atari=False
+    )
     return EfficientZeroPolicy(cfg, spec, network=CountingNet(num_actions))
 
 
@@ -81,8 +91,14 @@ def test_search_rewards_in_a_chain_with_resets(horizon):
     the net predicts are 1, 2, .., H, 1, 2, .. (reset after every H steps). Naive differences
     would give 1 - H at each depth after a reset; the tree must see 1 everywhere."""
     policy = _policy(1, horizon)
-    out, _ = policy.search(np.zeros((1, 3), np.float32), np.ones((1, 1), bool), -np.ones(1, np.int64),
-                           num_simulations=5, noise=False, rng=np.random.default_rng(0))
+    out, _ = policy.search(
+        np.zeros((1, 3), np.float32),
+        np.ones((1, 1), bool),
+        -np.ones(1, np.int64),
+        num_simulations=5,
+        noise=False,
+        rng=np.random.default_rng(0),
+    )
     tree = out.tree
     np.testing.assert_array_equal(tree.node_parent[0], [-1, 0, 1, 2, 3, 4])  # a chain
     np.testing.assert_allclose(tree.node_reward[0, 1:], np.ones(5), atol=1e-4)
@@ -92,8 +108,14 @@ def test_search_rewards_in_a_branching_tree_with_a_reset_inside():
     """Two actions earning 1 and 2 at every node, H = 2. Whatever shape the search builds, the
     reward on each edge must equal the action's true reward, below and above the reset depth."""
     policy = _policy(2, 2)
-    out, _ = policy.search(np.zeros((3, 3), np.float32), np.ones((3, 2), bool), -np.ones(3, np.int64),
-                           num_simulations=12, noise=True, rng=np.random.default_rng(1))
+    out, _ = policy.search(
+        np.zeros((3, 3), np.float32),
+        np.ones((3, 2), bool),
+        -np.ones(3, np.int64),
+        num_simulations=12,
+        noise=True,
+        rng=np.random.default_rng(1),
+    )
     tree = out.tree
     depth = np.zeros_like(tree.node_parent)
     for b in range(3):

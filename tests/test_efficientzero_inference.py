@@ -5,13 +5,12 @@ weight changes between searches."""
 import numpy as np
 import pytest
 import torch
+from engine_checks import assert_same_search, root_values
 
 from lz_tune.algos import get_algorithm
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.efficientzero_inference import EfficientZeroSearchInference, lstm_gates_into
-
-from engine_checks import assert_same_search, root_values
 
 HORIZON = 3
 
@@ -19,17 +18,33 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _spec(actions: int = 3, action_dim: int = 0) -> EnvSpecInfo:
-    return EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1,
-                       action_space_size=1 if action_dim else actions, is_atari=False, action_dim=action_dim,
-                       action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
+    return EnvSpecInfo(
+        observation_shape=(4,),
+        frame_shape=(4,),
+        frame_stack=1,
+        action_space_size=1 if action_dim else actions,
+        is_atari=False,
+        action_dim=action_dim,
+        action_low=(-1.0,) * action_dim,
+        action_high=(1.0,) * action_dim,
+    )
 
 
 def _policies(policy_type: str = "efficientzero", action_dim: int = 0, seed: int = 0):
     """(engine policy, torch policy) sharing one network with non-trivial weights."""
-    cfg = Config().with_updates({"policy_type": policy_type, "model.kind": "mlp", "model.latent_dim": 16,
-                                 "model.hidden_sizes": (24,), "model.value_support_size": 30,
-                                 "model.reward_support_size": 20, "efficientzero.lstm_hidden_size": 12,
-                                 "efficientzero.lstm_horizon_len": HORIZON, "sampled.num_samples": 4})
+    cfg = Config().with_updates(
+        {
+            "policy_type": policy_type,
+            "model.kind": "mlp",
+            "model.latent_dim": 16,
+            "model.hidden_sizes": (24,),
+            "model.value_support_size": 30,
+            "model.reward_support_size": 20,
+            "efficientzero.lstm_hidden_size": 12,
+            "efficientzero.lstm_horizon_len": HORIZON,
+            "sampled.num_samples": 4,
+        }
+    )
     algo = get_algorithm(policy_type)
     torch.manual_seed(seed)
     auto = algo.make_policy(cfg, _spec(action_dim=action_dim))
@@ -49,8 +64,15 @@ def test_lstm_gates_match_lstm_cell():
         h_want, c_want = cell(x, (h, c))
         gates = (x @ cell.weight_ih.T + h @ cell.weight_hh.T).numpy().copy()
     h_out, c_out = np.empty((4, 7), np.float32), np.empty((4, 7), np.float32)
-    lstm_gates_into(gates, (cell.bias_ih + cell.bias_hh).detach().numpy(), c.numpy(), h_out, c_out,
-                    np.empty(2 * 4 * 28, np.float32), np.empty(4 * 28, np.int32))
+    lstm_gates_into(
+        gates,
+        (cell.bias_ih + cell.bias_hh).detach().numpy(),
+        c.numpy(),
+        h_out,
+        c_out,
+        np.empty(2 * 4 * 28, np.float32),
+        np.empty(4 * 28, np.int32),
+    )
     np.testing.assert_allclose(h_out, h_want.numpy(), atol=1e-6)
     np.testing.assert_allclose(c_out, c_want.numpy(), atol=1e-6)
 
@@ -67,19 +89,32 @@ def test_one_step_matches_torch_at_every_depth_around_the_resets(action_dim, fus
     h, c = rng.normal(size=(2, batch, 12)).astype(np.float32)
     prefix = rng.normal(size=batch).astype(np.float32)
     depth = np.arange(batch, dtype=np.int64)  # parents at, before and after reset depths
-    action = (rng.uniform(-1, 1, (batch, action_dim)).astype(np.float32) if action_dim
-              else rng.integers(0, 3, batch).astype(np.int64))
+    action = (
+        rng.uniform(-1, 1, (batch, action_dim)).astype(np.float32)
+        if action_dim
+        else rng.integers(0, 3, batch).astype(np.int64)
+    )
     engine = auto._prefix_engine
     engine.bind(auto.network)
     with torch.inference_mode():
         got_state, got_reward, got_value, got_logits = engine((latent, h, c, prefix, depth), action)
-        state = (torch.from_numpy(latent), torch.from_numpy(h), torch.from_numpy(c),
-                 torch.from_numpy(prefix)[:, None], torch.from_numpy(depth.astype(np.float32))[:, None])
+        state = (
+            torch.from_numpy(latent),
+            torch.from_numpy(h),
+            torch.from_numpy(c),
+            torch.from_numpy(prefix)[:, None],
+            torch.from_numpy(depth.astype(np.float32))[:, None],
+        )
         want_state, want_reward, want_value, want_logits = reference.recurrent_inference(state, action)
-    for name, got, want in [("latent", got_state[0], want_state[0]), ("h", got_state[1], want_state[1]),
-                            ("c", got_state[2], want_state[2]), ("prefix", got_state[3], want_state[3][:, 0]),
-                            ("reward", got_reward, want_reward), ("value", got_value, want_value),
-                            ("policy_logits", got_logits, want_logits)]:
+    for name, got, want in [
+        ("latent", got_state[0], want_state[0]),
+        ("h", got_state[1], want_state[1]),
+        ("c", got_state[2], want_state[2]),
+        ("prefix", got_state[3], want_state[3][:, 0]),
+        ("reward", got_reward, want_reward),
+        ("value", got_value, want_value),
+        ("policy_logits", got_logits, want_logits),
+    ]:
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-4, err_msg=name)
     np.testing.assert_array_equal(got_state[4], depth + 1)
     reset = (depth + 1) % HORIZON == 0

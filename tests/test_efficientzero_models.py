@@ -33,17 +33,38 @@ def _seed():
 
 
 def _mlp(**overrides) -> EfficientZeroNetwork:
-    kwargs = dict(observation_dim=4, action_space_size=3, latent_dim=16, hidden_sizes=(32,), value_support_size=10,
-                  reward_support_size=5, projection_dim=8, layer_norm=True, lstm_hidden_size=H,
-                  projection_hidden_dim=16, predictor_hidden_dim=8)
+    kwargs = dict(
+        observation_dim=4,
+        action_space_size=3,
+        latent_dim=16,
+        hidden_sizes=(32,),
+        value_support_size=10,
+        reward_support_size=5,
+        projection_dim=8,
+        layer_norm=True,
+        lstm_hidden_size=H,
+        projection_hidden_dim=16,
+        predictor_hidden_dim=8,
+    )
     kwargs.update(overrides)
     return EfficientZeroNetwork.mlp(**kwargs)
 
 
 def _conv(**overrides) -> EfficientZeroNetwork:
-    kwargs = dict(observation_shape=OBS_SHAPE, action_space_size=3, num_channels=8, num_res_blocks=1,
-                  downsample=False, value_support_size=10, reward_support_size=5, projection_dim=8,
-                  lstm_hidden_size=H, reduced_channels=4, projection_hidden_dim=16, predictor_hidden_dim=8)
+    kwargs = dict(
+        observation_shape=OBS_SHAPE,
+        action_space_size=3,
+        num_channels=8,
+        num_res_blocks=1,
+        downsample=False,
+        value_support_size=10,
+        reward_support_size=5,
+        projection_dim=8,
+        lstm_hidden_size=H,
+        reduced_channels=4,
+        projection_hidden_dim=16,
+        predictor_hidden_dim=8,
+    )
     kwargs.update(overrides)
     return EfficientZeroNetwork.conv(**kwargs)
 
@@ -146,8 +167,12 @@ def test_gradients_reach_lstm_and_encoder_through_two_steps(kind):
     loss.backward()
 
     encoder = net.muzero.representation_in_weight if kind == "mlp" else net.muzero.stem[0].weight
-    for name, param in [("lstm.weight_ih", net.lstm.weight_ih), ("lstm.weight_hh", net.lstm.weight_hh),
-                        ("prefix_norm.weight", net.prefix_norm.weight), ("encoder", encoder)]:
+    for name, param in [
+        ("lstm.weight_ih", net.lstm.weight_ih),
+        ("lstm.weight_hh", net.lstm.weight_hh),
+        ("prefix_norm.weight", net.prefix_norm.weight),
+        ("encoder", encoder),
+    ]:
         assert param.grad is not None and torch.isfinite(param.grad).all(), name
         assert param.grad.abs().sum() > 0, name  # weight_hh: only through the second step's hidden
     if kind == "mlp":
@@ -187,8 +212,16 @@ def test_state_dict_round_trip(kind):
             initial = model.initial_inference(obs)
             step = model.recurrent_inference(initial.latent, model.initial_hidden(3), action)
             step = model.recurrent_inference(step.latent, step.hidden, action)
-            outs.append((initial.value_logits, step.latent, step.hidden[0], step.value_prefix_logits,
-                         step.value_logits, step.policy_logits))
+            outs.append(
+                (
+                    initial.value_logits,
+                    step.latent,
+                    step.hidden[0],
+                    step.value_prefix_logits,
+                    step.value_logits,
+                    step.policy_logits,
+                )
+            )
     for a, b in zip(*outs):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert any(key.startswith("lstm.") for key in net.state_dict())
@@ -199,8 +232,9 @@ def test_initial_hidden_follows_parameter_dtype():
     h, c = net.initial_hidden(2)
     assert h.dtype == c.dtype == torch.float64
     assert h.data_ptr() != c.data_ptr()
-    _, hidden, logits = net.dynamics(net.representation(torch.randn(2, 4, dtype=torch.float64)), (h, c),
-                                     torch.tensor([0, 1]))
+    _, hidden, logits = net.dynamics(
+        net.representation(torch.randn(2, 4, dtype=torch.float64)), (h, c), torch.tensor([0, 1])
+    )
     assert logits.dtype == torch.float64
 
 
@@ -215,16 +249,22 @@ class _SubclassedMLP(MuZeroMLPNetwork):
     pass
 
 
-@pytest.mark.parametrize("muzero", [None, _SubclassedMLP(observation_dim=4, action_space_size=2),
-                                    torch.nn.Linear(2, 2)])
+@pytest.mark.parametrize(
+    "muzero", [None, _SubclassedMLP(observation_dim=4, action_space_size=2), torch.nn.Linear(2, 2)]
+)
 def test_rejects_other_network_types(muzero):
     with pytest.raises(TypeError, match="muzero"):
         EfficientZeroNetwork(muzero)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("kwargs,name", [({"lstm_hidden_size": 0}, "lstm_hidden_size"),
-                                         ({"reduced_channels": 0}, "reduced_channels"),
-                                         ({"fc_hidden": (0,)}, "fc_hidden")])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"lstm_hidden_size": 0}, "lstm_hidden_size"),
+        ({"reduced_channels": 0}, "reduced_channels"),
+        ({"fc_hidden": (0,)}, "fc_hidden"),
+    ],
+)
 def test_argument_checks(kwargs, name):
     muzero = MuZeroMLPNetwork(observation_dim=4, action_space_size=2, latent_dim=8, hidden_sizes=(8,))
     with pytest.raises(ValueError, match=name):
@@ -269,5 +309,10 @@ def test_value_prefix_unroll_equals_the_step_by_step_dynamics(steps, horizon):
     torch.testing.assert_close(logits.detach(), expected, rtol=1e-5, atol=1e-6)
     assert grads[0].keys() == grads[1].keys() and any(n.startswith("lstm.") for n in grads[0])
     for name in grads[0]:
-        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-5,  # summation order
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            grads[1][name],
+            grads[0][name],
+            rtol=1e-4,
+            atol=1e-5,  # summation order
+            msg=lambda m, name=name: f"{name}: {m}",
+        )

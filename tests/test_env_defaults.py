@@ -60,12 +60,17 @@ def test_minatar_gets_a_full_resolution_conv_stem_and_a_vector_latent():
     assert g.profile.spec.observation_shape == (4, 10, 10)
     assert "declared by the env (hwc)" in g.describe()
     # MinAtar registers no time limit: episodes are capped (CartPole keeps its own limit)
-    assert g.config.env.max_episode_steps == 10_000 and config_for_env("CartPole-v1").config.env.max_episode_steps is None
+    assert (
+        g.config.env.max_episode_steps == 10_000 and config_for_env("CartPole-v1").config.env.max_episode_steps is None
+    )
     # the collection temperature follows the budget as the step size does
     c = g.config
     assert c.collector.manual_temperature_decay
-    assert c.collector.threshold_training_steps_for_final_temperature == c.learner.threshold_training_steps_for_final_lr \
+    assert (
+        c.collector.threshold_training_steps_for_final_temperature
+        == c.learner.threshold_training_steps_for_final_lr
         == int(c.max_env_step * c.learner.replay_ratio)
+    )
 
 
 def test_atari_sized_images_get_the_conv_network():
@@ -78,8 +83,9 @@ def test_continuous_actions_get_a_sampled_type_and_others_a_clear_error():
     assert g.config.policy_type == "sampled_muzero" and g.config.sampled.num_samples == 8
     with pytest.raises(ConfigError, match="policy_type: 'muzero' plans over discrete actions.*sampled_muzero"):
         config_for_env("Pendulum-v1", policy_type="muzero")
-    assert config_for_env("Pendulum-v1", policy_type="sampled_efficientzero").config.policy_type == \
-        "sampled_efficientzero"
+    assert (
+        config_for_env("Pendulum-v1", policy_type="sampled_efficientzero").config.policy_type == "sampled_efficientzero"
+    )
 
 
 def test_two_player_games_get_self_play_settings():
@@ -97,8 +103,9 @@ def test_an_unknown_env_is_an_error_naming_it():
 
 
 def test_cli_config_env_prints_the_choices_and_the_fields(repo_root, capsys):
-    code, out, err = run_cli(capsys, "config", "--env", "Acrobot-v1", "--changed", "learner.learning_rate=1e-3",
-                             cwd=repo_root)
+    code, out, err = run_cli(
+        capsys, "config", "--env", "Acrobot-v1", "--changed", "learner.learning_rate=1e-3", cwd=repo_root
+    )
     assert code == 0, err
     assert "config derived from env Acrobot-v1" in err and "collector.eps_greedy_start" in err
     assert "# derived from --env Acrobot-v1 with learner.learning_rate=1e-3" in out
@@ -112,10 +119,24 @@ def test_cli_without_config_or_env_is_a_clear_error(repo_root, capsys):
 
 def test_cli_train_env_runs_the_derived_config(repo_root, tmp_path, capsys):
     exp_dir = tmp_path / "exp"
-    code, out, err = run_cli(capsys, "train", "--env", "CartPole-v1", "--policy-type", "efficientzero",
-                             "max_env_step=120", "mcts.num_simulations=4", "learner.batch_size=16",
-                             "env.collector_env_num=2", "evaluator.n_evaluator_episode=2", "evaluator.eval_freq=20",
-                             "learner.num_threads=1", "--exp-dir", str(exp_dir), cwd=repo_root)
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--policy-type",
+        "efficientzero",
+        "max_env_step=120",
+        "mcts.num_simulations=4",
+        "learner.batch_size=16",
+        "env.collector_env_num=2",
+        "evaluator.n_evaluator_episode=2",
+        "evaluator.eval_freq=20",
+        "learner.num_threads=1",
+        "--exp-dir",
+        str(exp_dir),
+        cwd=repo_root,
+    )
     assert code == 0, err[-3000:]
     assert "config derived from env CartPole-v1" in err
     saved = json.loads((exp_dir / "config.json").read_text())
@@ -130,25 +151,34 @@ def test_the_step_size_schedule_follows_the_budget():
     assert cfg.learner.piecewise_decay_lr_scheduler and cfg.learner.threshold_training_steps_for_final_lr == 5_000
     cfg = build_config_for_env("CartPole-v1", ["learner.threshold_training_steps_for_final_lr=7"])
     assert cfg.learner.threshold_training_steps_for_final_lr == 7  # the user's own value stays
-    cfg = build_config_for_env("CartPole-v1", ["learner.update_per_collect=100", "buffer.game_segment_length=50"],
-                               {"max_env_step": 40_000})
+    cfg = build_config_for_env(
+        "CartPole-v1", ["learner.update_per_collect=100", "buffer.game_segment_length=50"], {"max_env_step": 40_000}
+    )
     assert cfg.learner.threshold_training_steps_for_final_lr == 10_000  # 100 updates per 8 x 50 steps
 
 
 def test_cli_env_errors_exit_2_naming_the_key(repo_root, capsys):
     code, _, err = run_cli(capsys, "train", "--env", "CartPol-v1", cwd=repo_root)
     assert code == 2 and "error: env.env_id: unknown env id 'CartPol-v1'" in err and "Traceback" not in err
-    code, _, err = run_cli(capsys, "config", "--env", "CartPole-v1", "env.import_modules=('no_such_pkg_xyz',)",
-                           cwd=repo_root)
+    code, _, err = run_cli(
+        capsys, "config", "--env", "CartPole-v1", "env.import_modules=('no_such_pkg_xyz',)", cwd=repo_root
+    )
     assert code == 2 and "error: env.import_modules[0]: cannot import 'no_such_pkg_xyz'" in err
 
 
 def test_resume_without_a_config_continues_the_runs_own(repo_root, tmp_path, capsys):
     exp_dir = tmp_path / "exp"
-    tiny = ("mcts.num_simulations=4", "learner.batch_size=16", "env.collector_env_num=2",
-            "evaluator.n_evaluator_episode=2", "evaluator.eval_freq=20", "learner.num_threads=1")
-    code, _, err = run_cli(capsys, "train", "--env", "CartPole-v1", "max_env_step=100", *tiny,
-                           "--exp-dir", str(exp_dir), cwd=repo_root)
+    tiny = (
+        "mcts.num_simulations=4",
+        "learner.batch_size=16",
+        "env.collector_env_num=2",
+        "evaluator.n_evaluator_episode=2",
+        "evaluator.eval_freq=20",
+        "learner.num_threads=1",
+    )
+    code, _, err = run_cli(
+        capsys, "train", "--env", "CartPole-v1", "max_env_step=100", *tiny, "--exp-dir", str(exp_dir), cwd=repo_root
+    )
     assert code == 0, err[-3000:]
     code, out, err = run_cli(capsys, "train", "--resume", str(exp_dir), "max_env_step=200", cwd=repo_root)
     assert code == 0, err[-3000:]

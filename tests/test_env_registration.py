@@ -18,8 +18,14 @@ from tests.conftest import REPO_ROOT
 from tests.registered_env import ENV_ID
 
 REGISTER = "tests.registered_env:register"
-CONV = ("model.kind='conv'", "model.num_channels=4", "model.num_res_blocks=1", "model.downsample=False",
-        "model.projection_dim=16", "model.projection_hidden_dim=16")
+CONV = (
+    "model.kind='conv'",
+    "model.num_channels=4",
+    "model.num_res_blocks=1",
+    "model.downsample=False",
+    "model.projection_dim=16",
+    "model.projection_hidden_dim=16",
+)
 
 
 def test_import_modules_is_checked_at_construction():
@@ -52,10 +58,18 @@ def test_a_fresh_process_finds_the_env_only_through_import_modules():
 
 
 def test_registration_runs_in_every_ray_actor(tiny_cfg, ray_cluster):
-    cfg = tiny_cfg(f"env.env_id={ENV_ID!r}", f"env.import_modules=({REGISTER!r},)", *CONV,
-                   "async_pipeline.enabled=True", "async_pipeline.num_collector_actors=1",
-                   "async_pipeline.num_evaluator_actors=1", "async_pipeline.collector_num_cpus=0.5",
-                   "async_pipeline.evaluator_num_cpus=0.5", "max_env_step=60", "evaluator.stop_value=None")
+    cfg = tiny_cfg(
+        f"env.env_id={ENV_ID!r}",
+        f"env.import_modules=({REGISTER!r},)",
+        *CONV,
+        "async_pipeline.enabled=True",
+        "async_pipeline.num_collector_actors=1",
+        "async_pipeline.num_evaluator_actors=1",
+        "async_pipeline.collector_num_cpus=0.5",
+        "async_pipeline.evaluator_num_cpus=0.5",
+        "max_env_step=60",
+        "evaluator.stop_value=None",
+    )
     driver = Driver(cfg, print_fn=None)
     try:
         metrics = driver.run()

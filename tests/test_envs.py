@@ -225,9 +225,7 @@ gymnasium.register(id="LzTuneTest/TwoPlayerCountdown-v0", entry_point=_TwoPlayer
 
 
 def test_gym_env_info_action_mask_and_to_play():
-    with make_vector_env(
-        env_id="LzTuneTest/TwoPlayerCountdown-v0", num_envs=2, seed=0, mode="collect"
-    ) as env:
+    with make_vector_env(env_id="LzTuneTest/TwoPlayerCountdown-v0", num_envs=2, seed=0, mode="collect") as env:
         batch = env.reset()
         assert batch.observation.dtype == np.float32
         np.testing.assert_array_equal(batch.action_mask, [[True, True, True]] * 2)
@@ -386,7 +384,11 @@ def test_asterix_rewards_clipped_only_in_collect_mode():
 
 def test_atari_time_limit_truncates_with_fresh_stack_and_raw_return():
     with make_vector_env(
-        env_id="ALE/Pong-v5", num_envs=2, seed=0, mode="collect", max_episode_steps=12,
+        env_id="ALE/Pong-v5",
+        num_envs=2,
+        seed=0,
+        mode="collect",
+        max_episode_steps=12,
         atari=AtariOptions(noop_max=0),
     ) as env:
         env.reset()

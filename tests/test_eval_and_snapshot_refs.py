@@ -29,8 +29,12 @@ class BusyEvaluatorBackend(InProcessBackend):
 
 
 def test_a_refused_evaluation_is_retried_and_the_final_one_happens(tiny_cfg):
-    cfg = tiny_cfg("max_train_iter=10", "learner.update_per_collect=5", "evaluator.eval_freq=5",
-                   "async_pipeline.max_eval_inflight=2")
+    cfg = tiny_cfg(
+        "max_train_iter=10",
+        "learner.update_per_collect=5",
+        "evaluator.eval_freq=5",
+        "async_pipeline.max_eval_inflight=2",
+    )
     backend = BusyEvaluatorBackend(cfg)
     driver = Driver(cfg, backend=backend, print_fn=None)
     try:

@@ -20,12 +20,15 @@ def _rows(fn) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("name,kernel,reference,atol", [
-    ("sigmoid", lambda x: fm.sigmoid_rows(x, WORK, BITS), torch.sigmoid, 2e-7),
-    ("tanh", lambda x: fm.tanh_rows(x, WORK, BITS), torch.tanh, 3e-7),
-    ("gelu_tanh", lambda x: fm.gelu_tanh_rows(x, WORK, BITS), lambda t: F.gelu(t, approximate="tanh"), 2e-6),
-    ("gelu_erf", lambda x: fm.gelu_erf_rows(x, WORK), F.gelu, 2e-6),
-])
+@pytest.mark.parametrize(
+    "name,kernel,reference,atol",
+    [
+        ("sigmoid", lambda x: fm.sigmoid_rows(x, WORK, BITS), torch.sigmoid, 2e-7),
+        ("tanh", lambda x: fm.tanh_rows(x, WORK, BITS), torch.tanh, 3e-7),
+        ("gelu_tanh", lambda x: fm.gelu_tanh_rows(x, WORK, BITS), lambda t: F.gelu(t, approximate="tanh"), 2e-6),
+        ("gelu_erf", lambda x: fm.gelu_erf_rows(x, WORK), F.gelu, 2e-6),
+    ],
+)
 def test_row_kernels_match_torch(name, kernel, reference, atol):
     want = reference(torch.from_numpy(X).double()).numpy()
     got = _rows(kernel)

@@ -3,7 +3,6 @@ once; the run finishes, counters stay monotone, buffer invariants hold, and ever
 every collect that completed is in the buffer exactly once (failed collects leave nothing). In the
 learner: non-finite losses skipped, counted, and a run that only makes them stopped."""
 
-
 import pytest
 import torch
 
@@ -12,22 +11,36 @@ from lz_tune.pipeline import Driver
 
 ray = pytest.importorskip("ray")
 
-from test_train_muzero_segment_async import TINY  # noqa: E402  (same tiny config)
 from conftest import TINY_OVERRIDES  # noqa: E402
+from test_train_muzero_segment_async import TINY  # noqa: E402  (same tiny config)
 
 TINY_SYNC = list(TINY_OVERRIDES)
 
 
-@pytest.mark.parametrize("actors", [
-    pytest.param(["async_pipeline.num_collector_actors=2"], marks=pytest.mark.slow),  # ~40 s
-    # one actor holding two collects: both fail with it, and it is restarted once, not twice
-    ["async_pipeline.num_collector_actors=1", "async_pipeline.max_collect_inflight=2",
-     "async_pipeline.max_train_budget_queue_size=4"],
-], ids=["two-actors", "one-actor-two-queued"])
+@pytest.mark.parametrize(
+    "actors",
+    [
+        pytest.param(["async_pipeline.num_collector_actors=2"], marks=pytest.mark.slow),  # ~40 s
+        # one actor holding two collects: both fail with it, and it is restarted once, not twice
+        [
+            "async_pipeline.num_collector_actors=1",
+            "async_pipeline.max_collect_inflight=2",
+            "async_pipeline.max_train_budget_queue_size=4",
+        ],
+    ],
+    ids=["two-actors", "one-actor-two-queued"],
+)
 def test_killed_actors_are_restarted_and_nothing_half_written(ray_cluster, actors):
-    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + actors + [
-        "learner.update_per_collect=4", "evaluator.eval_freq=8",
-        "max_env_step=700", "async_pipeline.max_actor_restarts=20"])
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(
+        TINY
+        + actors
+        + [
+            "learner.update_per_collect=4",
+            "evaluator.eval_freq=8",
+            "max_env_step=700",
+            "async_pipeline.max_actor_restarts=20",
+        ]
+    )
     messages = []
     driver = Driver(cfg, exp_dir=None, print_fn=messages.append)
     backend = driver.backend
@@ -76,8 +89,9 @@ def test_killed_actors_are_restarted_and_nothing_half_written(ray_cluster, actor
 
 
 def test_crash_loop_becomes_a_clear_error(ray_cluster):
-    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
-        "learner.update_per_collect=2", "max_env_step=100000", "async_pipeline.max_actor_restarts=2"])
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(
+        TINY + ["learner.update_per_collect=2", "max_env_step=100000", "async_pipeline.max_actor_restarts=2"]
+    )
     driver = Driver(cfg, exp_dir=None, print_fn=None)
     backend = driver.backend
     orig_launch = backend.launch_collect
@@ -101,18 +115,28 @@ def test_a_hung_actor_is_killed_after_its_timeout_and_the_run_finishes(ray_clust
     """async_pipeline.eval_timeout_s / collect_timeout_s: an evaluation (a collect) that never
     comes back is given up after the timeout, its actor killed and restarted (counted); the run
     goes on and finishes with the restarted actor."""
-    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
-        "learner.update_per_collect=4", "evaluator.eval_freq=8", "max_env_step=400",
-        "async_pipeline.eval_timeout_s=20", "async_pipeline.collect_timeout_s=20"])
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(
+        TINY
+        + [
+            "learner.update_per_collect=4",
+            "evaluator.eval_freq=8",
+            "max_env_step=400",
+            "async_pipeline.eval_timeout_s=20",
+            "async_pipeline.collect_timeout_s=20",
+        ]
+    )
+
     class Hangs:  # (defined here: Ray ships it by value, the workers need not import this module)
         """An evaluator and collector that never answer (a hung env, a deadlock)."""
 
         def evaluate(self, box):
             import time
+
             time.sleep(10**6)
 
         def collect(self, *args):
             import time
+
             time.sleep(10**6)
 
         def close(self):
@@ -135,6 +159,7 @@ def test_a_hung_actor_is_killed_after_its_timeout_and_the_run_finishes(ray_clust
     assert metrics["actor_restarts"] == 1 and metrics["env_steps"] >= 400
     assert any(("EvalTimeout" if kind == "evaluator" else "CollectTimeout") in m for m in messages), messages
     assert driver.counters.evaluations >= 1
+
 
 # ---------------------------------------------------------------------------------------------
 # Non-finite losses: skipped, counted, and a run that only makes them stops
@@ -227,8 +252,9 @@ def test_a_full_disk_skips_checkpoints_and_training_goes_on(tiny_cfg, tmp_path, 
 
     state = _disk_full_after(monkeypatch, driver_module, {2, 3})
     messages = []
-    driver = Driver(tiny_cfg("max_env_step=600", "evaluator.eval_freq=10"), exp_dir=str(tmp_path / "run"),
-                    print_fn=messages.append)
+    driver = Driver(
+        tiny_cfg("max_env_step=600", "evaluator.eval_freq=10"), exp_dir=str(tmp_path / "run"), print_fn=messages.append
+    )
     on_eval = driver._on_eval
 
     def counting_on_eval(result):
@@ -254,7 +280,8 @@ def test_a_disk_that_stays_full_stops_the_run_cleanly(tiny_cfg, tmp_path, monkey
     """From the second evaluation on the disk is full: after evaluator.max_failed_saves_in_a_row
     failed saves the CLI stops with exit code 1 and says why; the first checkpoint still resumes."""
     from lz_tune.cli.main import main
-    from lz_tune.pipeline import Driver, driver as driver_module
+    from lz_tune.pipeline import Driver
+    from lz_tune.pipeline import driver as driver_module
 
     state = _disk_full_after(monkeypatch, driver_module, set(range(2, 1000)))
     real_on_eval = Driver._on_eval
@@ -265,8 +292,19 @@ def test_a_disk_that_stays_full_stops_the_run_cleanly(tiny_cfg, tmp_path, monkey
 
     monkeypatch.setattr(Driver, "_on_eval", counting_on_eval)
     run = tmp_path / "run"
-    code = main(["train", "zoo/classic_control/cartpole_muzero.py", *TINY_SYNC, "max_env_step=5000",
-                 "evaluator.eval_freq=8", "evaluator.max_failed_saves_in_a_row=2", "--exp-dir", str(run), "--quiet"])
+    code = main(
+        [
+            "train",
+            "zoo/classic_control/cartpole_muzero.py",
+            *TINY_SYNC,
+            "max_env_step=5000",
+            "evaluator.eval_freq=8",
+            "evaluator.max_failed_saves_in_a_row=2",
+            "--exp-dir",
+            str(run),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "disk full: 2 checkpoint saves in a row failed" in err
     assert state["evaluation"] == 3 and len(set(state["written"])) == 1  # (latest and best of the first)

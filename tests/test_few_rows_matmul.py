@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from lz_tune.models.few_rows_matmul import (
-    CHUNK, FEW_ROWS_MAX, FEW_ROWS_MIN, FewRowsWeight, few_rows_matmul,
+    CHUNK,
+    FEW_ROWS_MAX,
+    FEW_ROWS_MIN,
+    FewRowsWeight,
+    few_rows_matmul,
 )
 
 

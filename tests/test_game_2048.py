@@ -156,13 +156,18 @@ def test_legal_move_masks():
     column_merge = board([2, 4, 8, 16], [2, 8, 16, 32], [4, 16, 32, 64], [8, 32, 64, 128])
     masks = g.legal_moves(np.concatenate([no_merges, corner, row_merge, column_merge]))
     assert masks.shape == (4, 4) and masks.dtype == np.bool_
-    np.testing.assert_array_equal(masks, [
-        [False, False, False, False],  # full, no merges: game over
-        [False, True, True, False],    # a lone tile in the top-left corner: right or down
-        [False, True, False, True],    # one horizontal pair
-        [True, False, True, False],    # one vertical pair
-    ])
-    assert (g.greedy_actions(no_merges) == 0).all() and (g.random_actions(no_merges, np.random.default_rng(0)) == 0).all()
+    np.testing.assert_array_equal(
+        masks,
+        [
+            [False, False, False, False],  # full, no merges: game over
+            [False, True, True, False],  # a lone tile in the top-left corner: right or down
+            [False, True, False, True],  # one horizontal pair
+            [True, False, True, False],  # one vertical pair
+        ],
+    )
+    assert (g.greedy_actions(no_merges) == 0).all() and (
+        g.random_actions(no_merges, np.random.default_rng(0)) == 0
+    ).all()
 
 
 def test_greedy_takes_the_largest_merge_ties_to_the_lowest_action():
@@ -248,8 +253,17 @@ def _greedy_run(env: Game2048VectorEnv, steps: int, seed: int) -> list[np.ndarra
     out = [env.reset(seed=seed).observation]
     for _ in range(steps):
         res = env.step(g.greedy_actions(env.boards))
-        out.append(np.concatenate([res.batch.observation, res.reward[:, None],
-                                   res.info_columns["chance_outcome"][:, None], res.done[:, None]], axis=1))
+        out.append(
+            np.concatenate(
+                [
+                    res.batch.observation,
+                    res.reward[:, None],
+                    res.info_columns["chance_outcome"][:, None],
+                    res.done[:, None],
+                ],
+                axis=1,
+            )
+        )
     return out
 
 
@@ -281,7 +295,10 @@ def test_vector_env_batches_and_seeding():
 
 def test_env_i_does_not_depend_on_n():
     # 300 greedy steps with a time limit of 40: every env goes through several autoresets
-    with Game2048VectorEnv(num_envs=5, max_episode_steps=40) as wide, Game2048VectorEnv(num_envs=1, max_episode_steps=40) as narrow:
+    with (
+        Game2048VectorEnv(num_envs=5, max_episode_steps=40) as wide,
+        Game2048VectorEnv(num_envs=1, max_episode_steps=40) as narrow,
+    ):
         a = _greedy_run(wide, 300, seed=10)
         b = _greedy_run(narrow, 300, seed=13)
     for x, y in zip(a, b):

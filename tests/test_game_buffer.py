@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lz_tune.algos.targets import make_train_batch
-from lz_tune.buffer import Reanalysis, GameBuffer, GameSegment, SampledIndex, SegmentBuilder, segment_value_targets
+from lz_tune.buffer import GameBuffer, GameSegment, Reanalysis, SampledIndex, SegmentBuilder, segment_value_targets
 from lz_tune.buffer.priority import gumbel_top_k, importance_weights, sample_proportional
 from lz_tune.buffer.storage import ColumnStore
 
@@ -33,9 +33,16 @@ def collect_segments(*, episode_lengths, L, U, T, S, frame_shape=(2,), seed=0):
             mask = rng.random(A) < 0.8
             mask[rng.integers(A)] = True
             segments += builder.add_step(
-                action=int(rng.integers(A)), reward=float(rng.normal()), root_value=float(rng.normal()),
-                pred_value=float(rng.normal()), policy_target=visits, action_mask=mask, to_play=int(i % 2),
-                timestep=i, next_frame=frame(), done=i == length - 1,
+                action=int(rng.integers(A)),
+                reward=float(rng.normal()),
+                root_value=float(rng.normal()),
+                pred_value=float(rng.normal()),
+                policy_target=visits,
+                action_mask=mask,
+                to_play=int(i % 2),
+                timestep=i,
+                next_frame=frame(),
+                done=i == length - 1,
             )
     return segments
 
@@ -45,16 +52,30 @@ def tiny_segment(num_owned, *, terminal=True, padding=0, value=0.0, pred=None):
     m = num_owned + padding
     n_obs = m if terminal else m + 1
     return GameSegment(
-        frames=np.full((n_obs, 1), value, np.float32), actions=np.zeros(m, np.int64), rewards=np.ones(m),
-        root_values=np.zeros(m), pred_values=np.zeros(m) if pred is None else np.asarray(pred),
-        policy_targets=np.full((m, A), 1 / A), action_mask=np.ones((m, A), bool), to_play=np.full(m, -1),
-        timesteps=np.arange(m), num_owned=num_owned, terminal=terminal,
+        frames=np.full((n_obs, 1), value, np.float32),
+        actions=np.zeros(m, np.int64),
+        rewards=np.ones(m),
+        root_values=np.zeros(m),
+        pred_values=np.zeros(m) if pred is None else np.asarray(pred),
+        policy_targets=np.full((m, A), 1 / A),
+        action_mask=np.ones((m, A), bool),
+        to_play=np.full(m, -1),
+        timesteps=np.arange(m),
+        num_owned=num_owned,
+        terminal=terminal,
     )
 
 
 def make_buffer(**overrides):
-    kwargs = dict(capacity_transitions=1000, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
-                  action_space_size=A, seed=0)
+    kwargs = dict(
+        capacity_transitions=1000,
+        num_unroll_steps=2,
+        td_steps=2,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=A,
+        seed=0,
+    )
     kwargs.update(overrides)
     return GameBuffer(**kwargs)
 
@@ -291,8 +312,9 @@ def test_update_priorities_rejects_non_finite_and_floors_zero():
 
 # -- property test -----------------------------------------------------------------------------------
 operation = st.one_of(
-    st.tuples(st.just("push"), st.lists(st.tuples(st.integers(1, 5), st.booleans()), min_size=0, max_size=3),
-              st.booleans()),
+    st.tuples(
+        st.just("push"), st.lists(st.tuples(st.integers(1, 5), st.booleans()), min_size=0, max_size=3), st.booleans()
+    ),
     st.tuples(st.just("sample"), st.integers(1, 8)),
     st.tuples(st.just("update"), st.integers(0, 10**6), st.floats(0.0, 50.0)),
     st.tuples(st.just("evict"), st.integers(0, 2)),
@@ -344,7 +366,7 @@ def test_random_operation_sequences(ops, capacity, seed):
                 assert written == 0
         elif op[0] == "evict":
             removed = buffer.evict_oldest(op[1])
-            victims = sorted(model)[:op[1]]
+            victims = sorted(model)[: op[1]]
             assert removed == sum(owned[v] for v in victims)
             for v in victims:
                 del model[v]
@@ -375,7 +397,7 @@ def test_column_store_keeps_logical_indices_over_compaction():
         store.drop_front(drop)
         live = store.live("x")
         np.testing.assert_array_equal(live, np.arange(store.first, store.end))
-        np.testing.assert_array_equal(store.array("x")[store.first - store.base:store.end - store.base], live)
+        np.testing.assert_array_equal(store.array("x")[store.first - store.base : store.end - store.base], live)
         assert store.array("x").shape[0] <= max(64, 1.25 * 60 + 16)  # live rows stay small here
 
 
@@ -383,7 +405,7 @@ def test_column_store_keeps_logical_indices_over_compaction():
 def newest_frame_mean(obs):
     """A deterministic 'target network': mean of the newest frame."""
     per_frame = obs.reshape(obs.shape[0], -1)
-    return per_frame[:, -per_frame.shape[1] // 4:].mean(1).astype(np.float32)
+    return per_frame[:, -per_frame.shape[1] // 4 :].mean(1).astype(np.float32)
 
 
 @pytest.mark.parametrize(
@@ -612,13 +634,30 @@ priority_value = st.one_of(st.just(0.0), st.floats(1e-9, 10.0), st.floats(10.0, 
 
 
 class GameBufferMachine(RuleBasedStateMachine):
-    @initialize(capacity=st.integers(1, 30), U=st.integers(0, 2), T=st.integers(1, 2), S=st.integers(1, 2),
-                use_priority=st.booleans(), alpha=st.sampled_from([0.0, 0.6, 1.0]), use_max=st.booleans(),
-                seed=st.integers(0, 2**16))
+    @initialize(
+        capacity=st.integers(1, 30),
+        U=st.integers(0, 2),
+        T=st.integers(1, 2),
+        S=st.integers(1, 2),
+        use_priority=st.booleans(),
+        alpha=st.sampled_from([0.0, 0.6, 1.0]),
+        use_max=st.booleans(),
+        seed=st.integers(0, 2**16),
+    )
     def setup(self, capacity, U, T, S, use_priority, alpha, use_max, seed):
-        self.kwargs = dict(num_unroll_steps=U, td_steps=T, discount=0.9, frame_stack=S, action_space_size=A,
-                           use_priority=use_priority, alpha=alpha, beta=0.4, priority_eps=EPS,
-                           use_max_priority_for_new_data=use_max, mini_infer_size=4)
+        self.kwargs = dict(
+            num_unroll_steps=U,
+            td_steps=T,
+            discount=0.9,
+            frame_stack=S,
+            action_space_size=A,
+            use_priority=use_priority,
+            alpha=alpha,
+            beta=0.4,
+            priority_eps=EPS,
+            use_max_priority_for_new_data=use_max,
+            mini_infer_size=4,
+        )
         self.capacity = capacity
         self.buffer = GameBuffer(capacity_transitions=capacity, seed=seed, **self.kwargs)
         self.U, self.T, self.S = U, T, S
@@ -635,8 +674,12 @@ class GameBufferMachine(RuleBasedStateMachine):
     # ---------------------------------------------------------------------------- model helpers
     def _rows(self, segs) -> dict[str, int]:
         segs = list(segs)
-        return {"steps": sum(s.num_steps for s in segs), "frames": sum(s.num_obs + self.S - 1 for s in segs),
-                "positions": sum(s.num_owned for s in segs), "segments": len(segs)}
+        return {
+            "steps": sum(s.num_steps for s in segs),
+            "frames": sum(s.num_obs + self.S - 1 for s in segs),
+            "positions": sum(s.num_owned for s in segs),
+            "segments": len(segs),
+        }
 
     def _make_segment(self, owned, terminal, extra) -> GameSegment:
         m = owned + extra + (0 if terminal else self.U + self.T)
@@ -646,10 +689,17 @@ class GameBufferMachine(RuleBasedStateMachine):
         visits = self.rng.dirichlet(np.ones(A), size=m).astype(np.float32)
         return GameSegment(
             frames=(base + np.arange(self.S - 1 + n_obs, dtype=np.float32))[:, None].repeat(2, 1),
-            actions=self.rng.integers(0, A, m), rewards=base + np.arange(m, dtype=np.float32),
-            root_values=self.rng.normal(size=m), pred_values=self.rng.normal(size=m), policy_targets=visits,
-            action_mask=np.ones((m, A), bool), to_play=np.full(m, -1), timesteps=np.arange(m),
-            num_owned=owned, terminal=terminal)
+            actions=self.rng.integers(0, A, m),
+            rewards=base + np.arange(m, dtype=np.float32),
+            root_values=self.rng.normal(size=m),
+            pred_values=self.rng.normal(size=m),
+            policy_targets=visits,
+            action_mask=np.ones((m, A), bool),
+            to_play=np.full(m, -1),
+            timesteps=np.arange(m),
+            num_owned=owned,
+            terminal=terminal,
+        )
 
     def _evict_model_to(self, capacity: int) -> None:
         evicted = False
@@ -667,8 +717,14 @@ class GameBufferMachine(RuleBasedStateMachine):
     @rule(specs=st.lists(segment_spec, max_size=4), give=st.booleans(), data=st.data())
     def push(self, specs, give, data):
         segments = [self._make_segment(*spec) for spec in specs]
-        prios = ([np.array(data.draw(st.lists(priority_value, min_size=s.num_owned, max_size=s.num_owned)))
-                  for s in segments] if give else None)
+        prios = (
+            [
+                np.array(data.draw(st.lists(priority_value, min_size=s.num_owned, max_size=s.num_owned)))
+                for s in segments
+            ]
+            if give
+            else None
+        )
         new_priority = self._max_priority()
         live_before = self._rows(self.segments.values())
         self.buffer.push(segments, prios)
@@ -763,8 +819,7 @@ class GameBufferMachine(RuleBasedStateMachine):
             visits[:, 1] = 1.0
             return Reanalysis(visits, obs.reshape(obs.shape[0], -1)[:, -1].astype(np.float32))  # newest frame's value
 
-        chosen = self.buffer.choose_stale_segments(num_segments=count, partition=fraction,
-                                                   rng=np.random.default_rng(0))
+        chosen = self.buffer.choose_stale_segments(num_segments=count, partition=fraction, rng=np.random.default_rng(0))
         self.buffer.reanalyze_segments(chosen, fn)
         assert len(set(chosen.tolist())) == len(chosen) <= count
         for s in chosen.tolist():
@@ -772,7 +827,7 @@ class GameBufferMachine(RuleBasedStateMachine):
             m = seg.num_steps
             visits = np.zeros((m, A), np.float32)
             visits[:, 1] = 1.0
-            newest = seg.frames[self.S - 1:self.S - 1 + m, -1].astype(np.float32)
+            newest = seg.frames[self.S - 1 : self.S - 1 + m, -1].astype(np.float32)
             self.segments[s] = GameSegment(**{**seg.__dict__, "policy_targets": visits, "root_values": newest})
 
     @rule(new_capacity=st.integers(1, 30))
@@ -799,8 +854,12 @@ class GameBufferMachine(RuleBasedStateMachine):
         ids = sorted(self.segments)
         live = self._rows(self.segments[s] for s in ids)
         # every table holds exactly the rows of the live segments
-        for name, store in (("steps", buf.tables.steps), ("frames", buf.tables.frames), ("positions", buf.tables.positions),
-                            ("segments", buf.tables.segments)):
+        for name, store in (
+            ("steps", buf.tables.steps),
+            ("frames", buf.tables.frames),
+            ("positions", buf.tables.positions),
+            ("segments", buf.tables.segments),
+        ):
             assert len(store) == live[name], name
         assert buf.num_transitions == live["positions"] <= self.capacity
         assert (buf.time, buf.clear_time) == (self.time, self.clear_time)
@@ -819,7 +878,12 @@ class GameBufferMachine(RuleBasedStateMachine):
                 np.testing.assert_array_equal(getattr(stored, name), getattr(seg, name), err_msg=name)
             assert (stored.num_owned, stored.terminal) == (seg.num_owned, seg.terminal)
         # bytes: what the arrays allocate, at least the live rows, at most the peak plus slack
-        stores = {"steps": buf.tables.steps, "frames": buf.tables.frames, "positions": buf.tables.positions, "segments": buf.tables.segments}
+        stores = {
+            "steps": buf.tables.steps,
+            "frames": buf.tables.frames,
+            "positions": buf.tables.positions,
+            "segments": buf.tables.segments,
+        }
         assert buf.nbytes == sum(a.nbytes for st_ in stores.values() for a in st_._arrays.values())
         for name, store in stores.items():
             if not store.names:
@@ -831,6 +895,9 @@ class GameBufferMachine(RuleBasedStateMachine):
 
 
 GameBufferMachine.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=30, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 test_game_buffer_state_machine = GameBufferMachine.TestCase

@@ -18,13 +18,27 @@ pytestmark = pytest.mark.slow
 
 def _train(tmp_path, *args: str, timeout: float) -> dict:
     exp_dir = tmp_path / "exp"
-    cmd = [sys.executable, "-m", "lz_tune", "train", *args, "learner.num_threads=1", "--quiet", "--exp-dir", str(exp_dir)]
-    out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-                         env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+    cmd = [
+        sys.executable,
+        "-m",
+        "lz_tune",
+        "train",
+        *args,
+        "learner.num_threads=1",
+        "--quiet",
+        "--exp-dir",
+        str(exp_dir),
+    ]
+    out = subprocess.run(
+        cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=REPO_ROOT)
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in (exp_dir / "result.json").read_text().splitlines()]
-    evals = [r["evaluation/env_runners/episode_return_mean"] for r in rows
-             if "evaluation/env_runners/episode_return_mean" in r]
+    evals = [
+        r["evaluation/env_runners/episode_return_mean"]
+        for r in rows
+        if "evaluation/env_runners/episode_return_mean" in r
+    ]
     return {"best": max(evals), "env_steps": rows[-1]["num_env_steps_sampled_lifetime"]}
 
 

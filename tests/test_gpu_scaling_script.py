@@ -12,19 +12,33 @@ import sys
 
 import pytest
 import torch
-
 from conftest import REPO_ROOT
 
-SMOKE = ["benchmarks/gpu_scaling.py", "--updates", "1", "--repeats", "1", "--batch-size", "4", "--fill", "100",
-         "--collectors", "1", "--seconds", "5", "--warmup", "0",
-         "env.collector_env_num=2", "mcts.num_simulations=2"]
+SMOKE = [
+    "benchmarks/gpu_scaling.py",
+    "--updates",
+    "1",
+    "--repeats",
+    "1",
+    "--batch-size",
+    "4",
+    "--fill",
+    "100",
+    "--collectors",
+    "1",
+    "--seconds",
+    "5",
+    "--warmup",
+    "0",
+    "env.collector_env_num=2",
+    "mcts.num_simulations=2",
+]
 
 
 @pytest.mark.slow  # 40 s on the idle 2-core box (70-90 s when busy): Pong envs, a Ray actor, two parts
 def test_gpu_scaling_smoke_prints_the_promised_json():
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    run = subprocess.run([sys.executable, *SMOKE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=400,
-                         env=env)
+    run = subprocess.run([sys.executable, *SMOKE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     assert any(line.startswith("| learner.device |") for line in lines), "part 1's markdown table"

@@ -14,11 +14,13 @@ def make_root(logits, *, value=0.0, mask=None, to_play=-1):
     """RootInput with a numpy latent [B, 1] holding the root index (B = len(logits))."""
     logits = np.asarray(logits, np.float32)
     batch = logits.shape[0]
-    return RootInput(latent=np.arange(batch, dtype=np.float32)[:, None],
-                     value=np.broadcast_to(np.asarray(value, np.float32), (batch,)).copy(),
-                     policy_logits=logits,
-                     action_mask=np.ones(logits.shape, bool) if mask is None else np.asarray(mask, bool),
-                     to_play=np.broadcast_to(np.asarray(to_play, np.int64), (batch,)).copy())
+    return RootInput(
+        latent=np.arange(batch, dtype=np.float32)[:, None],
+        value=np.broadcast_to(np.asarray(value, np.float32), (batch,)).copy(),
+        policy_logits=logits,
+        action_mask=np.ones(logits.shape, bool) if mask is None else np.asarray(mask, bool),
+        to_play=np.broadcast_to(np.asarray(to_play, np.int64), (batch,)).copy(),
+    )
 
 
 def reward_model(rewards, num_actions):
@@ -44,12 +46,16 @@ def root_actions(tree, b=0):
 
 # --- E1: sequential-halving schedules ------------------------------------------------------------
 
-@pytest.mark.parametrize("m, n, expected", [
-    (4, 16, "0000 1111 22 33 44 55"),
-    (2, 4, "0011"),
-    (3, 8, "000 11 22 3"),
-    (8, 24, "00000000 1111 2222 33 44 55 66"),
-])
+
+@pytest.mark.parametrize(
+    "m, n, expected",
+    [
+        (4, 16, "0000 1111 22 33 44 55"),
+        (2, 4, "0011"),
+        (3, 8, "000 11 22 3"),
+        (8, 24, "00000000 1111 2222 33 44 55 66"),
+    ],
+)
 def test_e1_considered_visit_schedules(m, n, expected):
     assert gk.considered_visits(m, n) == [int(c) for c in expected.replace(" ", "")]
     np.testing.assert_array_equal(gk.considered_visit_table(m, n)[m], gk.considered_visits(m, n))
@@ -63,6 +69,7 @@ def test_e1_table_4_8():
 
 
 # --- E2: one node, by hand -----------------------------------------------------------------------
+
 
 def e2_tree():
     """Node 1 is E2's node: P = [.5, .3, .2], raw v = .4, N = [2, 1, 0], Q = [.6, .2, -], V = .45,
@@ -88,8 +95,20 @@ def node_sigma(tree, node, c_visit=50.0, c_scale=0.1):
     """(v_mix, completed Q, rescaled Q, sigma, logits, visits) of ``node`` in tree 0."""
     A = tree.num_actions
     visits, logits, cq, sigma = np.empty(A, np.int64), np.empty(A), np.empty(A), np.empty(A)
-    v_mix = gk.completed_q(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                           tree.node_reward, tree.node_raw_value, tree.discount, 0, node, visits, logits, cq)
+    v_mix = gk.completed_q(
+        tree.children_index,
+        tree.children_prior,
+        tree.node_visits,
+        tree.node_value_sum,
+        tree.node_reward,
+        tree.node_raw_value,
+        tree.discount,
+        0,
+        node,
+        visits,
+        logits,
+        cq,
+    )
     completed = cq.copy()
     gk.sigma_into(visits, cq, c_visit, c_scale, sigma)
     return v_mix, completed, cq, sigma, logits, visits
@@ -113,9 +132,23 @@ def test_e2_completed_q_sigma_and_interior_choice():
     # the whole descent: root -> node 1 (only legal action, N = 4 = table[1][4]) -> E2 picks 0 -> node 2,
     # unvisited there (sigma 0), so the prior [.1, .2, .7] decides: expand node 2 via action 2
     parents, actions = np.empty(1, np.int32), np.empty(1, np.int64)
-    gk.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                     tree.node_reward, tree.node_raw_value, tree.root_legal, tree.discount, np.zeros((1, 3), np.float32),
-                     gk.considered_visit_table(16, 7), 16, 50.0, 0.1, parents, actions)
+    gk.select_leaves(
+        tree.children_index,
+        tree.children_prior,
+        tree.node_visits,
+        tree.node_value_sum,
+        tree.node_reward,
+        tree.node_raw_value,
+        tree.root_legal,
+        tree.discount,
+        np.zeros((1, 3), np.float32),
+        gk.considered_visit_table(16, 7),
+        16,
+        50.0,
+        0.1,
+        parents,
+        actions,
+    )
     assert (parents[0], actions[0]) == (2, 2)
 
 
@@ -129,11 +162,18 @@ def test_no_visits_gives_zero_sigma():
 
 # --- E3 and further full searches ----------------------------------------------------------------
 
+
 def test_e3_full_search():
     """mctx E3: A = 2, logits log[.6, .4], root value 0, no noise, m = 2, n = 4, reward [0, 1][a], gamma 0."""
-    out = gumbel_search(root=make_root(np.log([[0.6, 0.4]])), recurrent_fn=reward_model([0, 1], 2),
-                        num_simulations=4, discount=0.0, rng=np.random.default_rng(0),
-                        max_num_considered_actions=2, gumbel_scale=0.0)
+    out = gumbel_search(
+        root=make_root(np.log([[0.6, 0.4]])),
+        recurrent_fn=reward_model([0, 1], 2),
+        num_simulations=4,
+        discount=0.0,
+        rng=np.random.default_rng(0),
+        max_num_considered_actions=2,
+        gumbel_scale=0.0,
+    )
     tree = out.tree
     assert root_actions(tree) == [0, 1, 1, 0]
     # sims 3 and 4 went one level deeper (interior rule: all unvisited, uniform prior -> action 0)
@@ -163,9 +203,15 @@ def test_considered_actions_capped_by_legal_count():
            sigma = 5.2 * [0, .228571, 1]; policy = softmax(log(5/7), log(2/7) + 5.2) over {0, 2}
            = [5/7, 2/7 e^5.2] / (5/7 + 2/7 e^5.2) = [.013604, .986396]; action: N = 2 for both -> 2.
     """
-    out = gumbel_search(root=make_root(np.log([[0.5, 0.3, 0.2]]), mask=[[True, False, True]]),
-                        recurrent_fn=reward_model([0, 0, 1], 3), num_simulations=4, discount=0.0,
-                        rng=np.random.default_rng(0), max_num_considered_actions=4, gumbel_scale=0.0)
+    out = gumbel_search(
+        root=make_root(np.log([[0.5, 0.3, 0.2]]), mask=[[True, False, True]]),
+        recurrent_fn=reward_model([0, 0, 1], 3),
+        num_simulations=4,
+        discount=0.0,
+        rng=np.random.default_rng(0),
+        max_num_considered_actions=4,
+        gumbel_scale=0.0,
+    )
     assert root_actions(out.tree) == [0, 2, 2, 0]
     np.testing.assert_array_equal(out.visit_counts, [[2, 0, 2]])
     assert out.root_value[0] == pytest.approx(0.4, abs=1e-6)
@@ -188,9 +234,15 @@ def test_root_rescale_spans_all_actions_like_mctx():
     policy = softmax(log .5, log .5 + 2.55) over {0, 1} = [1, e^2.55] / (1 + e^2.55)
     (legal-only rescaling would give sigma [0, 5.1] and [.006061, .993939]).
     """
-    out = gumbel_search(root=make_root(np.log([[0.5, 0.5, 0.5]]), value=5.0, mask=[[True, True, False]]),
-                        recurrent_fn=reward_model([0, 1, 0], 3), num_simulations=2, discount=0.0,
-                        rng=np.random.default_rng(0), max_num_considered_actions=2, gumbel_scale=0.0)
+    out = gumbel_search(
+        root=make_root(np.log([[0.5, 0.5, 0.5]]), value=5.0, mask=[[True, True, False]]),
+        recurrent_fn=reward_model([0, 1, 0], 3),
+        num_simulations=2,
+        discount=0.0,
+        rng=np.random.default_rng(0),
+        max_num_considered_actions=2,
+        gumbel_scale=0.0,
+    )
     assert root_actions(out.tree) == [0, 1]
     assert out.root_value[0] == pytest.approx(2.0, abs=1e-6)
     v_mix, _, _, sigma, _, _ = node_sigma(out.tree, 0)
@@ -202,6 +254,7 @@ def test_root_rescale_spans_all_actions_like_mctx():
 
 
 # --- root noise ----------------------------------------------------------------------------------
+
 
 def test_gumbel_noise_is_fresh_per_root_and_per_search():
     root = make_root(np.zeros((2, 4)))
@@ -220,8 +273,14 @@ def test_first_simulation_takes_argmax_of_gumbel_plus_logits():
     """Sim 0 at the root has sigma 0, so each root's first action is argmax g + logit: with 32 identical
     roots the noise must spread them over several actions."""
     logits = np.tile(np.log([[0.4, 0.3, 0.2, 0.1]]), (32, 1))
-    out = gumbel_search(root=make_root(logits), recurrent_fn=reward_model([0, 0, 0, 0], 4), num_simulations=1,
-                        discount=0.9, rng=np.random.default_rng(11), max_num_considered_actions=4)
+    out = gumbel_search(
+        root=make_root(logits),
+        recurrent_fn=reward_model([0, 0, 0, 0], 4),
+        num_simulations=1,
+        discount=0.9,
+        rng=np.random.default_rng(11),
+        max_num_considered_actions=4,
+    )
     g = np.random.default_rng(11).gumbel(size=(32, 4)).astype(np.float32)
     first = out.tree.node_action[:, 1]
     np.testing.assert_array_equal(first, np.argmax(g + np.log(out.tree.children_prior[:, 0]), axis=1))
@@ -241,14 +300,27 @@ def toy_roots(seed=0, batch=5):
     r = np.random.default_rng(seed)
     mask = r.random((batch, 4)) < 0.7
     mask[:, 0] = True
-    return RootInput(latent=r.normal(size=(batch, 4)).astype(np.float32), value=r.normal(size=batch).astype(np.float32),
-                     policy_logits=r.normal(size=(batch, 4)).astype(np.float32), action_mask=mask,
-                     to_play=np.array([-1, 0, -1, 1, -1][:batch], np.int64))
+    return RootInput(
+        latent=r.normal(size=(batch, 4)).astype(np.float32),
+        value=r.normal(size=batch).astype(np.float32),
+        policy_logits=r.normal(size=(batch, 4)).astype(np.float32),
+        action_mask=mask,
+        to_play=np.array([-1, 0, -1, 1, -1][:batch], np.int64),
+    )
 
 
 def test_same_seed_reproduces_the_search():
-    runs = [gumbel_search(root=toy_roots(), recurrent_fn=toy_model, num_simulations=12, discount=0.9,
-                          rng=np.random.default_rng(3), max_num_considered_actions=3) for _ in range(2)]
+    runs = [
+        gumbel_search(
+            root=toy_roots(),
+            recurrent_fn=toy_model,
+            num_simulations=12,
+            discount=0.9,
+            rng=np.random.default_rng(3),
+            max_num_considered_actions=3,
+        )
+        for _ in range(2)
+    ]
     a, b = runs
     np.testing.assert_array_equal(a.tree.node_action, b.tree.node_action)
     np.testing.assert_array_equal(a.tree.node_parent, b.tree.node_parent)
@@ -271,18 +343,29 @@ def test_batch_matches_searching_each_root_alone():
     roots = toy_roots()
     noise = np.random.default_rng(9).gumbel(size=(5, 4))
     strategy = Gumbel(max_num_considered_actions=3)
-    batch = run_search(strategy=strategy, root=roots, recurrent_fn=toy_model, num_simulations=12, discount=0.9,
-                       rng=FixedRng(noise))
+    batch = run_search(
+        strategy=strategy, root=roots, recurrent_fn=toy_model, num_simulations=12, discount=0.9, rng=FixedRng(noise)
+    )
     assert batch.visit_counts.sum(axis=1).tolist() == [12] * 5
     assert not batch.visit_counts[~roots.action_mask].any()
     assert roots.action_mask[np.arange(5), batch.action].all()
     np.testing.assert_allclose(batch.improved_policy.sum(axis=1), 1.0, atol=1e-6)
     for i in range(5):
-        one = RootInput(latent=roots.latent[i:i + 1], value=roots.value[i:i + 1],
-                        policy_logits=roots.policy_logits[i:i + 1], action_mask=roots.action_mask[i:i + 1],
-                        to_play=roots.to_play[i:i + 1])
-        alone = run_search(strategy=strategy, root=one, recurrent_fn=toy_model, num_simulations=12, discount=0.9,
-                           rng=FixedRng(noise[i:i + 1]))
+        one = RootInput(
+            latent=roots.latent[i : i + 1],
+            value=roots.value[i : i + 1],
+            policy_logits=roots.policy_logits[i : i + 1],
+            action_mask=roots.action_mask[i : i + 1],
+            to_play=roots.to_play[i : i + 1],
+        )
+        alone = run_search(
+            strategy=strategy,
+            root=one,
+            recurrent_fn=toy_model,
+            num_simulations=12,
+            discount=0.9,
+            rng=FixedRng(noise[i : i + 1]),
+        )
         np.testing.assert_array_equal(alone.tree.node_action[0], batch.tree.node_action[i])
         np.testing.assert_array_equal(alone.tree.node_parent[0], batch.tree.node_parent[i])
         np.testing.assert_array_equal(alone.visit_counts[0], batch.visit_counts[i])

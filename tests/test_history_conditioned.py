@@ -46,15 +46,20 @@ def test_root_is_dynamics_of_the_previous_root_and_a_reset_is_per_env(policy_and
     batch = env.step(actions).batch
     second = policy.root_latents(batch.observation, actions)
     torch.testing.assert_close(second, _roll(policy, first, actions))  # from the ROOT latents
-    policy.reset(np.array([0]))                                        # env 0's episode ended
+    policy.reset(np.array([0]))  # env 0's episode ended
     actions = np.array([-1, 0, 1])
     batch = env.step(np.array([1, 0, 1])).batch
     third = policy.root_latents(batch.observation, actions)
     torch.testing.assert_close(third[0], _encode(policy, batch.observation[:1])[0])
     torch.testing.assert_close(third[1:], _roll(policy, second[1:], actions[1:]))
     # the search itself does not move the carried state
-    out = policy.act(env.step(np.array([0, 0, 0])).batch, mode="collect", temperature=1.0, rng=rng,
-                     previous_action=np.array([0, 0, 0]))
+    out = policy.act(
+        env.step(np.array([0, 0, 0])).batch,
+        mode="collect",
+        temperature=1.0,
+        rng=rng,
+        previous_action=np.array([0, 0, 0]),
+    )
     assert out.action.shape == (3,)
 
 
@@ -98,8 +103,12 @@ HISTORY_TYPES = ["muzero_context", "muzero_rnn_full_obs", "unizero"]
 def test_two_collects_give_the_steps_of_one_long_collect(tiny_cfg, policy_type):
     from lz_tune.workers.collector import SegmentCollector
 
-    cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "context.rnn_hidden_size=8",
-                   "unizero.embed_dim=16")
+    cfg = tiny_cfg(
+        f"policy_type={policy_type}",
+        "context.context_length_init=3",
+        "context.rnn_hidden_size=8",
+        "unizero.embed_dim=16",
+    )
 
     def run(chunks):
         torch.manual_seed(0)
@@ -114,7 +123,7 @@ def test_two_collects_give_the_steps_of_one_long_collect(tiny_cfg, policy_type):
 
     split, whole = run([2, 2]), run([6])
     assert len(whole) >= len(split) > 10
-    np.testing.assert_array_equal(split, whole[:len(split)])
+    np.testing.assert_array_equal(split, whole[: len(split)])
 
 
 @pytest.mark.parametrize("policy_type", HISTORY_TYPES)
@@ -122,8 +131,13 @@ def test_every_evaluation_episode_starts_fresh(tiny_cfg, monkeypatch, policy_typ
     from lz_tune.algos.history import EnvHistory
     from lz_tune.workers import Evaluator, WeightSnapshot
 
-    cfg = tiny_cfg(f"policy_type={policy_type}", "context.context_length_init=3", "env.max_episode_steps=12",
-                   "context.rnn_hidden_size=8", "unizero.embed_dim=16")
+    cfg = tiny_cfg(
+        f"policy_type={policy_type}",
+        "context.context_length_init=3",
+        "env.max_episode_steps=12",
+        "context.rnn_hidden_size=8",
+        "unizero.embed_dim=16",
+    )
     evaluator = Evaluator(cfg, seed=3)
     seen = []
     original = EnvHistory.carried
@@ -214,10 +228,15 @@ def _rnn_unroll(learner, cfg, batch, obs=None, mask=None):
 
     value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
     reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    return learner.unroll_losses(learner.policy.network, torch.from_numpy(batch.obs) if obs is None else obs,
-                                 torch.from_numpy(batch.actions), value_t, reward_t,
-                                 torch.from_numpy(batch.target_policy),
-                                 torch.from_numpy(batch.mask) if mask is None else mask)
+    return learner.unroll_losses(
+        learner.policy.network,
+        torch.from_numpy(batch.obs) if obs is None else obs,
+        torch.from_numpy(batch.actions),
+        value_t,
+        reward_t,
+        torch.from_numpy(batch.target_policy),
+        torch.from_numpy(batch.mask) if mask is None else mask,
+    )
 
 
 @pytest.mark.parametrize("policy_type, depends", [("muzero_rnn_full_obs", True), ("muzero", False)])
@@ -300,19 +319,31 @@ def test_rnn_trains_prediction_on_the_states_the_search_evaluates(tiny_cfg, chai
     from tests.test_stochastic_muzero import _batch
 
     torch.manual_seed(0)
-    cfg = tiny_cfg("policy_type=muzero_rnn_full_obs", "learner.ssl_loss_weight=0", "context.rnn_hidden_size=8",
-                   f"context.train_search_chain={chain}")
+    cfg = tiny_cfg(
+        "policy_type=muzero_rnn_full_obs",
+        "learner.ssl_loss_weight=0",
+        "context.rnn_hidden_size=8",
+        f"context.train_search_chain={chain}",
+    )
     spec = env_spec_for(cfg)
     learner = get_algorithm("muzero_rnn_full_obs").make_learner(cfg, spec)
     batch = _batch(cfg, spec, np.random.default_rng(0))
     net = learner.policy.network
     value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
     reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    out = learner.unroll_losses(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
-                                reward_t, torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
+    out = learner.unroll_losses(
+        net,
+        torch.from_numpy(batch.obs),
+        torch.from_numpy(batch.actions),
+        value_t,
+        reward_t,
+        torch.from_numpy(batch.target_policy),
+        torch.from_numpy(batch.mask),
+    )
     out[0].sum().backward()  # the policy loss only
-    dynamics_grad = sum(float(p.grad.abs().sum()) for n, p in net.named_parameters()
-                        if p.grad is not None and "dynamics" in n)
+    dynamics_grad = sum(
+        float(p.grad.abs().sum()) for n, p in net.named_parameters() if p.grad is not None and "dynamics" in n
+    )
     assert (dynamics_grad > 0) == chain
 
 
@@ -331,13 +362,21 @@ def test_rnn_history_trains_the_gru_but_not_the_latents_it_reads(tiny_cfg, monke
         net.history_to_latent.weight.normal_(0, 0.5)
     inputs = []
     step = net.history_step
-    monkeypatch.setattr(net, "history_step", lambda latent, action, history: inputs.append(latent) or
-                        step(latent, action, history))
+    monkeypatch.setattr(
+        net, "history_step", lambda latent, action, history: inputs.append(latent) or step(latent, action, history)
+    )
     batch = _batch(cfg, spec, np.random.default_rng(0))
     value_t = scalar_to_support(torch.from_numpy(batch.target_value), cfg.model.value_support_size)
     reward_t = scalar_to_support(torch.from_numpy(batch.target_reward), cfg.model.reward_support_size)
-    out = learner.unroll_losses(net, torch.from_numpy(batch.obs), torch.from_numpy(batch.actions), value_t,
-                                reward_t, torch.from_numpy(batch.target_policy), torch.from_numpy(batch.mask))
+    out = learner.unroll_losses(
+        net,
+        torch.from_numpy(batch.obs),
+        torch.from_numpy(batch.actions),
+        value_t,
+        reward_t,
+        torch.from_numpy(batch.target_policy),
+        torch.from_numpy(batch.mask),
+    )
     (out[0].sum() + out[1].sum()).backward()  # policy and value
     assert len(inputs) == 2 * batch.actions.shape[1] and not any(t.requires_grad for t in inputs)
     assert float(net.gru.weight_ih.grad.abs().sum()) > 0

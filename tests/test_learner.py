@@ -6,12 +6,11 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-
-from lz_tune.algos.targets import make_train_batch
 import pytest
 import torch
 
 from lz_tune.algos.muzero import MuZeroLearner
+from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer.game_buffer import GameBuffer
 from lz_tune.models.support import support_to_scalar
 from lz_tune.workers import SegmentCollector, env_spec_for
@@ -19,12 +18,20 @@ from lz_tune.workers import SegmentCollector, env_spec_for
 
 def _make_buffer(cfg, spec) -> GameBuffer:
     b = cfg.buffer
-    return GameBuffer(capacity_transitions=b.replay_buffer_size, num_unroll_steps=b.num_unroll_steps,
-                      td_steps=b.td_steps, discount=cfg.mcts.discount_factor, frame_stack=spec.frame_stack,
-                      action_space_size=spec.action_space_size, use_priority=b.use_priority,
-                      alpha=b.priority_prob_alpha, beta=b.priority_prob_beta,
-                      use_max_priority_for_new_data=b.use_max_priority_for_new_data,
-                      mini_infer_size=b.mini_infer_size, seed=cfg.seed + 17)
+    return GameBuffer(
+        capacity_transitions=b.replay_buffer_size,
+        num_unroll_steps=b.num_unroll_steps,
+        td_steps=b.td_steps,
+        discount=cfg.mcts.discount_factor,
+        frame_stack=spec.frame_stack,
+        action_space_size=spec.action_space_size,
+        use_priority=b.use_priority,
+        alpha=b.priority_prob_alpha,
+        beta=b.priority_prob_beta,
+        use_max_priority_for_new_data=b.use_max_priority_for_new_data,
+        mini_infer_size=b.mini_infer_size,
+        seed=cfg.seed + 17,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,9 @@ def setup(tiny_cfg):
     assert buffer.num_transitions >= cfg.learner.batch_size
     torch.manual_seed(0)
     learner = MuZeroLearner(cfg, spec)
-    batch = make_train_batch(buffer, buffer.sample(cfg.learner.batch_size), value_fn=learner.target_policy.value_targets)
+    batch = make_train_batch(
+        buffer, buffer.sample(cfg.learner.batch_size), value_fn=learner.target_policy.value_targets
+    )
     return cfg, spec, buffer, batch
 
 

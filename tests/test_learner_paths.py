@@ -14,23 +14,41 @@ import pytest
 import torch
 
 from lz_tune.algos import get_algorithm
-from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.buffer import GameBuffer
+from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.workers import SegmentCollector, env_spec_for
 
-CONV = ("env.env_id=ALE/Pong-v5", "model.kind=conv", "model.num_channels=8", "model.downsample=True",
-        "env.frame_stack=2", "env.image_size=32", "model.value_support_size=10", "model.reward_support_size=5",
-        "model.projection_dim=16", "efficientzero.lstm_hidden_size=8", "env.max_episode_steps=40")
+CONV = (
+    "env.env_id=ALE/Pong-v5",
+    "model.kind=conv",
+    "model.num_channels=8",
+    "model.downsample=True",
+    "env.frame_stack=2",
+    "env.image_size=32",
+    "model.value_support_size=10",
+    "model.reward_support_size=5",
+    "model.projection_dim=16",
+    "efficientzero.lstm_hidden_size=8",
+    "env.max_episode_steps=40",
+)
 
 
 def _batch_and_learners(cfg, seed: int = 0):
     spec = env_spec_for(cfg)
     collector = SegmentCollector(cfg.with_overrides(["mcts.num_simulations=2"]), seed=seed)
     b, algo = cfg.buffer, get_algorithm(cfg.policy_type)
-    buffer = GameBuffer(capacity_transitions=10_000, num_unroll_steps=b.num_unroll_steps, td_steps=b.td_steps,
-                        discount=0.99, frame_stack=spec.frame_stack, action_space_size=spec.action_space_size,
-                        step_columns=algo.step_columns(cfg, spec), policy_target_size=algo.policy_target_size(cfg, spec),
-                        action_dim=spec.action_dim, seed=1)
+    buffer = GameBuffer(
+        capacity_transitions=10_000,
+        num_unroll_steps=b.num_unroll_steps,
+        td_steps=b.td_steps,
+        discount=0.99,
+        frame_stack=spec.frame_stack,
+        action_space_size=spec.action_space_size,
+        step_columns=algo.step_columns(cfg, spec),
+        policy_target_size=algo.policy_target_size(cfg, spec),
+        action_dim=spec.action_dim,
+        seed=1,
+    )
     while buffer.num_transitions < 60:
         buffer.push(collector.collect(temperature=1.0).segments)
     collector.close()
@@ -47,8 +65,10 @@ def _batch_and_learners(cfg, seed: int = 0):
 def _grads_of_one_update(learner, batch):
     """(logs, priorities, gradients, state after the step) of one learn() call."""
     grads = {}
-    hooks = [p.register_hook(lambda g, name=name: grads.__setitem__(name, g.clone()))
-             for name, p in learner.policy.network.named_parameters()]
+    hooks = [
+        p.register_hook(lambda g, name=name: grads.__setitem__(name, g.clone()))
+        for name, p in learner.policy.network.named_parameters()
+    ]
     logs, priorities = learner.learn(batch)
     for h in hooks:
         h.remove()
@@ -60,27 +80,53 @@ def _grads_of_one_update(learner, batch):
 # types with one unroll path (update_path only picks the optimizer kernel) or MuZero's learner unchanged
 # are not rows here
 ONE_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "muzero_context", "unizero", "sampled_unizero"}
-CASES = [(t, kind, extra) for t in sorted(POLICY_TYPES) if t not in ONE_PATH for kind in ("mlp", "conv")
-         for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
+CASES = [
+    (t, kind, extra)
+    for t in sorted(POLICY_TYPES)
+    if t not in ONE_PATH
+    for kind in ("mlp", "conv")
+    for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))
+]
 # the MLP network behind a conv stem (model.kind=conv_mlp) on a small channels-last image env
-CONV_MLP = ("env.env_id='LzTuneTest/HwcRows-v0'", "env.import_modules=('tests.registered_env:register',)",
-            "model.kind=conv_mlp", "model.num_channels=4", "model.num_res_blocks=1")
+CONV_MLP = (
+    "env.env_id='LzTuneTest/HwcRows-v0'",
+    "env.import_modules=('tests.registered_env:register',)",
+    "model.kind=conv_mlp",
+    "model.num_channels=4",
+    "model.num_res_blocks=1",
+)
 CASES += [(t, "conv_mlp", ()) for t in ("muzero", "efficientzero", "gumbel_muzero", "sampled_efficientzero")]
 # UniZero: one unroll path, but the fused path runs its image encoder channels-last
 CASES += [("unizero", "conv", ())]
 # continuous actions (tanh-Gaussian policy, float actions) for the sampled types
-CASES += [(t, "pendulum", extra) for t in sorted(POLICY_TYPES) if t.startswith("sampled_") and t not in ONE_PATH
-          for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))]
+CASES += [
+    (t, "pendulum", extra)
+    for t in sorted(POLICY_TYPES)
+    if t.startswith("sampled_") and t not in ONE_PATH
+    for extra in ((), ("learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0.01"))
+]
 
 
-@pytest.mark.parametrize("policy_type,kind,extra", CASES,
-                         ids=[f"{t}-{k}-{'ssl' if not e else 'entropy'}" for t, k, e in CASES])
+@pytest.mark.parametrize(
+    "policy_type,kind,extra", CASES, ids=[f"{t}-{k}-{'ssl' if not e else 'entropy'}" for t, k, e in CASES]
+)
 def test_fused_path_equals_eager_path(tiny_cfg, policy_type, kind, extra):
     torch.manual_seed(0)
-    env = CONV if kind == "conv" else CONV_MLP if kind == "conv_mlp" else (
-        ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if kind == "pendulum" else ())
-    cfg = tiny_cfg(f"policy_type={policy_type}", "efficientzero.lstm_hidden_size=8",
-                   "efficientzero.lstm_horizon_len=2", "sampled.num_samples=2", *env, *extra)
+    env = (
+        CONV
+        if kind == "conv"
+        else CONV_MLP
+        if kind == "conv_mlp"
+        else (("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if kind == "pendulum" else ())
+    )
+    cfg = tiny_cfg(
+        f"policy_type={policy_type}",
+        "efficientzero.lstm_hidden_size=8",
+        "efficientzero.lstm_horizon_len=2",
+        "sampled.num_samples=2",
+        *env,
+        *extra,
+    )
     batch, learners = _batch_and_learners(cfg)
     if kind == "conv":
         # The fused path runs conv networks channels-last: its convolutions sum in another order.
@@ -120,8 +166,9 @@ def test_fused_path_runs_conv_networks_channels_last(tiny_cfg, policy_type):
         learner = get_algorithm(c.policy_type).make_learner(c, spec)
         for net in (learner.policy.network, learner.target_policy.network):
             convs = [p for p in net.parameters() if p.dim() == 4 and p.shape[-1] > 1]
-            assert convs and all(p.is_contiguous(memory_format=torch.channels_last) == (path == "fused")
-                                 for p in convs), path
+            assert convs and all(
+                p.is_contiguous(memory_format=torch.channels_last) == (path == "fused") for p in convs
+            ), path
         obs = torch.zeros((2, *spec.observation_shape), dtype=torch.uint8)
         latent = learner.policy.network.representation(obs)
         assert latent.is_contiguous(memory_format=torch.channels_last) == (path == "fused"), path
@@ -139,11 +186,13 @@ def test_fused_path_runs_unizero_image_encoders_channels_last(tiny_cfg, policy_t
         learner = get_algorithm(c.policy_type).make_learner(c, spec)
         for net in (learner.policy.network, learner.target_policy.network):
             convs = [p for p in net.encoder.parameters() if p.dim() == 4 and p.shape[-1] > 1]
-            assert convs and all(p.is_contiguous(memory_format=torch.channels_last) == (path == "fused")
-                                 for p in convs), path
+            assert convs and all(
+                p.is_contiguous(memory_format=torch.channels_last) == (path == "fused") for p in convs
+            ), path
         first_conv = next(m for m in learner.policy.network.encoder.modules() if isinstance(m, torch.nn.Conv2d))
-        hook = first_conv.register_forward_hook(lambda m, args, out: seen.append(
-            args[0].is_contiguous(memory_format=torch.channels_last)))
+        hook = first_conv.register_forward_hook(
+            lambda m, args, out: seen.append(args[0].is_contiguous(memory_format=torch.channels_last))
+        )
         learner.policy.network.encode(torch.zeros((2, *spec.observation_shape), dtype=torch.uint8))
         hook.remove()
     assert seen == [True, False]
@@ -166,8 +215,12 @@ def test_fused_optimizer_makes_the_same_step(tiny_cfg, optim_type):
     cfg = tiny_cfg(f"learner.optim_type={optim_type}", "learner.weight_decay=1e-2")
     torch.manual_seed(0)
     shapes = [(16, 8), (8,), (3, 4, 5)]
-    params = {fused: [torch.nn.Parameter(torch.randn(s, generator=torch.Generator().manual_seed(i)))
-                      for i, s in enumerate(shapes)] for fused in (True, False)}
+    params = {
+        fused: [
+            torch.nn.Parameter(torch.randn(s, generator=torch.Generator().manual_seed(i))) for i, s in enumerate(shapes)
+        ]
+        for fused in (True, False)
+    }
     optims = {fused: make_optimizer(cfg, params[fused], fused=fused) for fused in (True, False)}
     for step in range(3):
         grads = [torch.randn(s) for s in shapes]
@@ -190,8 +243,11 @@ def test_a_type_without_the_batched_unroll_says_so(tiny_cfg, policy_type):
     cfg = tiny_cfg(f"policy_type={policy_type}", "sampled.num_samples=2")
     spec = env_spec_for(cfg)
     fused = get_algorithm(policy_type).make_learner(cfg, spec).update_path_notice()
-    eager = get_algorithm(policy_type).make_learner(cfg.with_overrides(["learner.update_path=eager"]),
-                                                    spec).update_path_notice()
+    eager = (
+        get_algorithm(policy_type)
+        .make_learner(cfg.with_overrides(["learner.update_path=eager"]), spec)
+        .update_path_notice()
+    )
     assert eager is None
     if policy_type in ONE_UNROLL_PATH:
         assert fused and f"policy_type={policy_type}" in fused and "learner.update_path" in fused, fused

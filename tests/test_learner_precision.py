@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from lz_tune.algos import get_algorithm
-from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.algos.common import require_device
 from lz_tune.buffer import GameBuffer
 from lz_tune.config import ConfigError
+from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.workers import SegmentCollector, env_spec_for
 
 
@@ -23,10 +23,18 @@ def _buffer(cfg, transitions: int = 80) -> GameBuffer:
     spec = env_spec_for(cfg)
     collector = SegmentCollector(cfg.with_overrides(["mcts.num_simulations=2"]), seed=0)
     b, algo = cfg.buffer, get_algorithm(cfg.policy_type)
-    buffer = GameBuffer(capacity_transitions=10_000, num_unroll_steps=b.num_unroll_steps, td_steps=b.td_steps,
-                        discount=0.99, frame_stack=spec.frame_stack, action_space_size=spec.action_space_size,
-                        step_columns=algo.step_columns(cfg, spec), policy_target_size=algo.policy_target_size(cfg, spec),
-                        action_dim=spec.action_dim, seed=1)
+    buffer = GameBuffer(
+        capacity_transitions=10_000,
+        num_unroll_steps=b.num_unroll_steps,
+        td_steps=b.td_steps,
+        discount=0.99,
+        frame_stack=spec.frame_stack,
+        action_space_size=spec.action_space_size,
+        step_columns=algo.step_columns(cfg, spec),
+        policy_target_size=algo.policy_target_size(cfg, spec),
+        action_dim=spec.action_dim,
+        seed=1,
+    )
     while buffer.num_transitions < transitions:
         buffer.push(collector.collect(temperature=1.0).segments)
     collector.close()
@@ -47,8 +55,11 @@ def _learners(cfg):
 def _linear_output_dtypes(learner, batch) -> set:
     """dtypes of every nn.Linear output during one learn() call."""
     seen: set = set()
-    hooks = [m.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
-             for m in learner.policy.network.modules() if isinstance(m, torch.nn.Linear)]
+    hooks = [
+        m.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
+        for m in learner.policy.network.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
     try:
         logs, priorities = learner.learn(batch)
     finally:
@@ -61,8 +72,13 @@ def _linear_output_dtypes(learner, batch) -> set:
 def test_bfloat16_update_runs_in_bfloat16_and_matches_float32(tiny_cfg, policy_type):
     torch.manual_seed(0)
     env = ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if policy_type.startswith("sampled_") else ()
-    cfg = tiny_cfg(f"policy_type={policy_type}", "efficientzero.lstm_hidden_size=8",
-                   "efficientzero.lstm_horizon_len=2", "sampled.num_samples=2", *env)
+    cfg = tiny_cfg(
+        f"policy_type={policy_type}",
+        "efficientzero.lstm_hidden_size=8",
+        "efficientzero.lstm_horizon_len=2",
+        "sampled.num_samples=2",
+        *env,
+    )
     buffer = _buffer(cfg, 60)
     learners = _learners(cfg)
     batch = learners["float32"].make_batch(buffer, buffer.sample(cfg.learner.batch_size), rng=np.random.default_rng(2))

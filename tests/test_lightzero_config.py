@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from lz_tune.config import ConfigError
-from lz_tune.config_loader import load_config_module
+from lz_tune.config_loader import build_config, load_config_module
 from lz_tune.lightzero import LightZeroConfigWarning, is_lightzero_config
-from lz_tune.config_loader import build_config
 from lz_tune.lightzero.loader import read_lightzero_file
 from lz_tune.lightzero.rules import LIGHTZERO_DEFAULTS, RULES
 from lz_tune.pipeline import Driver
@@ -25,9 +24,18 @@ from tests.conftest import REPO_ROOT, TINY_OVERRIDES, run_cli
 DATA = Path(REPO_ROOT) / "tests" / "data" / "lightzero_configs"
 ATARI_FLAGS = {"env": "ALE/Pong-v5", "seed": 0, "async_pipeline": False}
 #: overrides on top of TINY_OVERRIDES: the networks those do not size, one evaluation (at the end)
-SMALL_NETS = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
-              "unizero.embed_dim=16", "unizero.num_heads=2", "unizero.num_layers=1", "model.num_channels=8",
-              "env.image_size=32", "max_env_step=40", "evaluator.eval_freq=1000")
+SMALL_NETS = (
+    "efficientzero.lstm_hidden_size=8",
+    "sampled.num_samples=3",
+    "context.rnn_hidden_size=8",
+    "unizero.embed_dim=16",
+    "unizero.num_heads=2",
+    "unizero.num_layers=1",
+    "model.num_channels=8",
+    "env.image_size=32",
+    "max_env_step=40",
+    "evaluator.eval_freq=1000",
+)
 
 #: policy type -> (LightZero file, flags its command line would give)
 BY_TYPE = {
@@ -111,8 +119,12 @@ def test_unizero_gets_lightzeros_fixed_loss_weights_and_search_counts():
 def test_an_unknown_or_unsupported_key_is_one_error_naming_each(tmp_path):
     src = (DATA / "cartpole_muzero_config.py").read_text()
     f = tmp_path / "bad_config.py"
-    f.write_text(src.replace("        use_wandb=False,", "        use_wandb=False,\n        learning_rte=0.1,\n"
-                             "        use_rnd_model=True,").replace("model_path=None", "model_path='ckpt.pth.tar'"))
+    f.write_text(
+        src.replace(
+            "        use_wandb=False,",
+            "        use_wandb=False,\n        learning_rte=0.1,\n        use_rnd_model=True,",
+        ).replace("model_path=None", "model_path='ckpt.pth.tar'")
+    )
     with pytest.raises(ConfigError) as e:
         build_config(str(f), report=lambda line: None)
     text = str(e.value)
@@ -135,12 +147,16 @@ def test_a_value_lz_tune_cannot_take_names_the_lightzero_key(tmp_path):
 
 def test_a_file_that_imports_lightzero_code_is_a_clear_error(tmp_path):
     f = tmp_path / "needs_lzero_config.py"
-    f.write_text("from easydict import EasyDict\nfrom lzero.policy import scalar_transform\n"
-                 "main_config = EasyDict(dict(env=dict(), policy=dict()))\ncreate_config = EasyDict(dict())\n")
+    f.write_text(
+        "from easydict import EasyDict\nfrom lzero.policy import scalar_transform\n"
+        "main_config = EasyDict(dict(env=dict(), policy=dict()))\ncreate_config = EasyDict(dict())\n"
+    )
     with pytest.raises(ConfigError, match=r"imports lzero.policy, which lz-tune does not have"):
         build_config(str(f))
-    f.write_text("from easydict import EasyDict\nfrom zoo.box2d.lunarlander.config.helpers import x\n"
-                 "main_config = EasyDict(dict())\ncreate_config = EasyDict(dict())\n")
+    f.write_text(
+        "from easydict import EasyDict\nfrom zoo.box2d.lunarlander.config.helpers import x\n"
+        "main_config = EasyDict(dict())\ncreate_config = EasyDict(dict())\n"
+    )
     with pytest.raises(ConfigError, match=r"imports zoo.box2d.lunarlander.config.helpers.x, a LightZero module"):
         build_config(str(f))
 
@@ -156,12 +172,20 @@ def test_modules_are_put_back_after_reading(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("name,policy_type", [("atari_muzero_segment_async_config.py", "muzero"),
-                                              ("atari_unizero_segment_async_config.py", "unizero")])
+@pytest.mark.parametrize(
+    "name,policy_type",
+    [("atari_muzero_segment_async_config.py", "muzero"), ("atari_unizero_segment_async_config.py", "unizero")],
+)
 def test_function_configs_get_the_reference_flags(name, policy_type, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # main() of the UniZero file makes run folders: not here, nor anywhere
-    flags = {"env": "ALE/Breakout-v5", "seed": 3, "async_pipeline": True, "num_collector_actors": 2,
-             "max_policy_lag": 5, "max_env_step": 1234}
+    flags = {
+        "env": "ALE/Breakout-v5",
+        "seed": 3,
+        "async_pipeline": True,
+        "num_collector_actors": 2,
+        "max_policy_lag": 5,
+        "max_env_step": 1234,
+    }
     f = read_lightzero_file(str(DATA / name), flags)
     assert f.entry == f"train_{policy_type}_segment_async" and f.seed == 3 and f.max_env_step == 1234
     assert f.main_config["policy"]["model"]["action_space_size"] == 4  # main() read the map for Breakout
@@ -180,8 +204,11 @@ def test_function_configs_get_the_reference_flags(name, policy_type, tmp_path, m
 def test_mujoco_config_maps_with_a_gymnasium_id():
     cfg, report = _quiet(DATA / "mujoco_sampled_efficientzero_config.py", (), {"env": "HalfCheetah-v5"})
     assert (cfg.policy_type, cfg.env.env_id, cfg.sampled.num_samples) == ("sampled_efficientzero", "HalfCheetah-v5", 20)
-    assert (cfg.efficientzero.lstm_hidden_size, cfg.learner.grad_clip_value, cfg.learner.update_per_collect) == \
-        (256, 0.5, 200)
+    assert (cfg.efficientzero.lstm_hidden_size, cfg.learner.grad_clip_value, cfg.learner.update_per_collect) == (
+        256,
+        0.5,
+        200,
+    )
     assert (cfg.learner.optim_type, cfg.buffer.use_priority, cfg.max_env_step) == ("adamw", True, 5_000_000)
 
 
@@ -210,16 +237,28 @@ def test_load_config_module_and_tune_take_a_lightzero_file():
 
 
 def test_reference_flags_work_on_a_zoo_config_too(capsys):
-    code, out, err = run_cli(capsys, "config", "zoo/classic_control/cartpole_muzero.py", "--env", "Acrobot-v1",
-                             "--async-pipeline", "--num-collector-actors", "3", "--seed", "4", "--changed")
+    code, out, err = run_cli(
+        capsys,
+        "config",
+        "zoo/classic_control/cartpole_muzero.py",
+        "--env",
+        "Acrobot-v1",
+        "--async-pipeline",
+        "--num-collector-actors",
+        "3",
+        "--seed",
+        "4",
+        "--changed",
+    )
     assert code == 0, err
     assert "* env.env_id = 'Acrobot-v1'" in out and "* async_pipeline.num_collector_actors = 3" in out
     assert "* async_pipeline.enabled = True" in out and "* seed = 4" in out
 
 
 def test_config_command_shows_the_mapped_config(capsys):
-    code, out, err = run_cli(capsys, "config", str(DATA / "cartpole_muzero_config.py"), "mcts.num_simulations=9",
-                             "--changed")
+    code, out, err = run_cli(
+        capsys, "config", str(DATA / "cartpole_muzero_config.py"), "mcts.num_simulations=9", "--changed"
+    )
     assert code == 0, err
     assert "* env.env_id = 'CartPole-v0'" in out and "* mcts.num_simulations = 9" in out
     assert "* learner.learning_rate = 0.003" in out
@@ -249,16 +288,46 @@ def test_every_table_target_is_a_config_key():
 
 
 def _smoke_atari(capsys, tmp_path, name: str) -> str:
-    tiny = ["env.collector_env_num=1", "env.evaluator_env_num=1", "evaluator.n_evaluator_episode=1",
-            "mcts.num_simulations=2", "mcts.eval_num_simulations=2", "learner.batch_size=4",
-            "learner.update_per_collect=1", "learner.train_start_after_envsteps=0", "buffer.game_segment_length=16",
-            "buffer.num_unroll_steps=2", "buffer.td_steps=2", "model.num_channels=8", "model.num_res_blocks=1",
-            "env.image_size=32", "unizero.embed_dim=16", "unizero.num_heads=2", "unizero.num_layers=1",
-            "evaluator.eval_freq=2", "env.max_episode_steps=30", "collector.segments_per_collect=1",
-            "async_pipeline.collector_num_cpus=0.5", "async_pipeline.evaluator_num_cpus=0.5"]
-    code, out, err = run_cli(capsys, "train", str(DATA / name), "--env", "ALE/Pong-v5", "--seed", "0",
-                             "--async-pipeline", "--max-env-step", "48", *tiny, "--exp-dir", str(tmp_path / "run"),
-                             cwd=str(tmp_path))
+    tiny = [
+        "env.collector_env_num=1",
+        "env.evaluator_env_num=1",
+        "evaluator.n_evaluator_episode=1",
+        "mcts.num_simulations=2",
+        "mcts.eval_num_simulations=2",
+        "learner.batch_size=4",
+        "learner.update_per_collect=1",
+        "learner.train_start_after_envsteps=0",
+        "buffer.game_segment_length=16",
+        "buffer.num_unroll_steps=2",
+        "buffer.td_steps=2",
+        "model.num_channels=8",
+        "model.num_res_blocks=1",
+        "env.image_size=32",
+        "unizero.embed_dim=16",
+        "unizero.num_heads=2",
+        "unizero.num_layers=1",
+        "evaluator.eval_freq=2",
+        "env.max_episode_steps=30",
+        "collector.segments_per_collect=1",
+        "async_pipeline.collector_num_cpus=0.5",
+        "async_pipeline.evaluator_num_cpus=0.5",
+    ]
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        str(DATA / name),
+        "--env",
+        "ALE/Pong-v5",
+        "--seed",
+        "0",
+        "--async-pipeline",
+        "--max-env-step",
+        "48",
+        *tiny,
+        "--exp-dir",
+        str(tmp_path / "run"),
+        cwd=str(tmp_path),
+    )
     assert code == 0, err[-3000:]
     return out
 
@@ -281,7 +350,8 @@ def test_lightzero_cartpole_muzero_config_solves_cartpole(capsys, tmp_path):
     measured it (one learner thread, seed 0): CartPole-v0 reaches its stop value (200, every
     evaluation episode at the time limit)."""
     shutil.copy(DATA / "cartpole_muzero_config.py", tmp_path / "cartpole_muzero_config.py")
-    code, out, err = run_cli(capsys, "train", "cartpole_muzero_config.py", "--exp-dir", str(tmp_path / "run"),
-                             cwd=str(tmp_path))
+    code, out, err = run_cli(
+        capsys, "train", "cartpole_muzero_config.py", "--exp-dir", str(tmp_path / "run"), cwd=str(tmp_path)
+    )
     assert code == 0, err[-3000:]
     assert "done: stop value reached" in out.strip().splitlines()[-1], out[-3000:]

@@ -10,13 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from lz_tune.pipeline import Driver
-from lz_tune.pipeline import ray_backend
+from lz_tune.pipeline import Driver, ray_backend
 from lz_tune.pipeline.backends import InProcessBackend
 from lz_tune.pipeline.ray_backend import CollectorWorker, EvaluatorWorker, LocalActorBackend
 
-LOCAL = ("async_pipeline.enabled=True", "async_pipeline.ray_local_mode=True", "async_pipeline.num_collector_actors=2",
-         "async_pipeline.collector_num_cpus=0.5", "async_pipeline.evaluator_num_cpus=0.5")
+LOCAL = (
+    "async_pipeline.enabled=True",
+    "async_pipeline.ray_local_mode=True",
+    "async_pipeline.num_collector_actors=2",
+    "async_pipeline.collector_num_cpus=0.5",
+    "async_pipeline.evaluator_num_cpus=0.5",
+)
 
 
 def test_local_mode_runs_the_actor_classes_with_the_in_process_seeds(tiny_cfg):
@@ -26,8 +30,9 @@ def test_local_mode_runs_the_actor_classes_with_the_in_process_seeds(tiny_cfg):
         assert not local.concurrent  # work at launch: the driver loop of the sync pipeline
         assert len(local.collectors) == 2 and all(type(c) is CollectorWorker for c in local.collectors)
         assert len(local.evaluators) == 1 and type(local.evaluators[0]) is EvaluatorWorker
-        assert [(c.collector.seed, c.collector.worker_id) for c in local.collectors] == \
-            [(c.seed, c.worker_id) for c in plain.collectors]
+        assert [(c.collector.seed, c.collector.worker_id) for c in local.collectors] == [
+            (c.seed, c.worker_id) for c in plain.collectors
+        ]
         assert [e.evaluator.seed for e in local.evaluators] == [e.seed for e in plain.evaluators]
         assert local.collectors[0].placement_group_id() is None
     finally:

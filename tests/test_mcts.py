@@ -47,8 +47,13 @@ def test_golden_three_simulations(numpy_latent):
         seen.append(latent.copy() if numpy_latent else latent.clone())
         return toy_recurrent(latent, action)
 
-    out = puct_search(root=toy_root(numpy_latent=numpy_latent), recurrent_fn=recurrent, num_simulations=3,
-                      discount=0.9, rng=np.random.default_rng(0))
+    out = puct_search(
+        root=toy_root(numpy_latent=numpy_latent),
+        recurrent_fn=recurrent,
+        num_simulations=3,
+        discount=0.9,
+        rng=np.random.default_rng(0),
+    )
     # the latent store hands each simulation its parent's latent (root 0, node1 = root + 1), same kind as the root
     assert all(isinstance(x, np.ndarray if numpy_latent else torch.Tensor) for x in seen)
     assert [float(x[0, 0]) for x in seen] == [0.0, 0.0, 1.0]
@@ -64,10 +69,12 @@ def test_golden_three_simulations(numpy_latent):
 
 
 def test_golden_values_do_not_depend_on_batch_position():
-    out1 = puct_search(root=toy_root(1), recurrent_fn=toy_recurrent, num_simulations=20, discount=0.9,
-                       rng=np.random.default_rng(0))
-    out8 = puct_search(root=toy_root(8), recurrent_fn=toy_recurrent, num_simulations=20, discount=0.9,
-                       rng=np.random.default_rng(1))
+    out1 = puct_search(
+        root=toy_root(1), recurrent_fn=toy_recurrent, num_simulations=20, discount=0.9, rng=np.random.default_rng(0)
+    )
+    out8 = puct_search(
+        root=toy_root(8), recurrent_fn=toy_recurrent, num_simulations=20, discount=0.9, rng=np.random.default_rng(1)
+    )
     for b in range(8):
         np.testing.assert_array_equal(out8.visit_counts[b], out1.visit_counts[0])
         assert out8.root_value[b] == pytest.approx(out1.root_value[0])
@@ -76,19 +83,37 @@ def test_golden_values_do_not_depend_on_batch_position():
 
 def test_illegal_root_actions_are_never_visited():
     mask = np.array([[False, True], [True, False]])
-    out = puct_search(root=toy_root(2, mask=mask), recurrent_fn=toy_recurrent, num_simulations=15, discount=0.9,
-                      rng=np.random.default_rng(0), root_noise_weight=0.25)
+    out = puct_search(
+        root=toy_root(2, mask=mask),
+        recurrent_fn=toy_recurrent,
+        num_simulations=15,
+        discount=0.9,
+        rng=np.random.default_rng(0),
+        root_noise_weight=0.25,
+    )
     np.testing.assert_array_equal(out.visit_counts, [[0, 15], [15, 0]])
     assert out.tree.children_prior[0, 0, 0] == 0 and out.tree.children_prior[1, 0, 1] == 0
 
 
 def test_root_noise_only_when_asked():
     root = toy_root(4)
-    clean = puct_search(root=root, recurrent_fn=toy_recurrent, num_simulations=2, discount=0.9,
-                        rng=np.random.default_rng(0), root_noise_weight=0.0)
+    clean = puct_search(
+        root=root,
+        recurrent_fn=toy_recurrent,
+        num_simulations=2,
+        discount=0.9,
+        rng=np.random.default_rng(0),
+        root_noise_weight=0.0,
+    )
     np.testing.assert_allclose(clean.tree.children_prior[:, 0], np.tile([0.6, 0.4], (4, 1)), atol=1e-6)
-    noisy = puct_search(root=root, recurrent_fn=toy_recurrent, num_simulations=2, discount=0.9,
-                        rng=np.random.default_rng(0), root_noise_weight=0.25)
+    noisy = puct_search(
+        root=root,
+        recurrent_fn=toy_recurrent,
+        num_simulations=2,
+        discount=0.9,
+        rng=np.random.default_rng(0),
+        root_noise_weight=0.25,
+    )
     priors = noisy.tree.children_prior[:, 0]
     np.testing.assert_allclose(priors.sum(axis=1), 1.0, atol=1e-6)
     assert not np.allclose(priors, clean.tree.children_prior[:, 0])
@@ -110,8 +135,9 @@ def test_two_player_values_alternate_sign():
         b = len(action)
         return latent, np.zeros(b, np.float32), np.ones(b, np.float32), np.zeros((b, 2), np.float32)
 
-    out = puct_search(root=toy_root(1, to_play=1), recurrent_fn=rec, num_simulations=1, discount=1.0,
-                      rng=np.random.default_rng(0))
+    out = puct_search(
+        root=toy_root(1, to_play=1), recurrent_fn=rec, num_simulations=1, discount=1.0, rng=np.random.default_rng(0)
+    )
     # the single child has value +1 for the player to move there, so -1 for the root player
     assert np.nanmax(out.root_q) == pytest.approx(-1.0)
     assert out.root_value[0] == pytest.approx((0.0 - 1.0) / 2)
@@ -138,14 +164,21 @@ def test_search_statistics_are_consistent():
 
     def rec(latent, action):
         b = len(action)
-        return latent, rng.normal(size=b).astype(np.float32), rng.normal(size=b).astype(np.float32), \
-            rng.normal(size=(b, 4)).astype(np.float32)
+        return (
+            latent,
+            rng.normal(size=b).astype(np.float32),
+            rng.normal(size=b).astype(np.float32),
+            rng.normal(size=(b, 4)).astype(np.float32),
+        )
 
-    root = RootInput(latent=torch.zeros(5, 2), value=np.zeros(5, np.float32),
-                     policy_logits=np.zeros((5, 4), np.float32), action_mask=np.ones((5, 4), bool),
-                     to_play=-np.ones(5, np.int64))
-    out = puct_search(root=root, recurrent_fn=rec, num_simulations=30, discount=0.99, rng=rng,
-                      root_noise_weight=0.25)
+    root = RootInput(
+        latent=torch.zeros(5, 2),
+        value=np.zeros(5, np.float32),
+        policy_logits=np.zeros((5, 4), np.float32),
+        action_mask=np.ones((5, 4), bool),
+        to_play=-np.ones(5, np.int64),
+    )
+    out = puct_search(root=root, recurrent_fn=rec, num_simulations=30, discount=0.99, rng=rng, root_noise_weight=0.25)
     tree = out.tree
     for b in range(5):
         for n in range(tree.num_nodes):

@@ -14,8 +14,15 @@ from lz_tune.models.support_np import support_to_scalar_np
 
 def _network(*, actions, hidden=(64,), layer_norm=False, scale=0.1, seed=0):
     torch.manual_seed(seed)
-    net = MuZeroMLPNetwork(observation_dim=4, action_space_size=actions, latent_dim=16, hidden_sizes=hidden,
-                           value_support_size=30, reward_support_size=20, layer_norm=layer_norm)
+    net = MuZeroMLPNetwork(
+        observation_dim=4,
+        action_space_size=actions,
+        latent_dim=16,
+        hidden_sizes=hidden,
+        value_support_size=30,
+        reward_support_size=20,
+        layer_norm=layer_norm,
+    )
     with torch.no_grad():  # non-trivial weights (the value/reward heads start at zero)
         for p in net.parameters():
             p.normal_(0.0, scale)
@@ -25,8 +32,12 @@ def _network(*, actions, hidden=(64,), layer_norm=False, scale=0.1, seed=0):
 def _torch_step(net, latent, action):
     with torch.inference_mode():
         out = net.recurrent_inference(torch.from_numpy(latent), torch.from_numpy(action))
-        return (out.latent.numpy().copy(), support_to_scalar_np(out.reward_logits.numpy()),
-                support_to_scalar_np(out.value_logits.numpy()), out.policy_logits.numpy().copy())
+        return (
+            out.latent.numpy().copy(),
+            support_to_scalar_np(out.reward_logits.numpy()),
+            support_to_scalar_np(out.value_logits.numpy()),
+            out.policy_logits.numpy().copy(),
+        )
 
 
 def _assert_same_step(engine_out, torch_out):
@@ -36,9 +47,16 @@ def _assert_same_step(engine_out, torch_out):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
-@pytest.mark.parametrize("actions,batch,hidden,layer_norm", [
-    (2, 8, (64,), False), (18, 64, (64,), False), (3, 5, (32, 48), False), (4, 7, (24, 40), True), (1, 1, (8,), True),
-])
+@pytest.mark.parametrize(
+    "actions,batch,hidden,layer_norm",
+    [
+        (2, 8, (64,), False),
+        (18, 64, (64,), False),
+        (3, 5, (32, 48), False),
+        (4, 7, (24, 40), True),
+        (1, 1, (8,), True),
+    ],
+)
 def test_recurrent_step_matches_torch(actions, batch, hidden, layer_norm):
     net = _network(actions=actions, hidden=hidden, layer_norm=layer_norm)
     engine = MLPSearchInference()
@@ -129,9 +147,16 @@ def test_engine_refuses_unsupported_networks():
 
 
 def _policy(inference, network):
-    cfg = Config().with_updates({"mcts.inference": inference, "model.kind": "mlp", "model.latent_dim": 16,
-                                 "model.hidden_sizes": (64,), "model.value_support_size": 30,
-                                 "model.reward_support_size": 20})
+    cfg = Config().with_updates(
+        {
+            "mcts.inference": inference,
+            "model.kind": "mlp",
+            "model.latent_dim": 16,
+            "model.hidden_sizes": (64,),
+            "model.value_support_size": 30,
+            "model.reward_support_size": 20,
+        }
+    )
     spec = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1, action_space_size=3, is_atari=False)
     return MuZeroPolicy(cfg, spec, network=network)
 

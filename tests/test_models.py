@@ -90,8 +90,14 @@ def test_outputs_are_frozen():
 
 @pytest.mark.parametrize("hidden_sizes,layer_norm", [((32, 16), False), ((32,), True), ((32, 16, 8), True)])
 def test_mlp_variants(hidden_sizes, layer_norm):
-    net = _mlp(latent_dim=24, hidden_sizes=hidden_sizes, layer_norm=layer_norm, value_support_size=5,
-               reward_support_size=7, action_space_size=3).eval()
+    net = _mlp(
+        latent_dim=24,
+        hidden_sizes=hidden_sizes,
+        layer_norm=layer_norm,
+        value_support_size=5,
+        reward_support_size=7,
+        action_space_size=3,
+    ).eval()
     out = net.initial_inference(torch.randn(4, 4))
     step = net.recurrent_inference(out.latent, torch.tensor([0, 1, 2, 2]))
     assert step.latent.shape == (4, 24)
@@ -145,8 +151,16 @@ def test_conv_output_shapes_and_latent_range(size, latent_hw):
 
 
 def test_conv_without_downsampling_keeps_resolution():
-    net = MuZeroConvNetwork(observation_shape=(3, 7, 9), action_space_size=4, num_channels=8, num_res_blocks=2,
-                            downsample=False, value_support_size=10, reward_support_size=5, fc_hidden=()).eval()
+    net = MuZeroConvNetwork(
+        observation_shape=(3, 7, 9),
+        action_space_size=4,
+        num_channels=8,
+        num_res_blocks=2,
+        downsample=False,
+        value_support_size=10,
+        reward_support_size=5,
+        fc_hidden=(),
+    ).eval()
     assert net.latent_shape == (8, 7, 9)
     out = net.initial_inference(torch.rand(2, 3, 7, 9))
     step = net.recurrent_inference(out.latent, torch.tensor([1, 3]))

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from lz_tune.checkpoint_eval import evaluate_checkpoint
 from lz_tune.checkpoint import load_checkpoint
+from lz_tune.checkpoint_eval import evaluate_checkpoint
 from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 
@@ -19,15 +19,28 @@ pytest.importorskip("imageio")
 
 @pytest.mark.slow
 def test_halfcheetah_sampled_efficientzero_runs_async_and_its_checkpoint_evaluates(tmp_path, ray_cluster):
-    cfg = load_config_module("zoo/mujoco/halfcheetah_sampled_efficientzero.py").with_overrides([
-        "env.collector_env_num=4", "env.evaluator_env_num=1", "evaluator.n_evaluator_episode=1",
-        "env.max_episode_steps=200", "mcts.num_simulations=8", "sampled.num_samples=5",
-        "model.latent_dim=64", "model.hidden_sizes=(64,)", "efficientzero.lstm_hidden_size=32",
-        "buffer.game_segment_length=50", "learner.batch_size=32", "learner.update_per_collect=10",
-        "evaluator.eval_freq=40", "max_env_step=3000", "async_pipeline.enabled=True",
-        "async_pipeline.num_collector_actors=1", "async_pipeline.collector_num_cpus=0.5",
-        "async_pipeline.evaluator_num_cpus=0.5",
-    ])
+    cfg = load_config_module("zoo/mujoco/halfcheetah_sampled_efficientzero.py").with_overrides(
+        [
+            "env.collector_env_num=4",
+            "env.evaluator_env_num=1",
+            "evaluator.n_evaluator_episode=1",
+            "env.max_episode_steps=200",
+            "mcts.num_simulations=8",
+            "sampled.num_samples=5",
+            "model.latent_dim=64",
+            "model.hidden_sizes=(64,)",
+            "efficientzero.lstm_hidden_size=32",
+            "buffer.game_segment_length=50",
+            "learner.batch_size=32",
+            "learner.update_per_collect=10",
+            "evaluator.eval_freq=40",
+            "max_env_step=3000",
+            "async_pipeline.enabled=True",
+            "async_pipeline.num_collector_actors=1",
+            "async_pipeline.collector_num_cpus=0.5",
+            "async_pipeline.evaluator_num_cpus=0.5",
+        ]
+    )
     driver = Driver(cfg, exp_dir=str(tmp_path), print_fn=None)
     try:
         m = driver.run()

@@ -39,8 +39,13 @@ from tests.test_tune import BASE  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-ASYNC = {"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1, "driver_num_cpus": 0.5,
-         "async_pipeline.collector_num_cpus": 0.5, "async_pipeline.evaluator_num_cpus": 0.5}
+ASYNC = {
+    "async_pipeline.enabled": True,
+    "async_pipeline.num_collector_actors": 1,
+    "driver_num_cpus": 0.5,
+    "async_pipeline.collector_num_cpus": 0.5,
+    "async_pipeline.evaluator_num_cpus": 0.5,
+}
 
 
 def _start_cluster(*nodes: dict) -> tuple[Cluster, dict[str, str]]:
@@ -105,25 +110,37 @@ def _watch_trial(experiment_dir: str, ready, act) -> threading.Thread:
 
 def _tune(space: dict, storage: str, name: str, *, stop: dict, num_samples: int = 1, max_failures: int = 0):
     tuner = tune.Tuner(
-        MuZeroTrainable, param_space=space,
+        MuZeroTrainable,
+        param_space=space,
         tune_config=tune.TuneConfig(metric=EVAL_RETURN, mode="max", num_samples=num_samples),
-        run_config=tune.RunConfig(storage_path=storage, name=name, stop=stop, verbose=0,
-                                  failure_config=tune.FailureConfig(max_failures=max_failures),
-                                  checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)))
+        run_config=tune.RunConfig(
+            storage_path=storage,
+            name=name,
+            stop=stop,
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
+        ),
+    )
     return tuner.fit()
 
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    cluster, names = _start_cluster({"num_cpus": 2, "resources": {"node_a": 1}},
-                                    {"num_cpus": 2, "resources": {"node_b": 1}})
+    cluster, names = _start_cluster(
+        {"num_cpus": 2, "resources": {"node_a": 1}}, {"num_cpus": 2, "resources": {"node_b": 1}}
+    )
     yield names
     _stop(cluster)
 
 
 def test_spread_puts_the_collector_on_another_node_than_the_driver(two_nodes, tmp_path):
-    results = _tune({**BASE, **ASYNC, "async_pipeline.placement_strategy": "SPREAD"}, str(tmp_path), "spread",
-                    stop={"training_iteration": 2})
+    results = _tune(
+        {**BASE, **ASYNC, "async_pipeline.placement_strategy": "SPREAD"},
+        str(tmp_path),
+        "spread",
+        stop={"training_iteration": 2},
+    )
     assert not results.errors, results.errors
     placement = _placement(results[0].path)
     assert placement["placement_strategy"] == "SPREAD"
@@ -138,12 +155,37 @@ def test_a_search_spreads_its_trials_over_the_nodes(two_nodes, tmp_path):
     whole node, so two trials at once need both nodes."""
     address = ray.get_runtime_context().gcs_address
     overrides = [o for o in TINY_OVERRIDES if not o.startswith("learner.update_per_collect")]
-    proc = subprocess.run([sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py",
-                           "--address", address, "--num-samples", "2", "--stop-iters", "2", "--scheduler", "fifo",
-                           "--storage-path", str(tmp_path), "--name", "search", "driver_num_cpus=2",
-                           "step_seconds=1.5", "learner.update_per_collect=4", "evaluator.eval_freq=8", *overrides],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=400,
-                          env={**os.environ, "RAY_ADDRESS": ""})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lz_tune",
+            "tune",
+            "search_spaces/cartpole_muzero.py",
+            "--address",
+            address,
+            "--num-samples",
+            "2",
+            "--stop-iters",
+            "2",
+            "--scheduler",
+            "fifo",
+            "--storage-path",
+            str(tmp_path),
+            "--name",
+            "search",
+            "driver_num_cpus=2",
+            "step_seconds=1.5",
+            "learner.update_per_collect=4",
+            "evaluator.eval_freq=8",
+            *overrides,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "trials: 2, errors: 0" in proc.stdout
     trials = glob.glob(os.path.join(str(tmp_path), "search", "MuZeroTrainable_*"))
@@ -152,8 +194,9 @@ def test_a_search_spreads_its_trials_over_the_nodes(two_nodes, tmp_path):
 
 
 def test_a_trial_survives_the_loss_of_its_node(tmp_path):
-    cluster, names = _start_cluster({"num_cpus": 2, "resources": {"node_a": 1}},
-                                    {"num_cpus": 2, "resources": {"node_b": 1}})
+    cluster, names = _start_cluster(
+        {"num_cpus": 2, "resources": {"node_a": 1}}, {"num_cpus": 2, "resources": {"node_b": 1}}
+    )
     try:
         storage, events = str(tmp_path), {}
 
@@ -178,12 +221,12 @@ def test_a_trial_survives_the_loss_of_its_node(tmp_path):
         assert len(restored) == 1, [(r["training_iteration"], r["iterations_since_restore"]) for r in rows]
         first = rows[restored[0]]
         ckpt_iter = first["training_iteration"] - 1
-        before = {r["training_iteration"]: r for r in rows[:restored[0]]}
+        before = {r["training_iteration"]: r for r in rows[: restored[0]]}
         # the counter continues from the checkpoint's value, not from the lost node's last result
         steps_at_ckpt = before[ckpt_iter]["num_env_steps_sampled_lifetime"]
         assert first["num_env_steps_sampled_lifetime"] - first["timesteps_this_iter"] == steps_at_ckpt
         assert first["train_iter"] >= before[ckpt_iter]["train_iter"]
-        after = rows[restored[0]:]
+        after = rows[restored[0] :]
         steps = [r["num_env_steps_sampled_lifetime"] for r in after]
         assert steps == sorted(steps)
         assert rows[-1]["timesteps_total"] == rows[-1]["num_env_steps_sampled_lifetime"]
@@ -200,8 +243,9 @@ def test_a_trial_survives_the_loss_of_its_collectors_node(tmp_path):
     running: Ray re-places the collector's bundle on the surviving node, the driver restarts the
     actor there (``pipeline/actor_restarts``), no Tune restore, and the collect that died with
     the node is not counted (the counter only ever grows by consumed collects)."""
-    cluster, names = _start_cluster({"num_cpus": 2, "resources": {"node_a": 1}},
-                                    {"num_cpus": 2, "resources": {"node_b": 1}})
+    cluster, names = _start_cluster(
+        {"num_cpus": 2, "resources": {"node_a": 1}}, {"num_cpus": 2, "resources": {"node_b": 1}}
+    )
     try:
         storage, events = str(tmp_path), {}
 
@@ -213,8 +257,9 @@ def test_a_trial_survives_the_loss_of_its_collectors_node(tmp_path):
             events["lost"], events["rows_before"] = p["collector_node_ids"][0], len(_rows(path))
             cluster.remove_node(next(n for n in cluster.worker_nodes if n.node_id == events["lost"]))
 
-        watcher = _watch_trial(os.path.join(storage, "lost_collector"), lambda path: len(_rows(path)) >= 3,
-                               remove_the_collectors_node)
+        watcher = _watch_trial(
+            os.path.join(storage, "lost_collector"), lambda path: len(_rows(path)) >= 3, remove_the_collectors_node
+        )
         space = {**BASE, **ASYNC, "async_pipeline.placement_strategy": "SPREAD", "evaluator.eval_freq": 4}
         results = _tune(space, storage, "lost_collector", stop={"training_iteration": 10}, max_failures=0)
         watcher.join(timeout=5)

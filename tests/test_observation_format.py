@@ -12,17 +12,29 @@ from lz_tune.config import Config
 from lz_tune.envs.observation_format import observation_format, resolve_observation_layout
 from lz_tune.workers.common import env_spec_for, make_env
 from tests import registered_env
-from tests.registered_env import ENV_ID, H, W, C
+from tests.registered_env import ENV_ID, C, H, W
 
 
 def _cfg(*overrides: str) -> Config:
-    return Config.from_dict({"env": {"env_id": ENV_ID, "import_modules": ["tests.registered_env:register"]}}) \
-        .with_overrides(list(overrides))
+    return Config.from_dict(
+        {"env": {"env_id": ENV_ID, "import_modules": ["tests.registered_env:register"]}}
+    ).with_overrides(list(overrides))
 
 
-@pytest.mark.parametrize("shape, layout", [
-    ((10, 10, 4), "hwc"), ((10, 10, 7), "hwc"), ((84, 84, 3), "hwc"), ((210, 160, 3), "hwc"), ((8, 8, 1), "hwc"),
-    ((4, 84, 84), "chw"), ((3, 64, 48), "chw"), ((1, 8, 8), "chw"), ((7, 10, 10), "chw")])
+@pytest.mark.parametrize(
+    "shape, layout",
+    [
+        ((10, 10, 4), "hwc"),
+        ((10, 10, 7), "hwc"),
+        ((84, 84, 3), "hwc"),
+        ((210, 160, 3), "hwc"),
+        ((8, 8, 1), "hwc"),
+        ((4, 84, 84), "chw"),
+        ((3, 64, 48), "chw"),
+        ((1, 8, 8), "chw"),
+        ((7, 10, 10), "chw"),
+    ],
+)
 def test_the_shape_rule_finds_the_channel_axis(shape, layout):
     assert resolve_observation_layout("X-v0", shape)[0] == layout
 
@@ -96,8 +108,12 @@ def test_mlp_flattens_any_observation_and_conv_takes_the_image():
     assert spec.observation_shape == spec.frame_shape == (C * H * W,)
     with make_env(_cfg("model.kind='mlp'"), num_envs=2, seed=0, mode="collect") as env:
         batch = env.reset()
-    np.testing.assert_array_equal(batch.frame[0], registered_env.rows_image(
-        int(batch.frame[0].reshape(C, H, W)[0].argmax(axis=0)[0])).transpose(2, 0, 1).reshape(-1))
+    np.testing.assert_array_equal(
+        batch.frame[0],
+        registered_env.rows_image(int(batch.frame[0].reshape(C, H, W)[0].argmax(axis=0)[0]))
+        .transpose(2, 0, 1)
+        .reshape(-1),
+    )
     assert env_spec_for(_cfg("model.kind='conv'")).observation_shape == (C, H, W)
 
 

@@ -17,19 +17,24 @@ from lz_tune.workers.common import env_spec_for, make_env
 TTT = "openspiel:tic_tac_toe"
 
 
-@pytest.mark.parametrize("env_id,expected", [
-    ("openspiel:tic_tac_to", r"unknown OpenSpiel game 'tic_tac_to'; did you mean 'openspiel:tic_tac_toe'"),
-    ("openspiel:kuhn_poker", r"kuhn_poker has imperfect information"),
-    ("openspiel:goofspiel", r"goofspiel has simultaneous moves"),
-    ("openspiel:backgammon", r"backgammon has chance nodes"),
-    ("openspiel:2048", r"2048 has 1 players"),
-    ("openspiel:matching_pennies_3p", r"matching_pennies_3p has 3 players"),
-    ("openspiel:connect_four(rows=x)", r"OpenSpiel cannot load 'connect_four\(rows=x\)'"),
-    ("openspiel:", r"expected openspiel:<game>"),
-])
+@pytest.mark.parametrize(
+    "env_id,expected",
+    [
+        ("openspiel:tic_tac_to", r"unknown OpenSpiel game 'tic_tac_to'; did you mean 'openspiel:tic_tac_toe'"),
+        ("openspiel:kuhn_poker", r"kuhn_poker has imperfect information"),
+        ("openspiel:goofspiel", r"goofspiel has simultaneous moves"),
+        ("openspiel:backgammon", r"backgammon has chance nodes"),
+        ("openspiel:2048", r"2048 has 1 players"),
+        ("openspiel:matching_pennies_3p", r"matching_pennies_3p has 3 players"),
+        ("openspiel:connect_four(rows=x)", r"OpenSpiel cannot load 'connect_four\(rows=x\)'"),
+        ("openspiel:", r"expected openspiel:<game>"),
+    ],
+)
 def test_games_that_cannot_be_served_are_refused_by_name(env_id, expected):
-    for call in (lambda: probe_env_spec(env_id),
-                 lambda: make_vector_env(env_id=env_id, num_envs=1, seed=0, mode="collect")):
+    for call in (
+        lambda: probe_env_spec(env_id),
+        lambda: make_vector_env(env_id=env_id, num_envs=1, seed=0, mode="collect"),
+    ):
         with pytest.raises(ValueError, match=expected) as info:
             call()
         assert repr(env_id) in str(info.value)

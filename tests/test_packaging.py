@@ -25,8 +25,12 @@ DIST_OF = {"PIL": "pillow", "ale_py": "ale-py", "tensorboardX": "tensorboardx"}
 #: modules that arrive with a core dependency (no own requirement needed)
 COMES_WITH = {"pyarrow": "ray[tune,train] (Tune's storage layer)"}
 #: modules of an optional extra (imported only where that feature is used): import name -> (extra, distribution)
-OPTIONAL = {"pyspiel": ("games", "open_spiel"), "minatar": ("minatar", "minatar"),
-            "matplotlib": ("analysis", "matplotlib"), "PIL": ("analysis", "pillow")}
+OPTIONAL = {
+    "pyspiel": ("games", "open_spiel"),
+    "minatar": ("minatar", "minatar"),
+    "matplotlib": ("analysis", "matplotlib"),
+    "PIL": ("analysis", "pillow"),
+}
 #: what the core install must work without (the features' extras)
 EXTRA_MODULES = ("matplotlib", "PIL", "easydict", "pyspiel", "minatar", "tensorboard", "mkdocs", "jupyterlab")
 
@@ -49,8 +53,11 @@ def _core_dependencies() -> set[str]:
 
 def test_every_module_lz_tune_imports_is_a_core_dependency():
     core = _core_dependencies()
-    missing = sorted(m for m in _third_party_imports()
-                     if m not in COMES_WITH and m not in OPTIONAL and DIST_OF.get(m, m).lower() not in core)
+    missing = sorted(
+        m
+        for m in _third_party_imports()
+        if m not in COMES_WITH and m not in OPTIONAL and DIST_OF.get(m, m).lower() not in core
+    )
     assert not missing, f"imported by lz_tune/ but not in [project].dependencies: {missing}"
 
 
@@ -79,8 +86,19 @@ def test_optional_modules_are_in_their_extra_and_in_all():
 
 def test_all_is_every_extra_but_mujoco():
     optional = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert set(optional) >= {"analysis", "lightzero", "games", "minatar", "box2d", "tensorboard", "notebooks", "docs",
-                             "mujoco", "dev", "all"}
+    assert set(optional) >= {
+        "analysis",
+        "lightzero",
+        "games",
+        "minatar",
+        "box2d",
+        "tensorboard",
+        "notebooks",
+        "docs",
+        "mujoco",
+        "dev",
+        "all",
+    }
     everything = _extra_requirements("all")
     for extra in set(optional) - {"all", "mujoco"}:
         assert set(_extra_requirements(extra)) <= set(everything), extra
@@ -117,8 +135,10 @@ def test_import_lz_tune_puts_large_tensors_on_huge_pages_unless_the_user_said_ot
     env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
     if preset is not None:
         env["THP_MEM_ALLOC_ENABLE"] = preset
-    code = ("import os, sys; import lz_tune; assert 'torch' not in sys.modules, 'lz_tune imported torch first'; "
-            "print(os.environ['THP_MEM_ALLOC_ENABLE'])")
+    code = (
+        "import os, sys; import lz_tune; assert 'torch' not in sys.modules, 'lz_tune imported torch first'; "
+        "print(os.environ['THP_MEM_ALLOC_ENABLE'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == expected
@@ -174,8 +194,10 @@ def test_the_package_list_is_every_package_folder():
     setuptools = _setuptools()
     assert setuptools["package-dir"] == {"lz_tune.zoo": "zoo", "lz_tune.search_spaces": "search_spaces"}
     listed = set(setuptools["packages"])
-    assert listed == _packages_on_disk(), (f"missing from [tool.setuptools] packages: {sorted(_packages_on_disk() - listed)}; "
-                                           f"listed without a folder: {sorted(listed - _packages_on_disk())}")
+    assert listed == _packages_on_disk(), (
+        f"missing from [tool.setuptools] packages: {sorted(_packages_on_disk() - listed)}; "
+        f"listed without a folder: {sorted(listed - _packages_on_disk())}"
+    )
     assert not any(p.split(".")[0] != "lz_tune" for p in listed)
 
 
@@ -191,8 +213,23 @@ def _build_wheel(tmp_path: Path) -> Path:
             shutil.copy2(f, src / f.name)
     for folder in ("lz_tune", "zoo", "search_spaces"):
         shutil.copytree(REPO_ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
-                          "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("lz_tune-*.whl")
     return wheel
@@ -255,8 +292,9 @@ def test_lightzero_zoo_and_lz_tune_zoo_coexist(tmp_path):
         "print('ok')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
@@ -273,8 +311,14 @@ def test_a_zoo_config_by_short_name_dotted_name_and_file(monkeypatch, tmp_path):
     assert len(names) == sum(1 for f in (REPO_ROOT / "zoo").rglob("*.py") if not f.name.startswith("_"))
 
 
-@pytest.mark.parametrize("name,suggested", [("cartpole_muzer", "cartpole_muzero"), ("pong_muzro", "pong_muzero"),
-                                            ("zoo.classic_control.cartpole_muzer", "cartpole_muzero")])
+@pytest.mark.parametrize(
+    "name,suggested",
+    [
+        ("cartpole_muzer", "cartpole_muzero"),
+        ("pong_muzro", "pong_muzero"),
+        ("zoo.classic_control.cartpole_muzer", "cartpole_muzero"),
+    ],
+)
 def test_an_unknown_short_name_suggests_the_close_ones(monkeypatch, tmp_path, name, suggested):
     from lz_tune.config import ConfigError
     from lz_tune.config_loader import load_config_module
@@ -309,7 +353,9 @@ def test_a_search_space_by_short_name(monkeypatch, tmp_path):
     assert space.__name__ == "lz_tune.search_spaces.cartpole_efficientzero"
     assert config_from_tune({"config": space.space["config"]}).policy_type == "efficientzero"
     assert DEFAULT_CONFIG.startswith("lz_tune.zoo.") and config_from_tune({}).policy_type == "muzero"
-    with pytest.raises(ConfigError, match=r"cartpole_muzro: no search space of that name; did you mean cartpole_muzero"):
+    with pytest.raises(
+        ConfigError, match=r"cartpole_muzro: no search space of that name; did you mean cartpole_muzero"
+    ):
         load_space_module("cartpole_muzro")
 
 
@@ -368,7 +414,9 @@ def test_a_missing_extra_is_named(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "PIL", None)
     import numpy as np
 
-    with pytest.raises(MissingExtraError, match=r"needs PIL, which is not installed: pip install \"lz-tune\[analysis\]\""):
+    with pytest.raises(
+        MissingExtraError, match=r"needs PIL, which is not installed: pip install \"lz-tune\[analysis\]\""
+    ):
         write_gif(np.zeros((1, 2, 2, 3), np.uint8), tmp_path / "x.gif", fps=10)
     from lz_tune.cli.main import main
 
@@ -379,7 +427,9 @@ def test_a_missing_extra_is_named(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "easydict", None)
     f = tmp_path / "cartpole_muzero_config.py"
     f.write_text("from easydict import EasyDict\nmain_config = EasyDict(dict())\ncreate_config = EasyDict(dict())\n")
-    with pytest.raises(ConfigError, match=re.escape('needs easydict, which is not installed: pip install "lz-tune[lightzero]"')):
+    with pytest.raises(
+        ConfigError, match=re.escape('needs easydict, which is not installed: pip install "lz-tune[lightzero]"')
+    ):
         build_config(str(f))
 
 
@@ -389,8 +439,10 @@ def test_the_core_imports_without_the_extras():
     import subprocess
 
     blocked = ", ".join(repr(m) for m in EXTRA_MODULES)
-    code = (f"import sys\nfor m in ({blocked},):\n    sys.modules[m] = None\n"
-            "import lz_tune, lz_tune.cli.main, lz_tune.pipeline, lz_tune.config_loader, lz_tune.tune.trainable\n"
-            "print('ok')\n")
+    code = (
+        f"import sys\nfor m in ({blocked},):\n    sys.modules[m] = None\n"
+        "import lz_tune, lz_tune.cli.main, lz_tune.pipeline, lz_tune.config_loader, lz_tune.tune.trainable\n"
+        "print('ok')\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

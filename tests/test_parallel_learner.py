@@ -26,15 +26,27 @@ from lz_tune.parallel.shards import merge_logs, shard_bounds, split_batch
 
 def _batch(b: int, u: int = 2, seed: int = 0) -> TrainBatch:
     rng = np.random.default_rng(seed)
-    index = SampledIndex(segment_ids=np.arange(b), positions=np.zeros(b, np.int64),
-                         weights=rng.uniform(0.2, 1.0, b).astype(np.float32), make_time=3)
-    return TrainBatch(obs=rng.normal(size=(b, u + 1, 4)).astype(np.float32), actions=rng.integers(0, 2, (b, u)),
-                      target_value=rng.normal(size=(b, u + 1)).astype(np.float32),
-                      target_reward=rng.normal(size=(b, u)).astype(np.float32),
-                      target_policy=np.full((b, u + 1, 2), 0.5, np.float32), mask=np.ones((b, u + 1), np.float32),
-                      weights=index.weights.copy(), to_play=np.full((b, u + 1), -1),
-                      action_mask=np.ones((b, u + 1, 2), bool), timesteps=np.zeros((b, u + 1), np.int64), index=index,
-                      num_reanalyzed=5, extras={"x": np.arange(b * 3).reshape(b, 3)})
+    index = SampledIndex(
+        segment_ids=np.arange(b),
+        positions=np.zeros(b, np.int64),
+        weights=rng.uniform(0.2, 1.0, b).astype(np.float32),
+        make_time=3,
+    )
+    return TrainBatch(
+        obs=rng.normal(size=(b, u + 1, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, (b, u)),
+        target_value=rng.normal(size=(b, u + 1)).astype(np.float32),
+        target_reward=rng.normal(size=(b, u)).astype(np.float32),
+        target_policy=np.full((b, u + 1, 2), 0.5, np.float32),
+        mask=np.ones((b, u + 1), np.float32),
+        weights=index.weights.copy(),
+        to_play=np.full((b, u + 1), -1),
+        action_mask=np.ones((b, u + 1, 2), bool),
+        timesteps=np.zeros((b, u + 1), np.int64),
+        index=index,
+        num_reanalyzed=5,
+        extras={"x": np.arange(b * 3).reshape(b, 3)},
+    )
 
 
 def test_shard_bounds_cover_the_batch_with_sizes_differing_by_at_most_one():
@@ -50,7 +62,7 @@ def test_scaled_shard_losses_average_to_the_global_loss(b, n):
     per_sample = np.random.default_rng(1).uniform(0, 3, b)
     shards = split_batch(batch, n)
     starts = [s for s, _ in shard_bounds(b, n)]
-    ddp_mean = np.mean([np.mean(s.weights * per_sample[st:st + len(s)]) for s, st in zip(shards, starts)])
+    ddp_mean = np.mean([np.mean(s.weights * per_sample[st : st + len(s)]) for s, st in zip(shards, starts)])
     assert ddp_mean == pytest.approx(np.mean(batch.weights * per_sample), rel=1e-6)
     # rows, index and extras follow the rows; num_reanalyzed counts inside each shard
     assert np.array_equal(np.concatenate([s.obs for s in shards]), batch.obs)
@@ -69,6 +81,7 @@ def test_merge_logs_weights_per_sample_means_by_shard_size_and_averages_the_glob
 
 # ---------------------------------------------------------------------------------- GlobalBatchNorm
 
+
 def _bn_rank(rank: int, world: int, port: int, x: torch.Tensor, grad_out: torch.Tensor, bounds, out_dir: str):
     import torch.distributed as dist
 
@@ -86,8 +99,10 @@ def _bn_rank(rank: int, world: int, port: int, x: torch.Tensor, grad_out: torch.
     grads = [p.grad.clone() for p in net.parameters()]
     for g in grads:
         dist.all_reduce(g)
-    torch.save({"out": out.detach(), "xgrad": xs.grad, "pgrad": grads, "state": net.state_dict()},
-               os.path.join(out_dir, f"rank{rank}.pt"))
+    torch.save(
+        {"out": out.detach(), "xgrad": xs.grad, "pgrad": grads, "state": net.state_dict()},
+        os.path.join(out_dir, f"rank{rank}.pt"),
+    )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -123,12 +138,19 @@ def test_global_batchnorm_over_two_processes_equals_batchnorm_on_the_whole_batch
 
 # ---------------------------------------------------------------------------------- N = 2 vs N = 1
 
+
 def _filled_buffer(cfg):
     """A sync Driver that only collects (no update before 10^9 env steps): its buffer and spec."""
     from lz_tune.pipeline.driver import Driver
 
-    collect_only = cfg.with_overrides(["learner.train_start_after_envsteps=1000000000", "max_env_step=300",
-                                       "learner.num_workers=1", "learner.sync_batchnorm=False"])
+    collect_only = cfg.with_overrides(
+        [
+            "learner.train_start_after_envsteps=1000000000",
+            "max_env_step=300",
+            "learner.num_workers=1",
+            "learner.sync_batchnorm=False",
+        ]
+    )
     driver = Driver(collect_only, print_fn=None)
     driver.run()
     driver.close()
@@ -139,13 +161,17 @@ def _assert_state_close(a, b, rtol, atol):
     for key in ("network", "target_network"):
         assert a[key].keys() == b[key].keys()
         for name in a[key]:
-            torch.testing.assert_close(b[key][name], a[key][name], rtol=rtol, atol=atol, msg=lambda m, k=f"{key}.{name}": f"{k}: {m}")
+            torch.testing.assert_close(
+                b[key][name], a[key][name], rtol=rtol, atol=atol, msg=lambda m, k=f"{key}.{name}": f"{k}: {m}"
+            )
     sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
     assert sa.keys() == sb.keys()
     for pid in sa:
         for slot, value in sa[pid].items():
             if torch.is_tensor(value):
-                torch.testing.assert_close(sb[pid][slot], value, rtol=rtol, atol=atol, msg=lambda m, k=f"optimizer {pid}.{slot}": f"{k}: {m}")
+                torch.testing.assert_close(
+                    sb[pid][slot], value, rtol=rtol, atol=atol, msg=lambda m, k=f"optimizer {pid}.{slot}": f"{k}: {m}"
+                )
     assert a["train_iter"] == b["train_iter"]
 
 
@@ -196,8 +222,13 @@ def _ten_batches(cfg, driver):
 @pytest.fixture(scope="module")
 def equivalence_cfg(tiny_cfg):
     # an uneven global batch (8 + 7): the IS-weight scaling matters
-    return tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=0.5", "learner.batch_size=15",
-                    "learner.target_update_freq=4", "learner.learning_rate=0.05")
+    return tiny_cfg(
+        "learner.num_workers=2",
+        "learner.worker_num_cpus=0.5",
+        "learner.batch_size=15",
+        "learner.target_update_freq=4",
+        "learner.learning_rate=0.05",
+    )
 
 
 def test_two_workers_equal_one_process_on_ten_batches_without_batchnorm(ray_cluster, equivalence_cfg, monkeypatch):
@@ -212,8 +243,10 @@ def test_two_workers_equal_one_process_on_ten_batches_without_batchnorm(ray_clus
         # the same with the shards' IS-weight scaling removed: DDP's mean of shard means is not the
         # global mean for uneven shards, and the comparison catches it
         def unscaled(batch, n):
-            return [dataclasses.replace(s, weights=np.asarray(batch.weights[a:b])) for s, (a, b)
-                    in zip(split_batch(batch, n), shard_bounds(len(batch), n))]
+            return [
+                dataclasses.replace(s, weights=np.asarray(batch.weights[a:b]))
+                for s, (a, b) in zip(split_batch(batch, n), shard_bounds(len(batch), n))
+            ]
 
         import lz_tune.parallel.learner as parallel_learner
 
@@ -232,9 +265,15 @@ def test_two_workers_with_sync_batchnorm_equal_one_process_on_ten_batches(ray_cl
     # and shards of 8 + 8: the IS-weight scale is exactly 1 (the float32 rounding of an uneven scale,
     # ~6e-8, is amplified by this network's normalisations past the tolerance within ten updates;
     # uneven shards are checked through GlobalBatchNorm above and without BatchNorm in the test before)
-    cfg = equivalence_cfg.with_overrides(["learner.ssl_loss_weight=2.0", "learner.sync_batchnorm=True",
-                                          "learner.optim_type=sgd", "learner.learning_rate=0.1",
-                                          "learner.batch_size=16"])
+    cfg = equivalence_cfg.with_overrides(
+        [
+            "learner.ssl_loss_weight=2.0",
+            "learner.sync_batchnorm=True",
+            "learner.optim_type=sgd",
+            "learner.learning_rate=0.1",
+            "learner.batch_size=16",
+        ]
+    )
     driver = _filled_buffer(cfg)
     from lz_tune.parallel.sync_batchnorm import has_batchnorm
 
@@ -252,15 +291,26 @@ def test_two_unizero_workers_with_encoder_clip_and_adaptive_alpha_equal_one_proc
     norm, the adaptive alpha by the mean entropy) are taken on the whole batch's statistics by
     every worker: the same ten updates as one process, alpha included, with the clip threshold
     falling 4.5 -> 2 (latent norms ~4) so that it clips at every update."""
-    cfg = equivalence_cfg.with_overrides([
-        "policy_type=unizero", "unizero.embed_dim=16", "unizero.num_heads=2", "unizero.infer_context_length=2",
-        "unizero.use_encoder_clip_annealing=true", "unizero.encoder_clip_anneal_type=linear",
-        "unizero.encoder_clip_start_value=4.5", "unizero.encoder_clip_end_value=2", "unizero.encoder_clip_anneal_steps=10",
-        "unizero.use_adaptive_entropy_weight=true", "unizero.adaptive_entropy_alpha_lr=0.1",
-        "unizero.monitor_norm_freq=4",
-        # SGD: the zero-initialised policy head's hidden layer gets gradients of ~0, whose float
-        # noise Adam would scale up to steps of ~lr (see the sync_batchnorm test)
-        "learner.optim_type=sgd", "learner.learning_rate=0.1"])
+    cfg = equivalence_cfg.with_overrides(
+        [
+            "policy_type=unizero",
+            "unizero.embed_dim=16",
+            "unizero.num_heads=2",
+            "unizero.infer_context_length=2",
+            "unizero.use_encoder_clip_annealing=true",
+            "unizero.encoder_clip_anneal_type=linear",
+            "unizero.encoder_clip_start_value=4.5",
+            "unizero.encoder_clip_end_value=2",
+            "unizero.encoder_clip_anneal_steps=10",
+            "unizero.use_adaptive_entropy_weight=true",
+            "unizero.adaptive_entropy_alpha_lr=0.1",
+            "unizero.monitor_norm_freq=4",
+            # SGD: the zero-initialised policy head's hidden layer gets gradients of ~0, whose float
+            # noise Adam would scale up to steps of ~lr (see the sync_batchnorm test)
+            "learner.optim_type=sgd",
+            "learner.learning_rate=0.1",
+        ]
+    )
     driver = _filled_buffer(cfg)
     batches = _ten_batches(cfg, driver)
     learner = _data_parallel(cfg, driver)
@@ -276,6 +326,7 @@ def test_two_unizero_workers_with_encoder_clip_and_adaptive_alpha_equal_one_proc
 
 
 # ---------------------------------------------------------------------------------- bad input
+
 
 def test_config_errors_name_the_key(tiny_cfg):
     with pytest.raises(ConfigError, match="learner.num_workers"):
@@ -298,12 +349,15 @@ def test_sync_batchnorm_on_a_network_without_batchnorm_fails_before_any_worker(t
     monkeypatch.setattr(group, "LearnerGroup", no_workers)
     # an MLP network's only BatchNorm is in the SSL projector; UniZero's transformer has none
     cfg = tiny_cfg("policy_type=unizero", "learner.num_workers=2", "learner.sync_batchnorm=True")
-    from lz_tune.parallel.sync_batchnorm import has_batchnorm
     from lz_tune.algos import get_algorithm
+    from lz_tune.parallel.sync_batchnorm import has_batchnorm
     from lz_tune.workers import env_spec_for
 
-    assert not has_batchnorm(get_algorithm("unizero").make_learner(cfg.with_overrides(
-        ["learner.num_workers=1", "learner.sync_batchnorm=False"]), env_spec_for(cfg)).policy.network)
+    assert not has_batchnorm(
+        get_algorithm("unizero")
+        .make_learner(cfg.with_overrides(["learner.num_workers=1", "learner.sync_batchnorm=False"]), env_spec_for(cfg))
+        .policy.network
+    )
     with pytest.raises(ConfigError, match="learner.sync_batchnorm"):
         Driver(cfg, print_fn=None)
 
@@ -321,6 +375,7 @@ def test_more_gpus_per_worker_than_the_cluster_has_is_refused_naming_the_key(tin
 
 
 # ---------------------------------------------------------------------------------- prepared ahead
+
 
 def _batches_of_first_budget(cfg):
     """The (segment ids, positions, target values) of every batch the driver trains on in its
@@ -349,12 +404,17 @@ def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster,
     except across a target-network refresh (every 2nd update here): the batches are those of the
     in-process learner, bootstrap values included (a batch prepared across the refresh would
     carry the old target network's values)."""
-    cfg = tiny_cfg("buffer.use_priority=False", "learner.target_update_freq=2", "learner.update_per_collect=6",
-                   "max_train_iter=6", "evaluator.eval_freq=100")
+    cfg = tiny_cfg(
+        "buffer.use_priority=False",
+        "learner.target_update_freq=2",
+        "learner.update_per_collect=6",
+        "max_train_iter=6",
+        "evaluator.eval_freq=100",
+    )
     in_order, ahead_1 = _batches_of_first_budget(cfg)
-    parallel, ahead_2 = _batches_of_first_budget(cfg.with_overrides(["learner.num_workers=2",
-                                                                      "learner.worker_num_cpus=0.5",
-                                                                      "learner.sync_batchnorm=True"]))
+    parallel, ahead_2 = _batches_of_first_budget(
+        cfg.with_overrides(["learner.num_workers=2", "learner.worker_num_cpus=0.5", "learner.sync_batchnorm=True"])
+    )
     # the updates 0 -> 1, 2 -> 3 and 4 -> 5 leave the target network as it is: batches 1, 3 and 5 were
     # built while they ran; 1 -> 2 and 3 -> 4 refresh it, so batches 2 and 4 waited for them
     assert ahead_1 == 0 and ahead_2 == 3
@@ -366,8 +426,15 @@ def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster,
 
 @pytest.mark.slow
 def test_with_per_batches_are_prepared_ahead_only_when_the_lag_is_allowed(ray_cluster, tiny_cfg):
-    cfg = tiny_cfg("buffer.use_priority=True", "learner.target_update_freq=2", "learner.update_per_collect=6",
-                   "max_train_iter=6", "evaluator.eval_freq=100", "learner.num_workers=2", "learner.worker_num_cpus=0.5")
+    cfg = tiny_cfg(
+        "buffer.use_priority=True",
+        "learner.target_update_freq=2",
+        "learner.update_per_collect=6",
+        "max_train_iter=6",
+        "evaluator.eval_freq=100",
+        "learner.num_workers=2",
+        "learner.worker_num_cpus=0.5",
+    )
     seen, ahead = _batches_of_first_budget(cfg)
     assert len(seen) == 6 and ahead == 0  # PER: the next sample waits for the current priorities
     seen, ahead = _batches_of_first_budget(cfg.with_overrides(["learner.prepare_ahead_with_lag=True"]))
@@ -381,8 +448,9 @@ def test_a_gpu_worker_on_a_cluster_without_gpus_is_refused_before_any_actor(ray_
     started = []
     monkeypatch.setattr(driver_module, "make_backend", lambda cfg: started.append("collectors"))
     monkeypatch.setattr(group, "LearnerGroup", lambda *a, **k: started.append("learner workers"))
-    cfg = tiny_cfg("learner.num_workers=2", "learner.device=cuda", "learner.worker_num_gpus=1",
-                   "async_pipeline.enabled=True")
+    cfg = tiny_cfg(
+        "learner.num_workers=2", "learner.device=cuda", "learner.worker_num_gpus=1", "async_pipeline.enabled=True"
+    )
     with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
         driver_module.Driver(cfg, print_fn=None)
     assert started == []

@@ -24,15 +24,20 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
 
-from lz_tune.policy_registry import POLICY_TYPES  # noqa: E402
 from lz_tune.metrics import EVAL_RETURN  # noqa: E402
+from lz_tune.policy_registry import POLICY_TYPES  # noqa: E402
 from lz_tune.tune import MuZeroTrainable, placement_group_factory  # noqa: E402
 from lz_tune.tune.trainable import PLACEMENT_FILE, STATE_FILE  # noqa: E402
-from tests.conftest import CARTPOLE_ZOO, TINY_OVERRIDES, run_cli  # noqa: E402
+from tests.conftest import CARTPOLE_ZOO, run_cli  # noqa: E402
 from tests.test_tune import BASE  # noqa: E402
 
-PARALLEL = {**BASE, "learner.num_workers": 2, "learner.worker_num_cpus": 0.25, "driver_num_cpus": 0.5,
-            "step_seconds": 1.0}
+PARALLEL = {
+    **BASE,
+    "learner.num_workers": 2,
+    "learner.worker_num_cpus": 0.25,
+    "driver_num_cpus": 0.5,
+    "step_seconds": 1.0,
+}
 
 
 def _placement(trial_path: str) -> dict:
@@ -43,8 +48,14 @@ def _placement(trial_path: str) -> dict:
 def test_bundles_include_one_per_learner_worker():
     pgf = placement_group_factory({**PARALLEL, "learner.worker_num_cpus": 0.5})
     assert pgf.bundles == [{"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 0.5}]
-    pgf = placement_group_factory({**PARALLEL, "async_pipeline.enabled": True, "async_pipeline.collector_num_cpus": 0.25,
-                                   "async_pipeline.evaluator_num_cpus": 0.25})
+    pgf = placement_group_factory(
+        {
+            **PARALLEL,
+            "async_pipeline.enabled": True,
+            "async_pipeline.collector_num_cpus": 0.25,
+            "async_pipeline.evaluator_num_cpus": 0.25,
+        }
+    )
     assert pgf.bundles == [{"CPU": 0.5}, {"CPU": 0.25}, {"CPU": 0.25}, {"CPU": 0.25}, {"CPU": 0.25}]
 
 
@@ -79,11 +90,17 @@ def _same_next_update(state_path: str, trial_config: dict) -> None:
 
 def test_trial_with_two_learner_workers_reserves_their_bundles_and_restores_into_one_and_two(ray_cluster, tmp_path):
     results = tune.Tuner(
-        MuZeroTrainable, param_space=PARALLEL,
+        MuZeroTrainable,
+        param_space=PARALLEL,
         tune_config=tune.TuneConfig(metric=EVAL_RETURN, mode="max"),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="parallel", verbose=0,
-                                  stop={"training_iteration": 2},
-                                  checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True))).fit()
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="parallel",
+            verbose=0,
+            stop={"training_iteration": 2},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
+        ),
+    ).fit()
     assert not results.errors, results.errors
     result = results[0]
     placement = _placement(result.path)
@@ -105,8 +122,14 @@ TYPE_OVERRIDES = ("efficientzero.lstm_hidden_size=8", "efficientzero.lstm_horizo
 def test_every_type_trains_with_two_learner_workers(ray_cluster, tiny_cfg, policy_type):
     from lz_tune.pipeline.driver import Driver
 
-    cfg = tiny_cfg(f"policy_type={policy_type}", *TYPE_OVERRIDES, "learner.num_workers=2",
-                   "learner.worker_num_cpus=0.5", "max_train_iter=6", "learner.target_update_freq=2")
+    cfg = tiny_cfg(
+        f"policy_type={policy_type}",
+        *TYPE_OVERRIDES,
+        "learner.num_workers=2",
+        "learner.worker_num_cpus=0.5",
+        "max_train_iter=6",
+        "learner.target_update_freq=2",
+    )
     driver = Driver(cfg, print_fn=None)
     try:
         driver.run()
@@ -140,11 +163,17 @@ def test_killed_learner_worker_fails_the_trial_naming_it_and_failureconfig_resto
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     results = tune.Tuner(
-        MuZeroTrainable, param_space=PARALLEL,
+        MuZeroTrainable,
+        param_space=PARALLEL,
         tune_config=tune.TuneConfig(metric=EVAL_RETURN, mode="max"),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="kill", verbose=0,
-                                  stop={"training_iteration": 8},
-                                  failure_config=tune.FailureConfig(max_failures=1))).fit()
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="kill",
+            verbose=0,
+            stop={"training_iteration": 8},
+            failure_config=tune.FailureConfig(max_failures=1),
+        ),
+    ).fit()
     thread.join(timeout=1)
     assert killed.exists(), "no learner worker was killed"
     assert not results.errors, results.errors
@@ -161,8 +190,17 @@ def test_killed_learner_worker_fails_the_trial_naming_it_and_failureconfig_resto
 @pytest.mark.parametrize("pipeline", ["sync", "async"])
 def test_cartpole_solves_with_two_learner_workers_through_the_cli(capsys, tmp_path, pipeline):
     extra = ["--async-pipeline", "async_pipeline.collector_num_cpus=0.5"] if pipeline == "async" else []
-    code, out, err = run_cli(capsys, "train", CARTPOLE_ZOO, "--exp-dir", str(tmp_path / "run"), *extra,
-                             "learner.num_workers=2", "learner.worker_num_cpus=0.5", "evaluator.stop_value=195")
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        CARTPOLE_ZOO,
+        "--exp-dir",
+        str(tmp_path / "run"),
+        *extra,
+        "learner.num_workers=2",
+        "learner.worker_num_cpus=0.5",
+        "evaluator.stop_value=195",
+    )
     assert code == 0, out + err
     rows = [json.loads(line) for line in open(tmp_path / "run" / "result.json")]
     assert max(r[EVAL_RETURN] for r in rows) >= 195, rows[-1]
@@ -182,11 +220,17 @@ def test_learner_workers_on_different_nodes(tmp_path):
     try:
         results = tune.Tuner(
             MuZeroTrainable,
-            param_space={**PARALLEL, "learner.worker_num_cpus": 1, "driver_num_cpus": 1,
-                         "async_pipeline.placement_strategy": "STRICT_SPREAD"},
+            param_space={
+                **PARALLEL,
+                "learner.worker_num_cpus": 1,
+                "driver_num_cpus": 1,
+                "async_pipeline.placement_strategy": "STRICT_SPREAD",
+            },
             tune_config=tune.TuneConfig(metric=EVAL_RETURN, mode="max"),
-            run_config=tune.RunConfig(storage_path=str(tmp_path), name="nodes", verbose=0,
-                                      stop={"training_iteration": 2})).fit()
+            run_config=tune.RunConfig(
+                storage_path=str(tmp_path), name="nodes", verbose=0, stop={"training_iteration": 2}
+            ),
+        ).fit()
         assert not results.errors, results.errors
         placement = _placement(results[0].path)
         nodes = placement["learner_node_ids"]

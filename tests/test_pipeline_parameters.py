@@ -21,8 +21,7 @@ import torch
 
 from lz_tune.checkpoint import load_checkpoint
 from lz_tune.pipeline import Driver
-from lz_tune.pipeline.backends import (COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult,
-                                       WorkerBackend)
+from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
 from lz_tune.pipeline.snapshot import SnapshotPublisher
 from lz_tune.workers import Evaluator, SegmentCollector, WeightSnapshot
 
@@ -41,10 +40,19 @@ class FakeConcurrentBackend(WorkerBackend):
 
     concurrent = True
 
-    def __init__(self, cfg, *, num_collectors: int = 1, num_evaluators: int = 1, collect_polls: int = 1,
-                 eval_polls: int = 1, ready_hint: bool = True) -> None:
-        self.collectors = [SegmentCollector(cfg, seed=cfg.seed + COLLECTOR_SEED_STRIDE * k, worker_id=k)
-                           for k in range(num_collectors)]
+    def __init__(
+        self,
+        cfg,
+        *,
+        num_collectors: int = 1,
+        num_evaluators: int = 1,
+        collect_polls: int = 1,
+        eval_polls: int = 1,
+        ready_hint: bool = True,
+    ) -> None:
+        self.collectors = [
+            SegmentCollector(cfg, seed=cfg.seed + COLLECTOR_SEED_STRIDE * k, worker_id=k) for k in range(num_collectors)
+        ]
         self.evaluator = Evaluator(cfg, seed=cfg.seed + EVALUATOR_SEED_OFFSET)
         self.num_evaluators = num_evaluators
         self.collect_polls, self.eval_polls, self.ready_hint = collect_polls, eval_polls, ready_hint
@@ -70,15 +78,23 @@ class FakeConcurrentBackend(WorkerBackend):
     def evals_in_flight(self) -> int:
         return len(self._evals)
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
-                       epsilon: float = 0.0) -> None:
+    def launch_collect(
+        self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *, epsilon: float = 0.0
+    ) -> None:
         assert worker_id not in self._collects, "collect launched on a busy collector"
         d = self.driver
-        self.collect_launches.append({
-            "worker": worker_id, "train_iter": self._train_iter(), "snapshot_train_iter": snapshot.train_iter,
-            "in_flight": self.collects_in_flight, "budgets": None if d is None else len(d.budgets),
-            "trainable": None if d is None else d.trainable, "epsilon": epsilon,
-            "env_steps": None if d is None else d.counters.env_steps})
+        self.collect_launches.append(
+            {
+                "worker": worker_id,
+                "train_iter": self._train_iter(),
+                "snapshot_train_iter": snapshot.train_iter,
+                "in_flight": self.collects_in_flight,
+                "budgets": None if d is None else len(d.budgets),
+                "trainable": None if d is None else d.trainable,
+                "epsilon": epsilon,
+                "env_steps": None if d is None else d.counters.env_steps,
+            }
+        )
         collector = self.collectors[worker_id]
         collector.load_snapshot(snapshot)
         self._collects[worker_id] = [self.collect_polls, collector.collect(temperature=temperature, epsilon=epsilon)]
@@ -86,9 +102,14 @@ class FakeConcurrentBackend(WorkerBackend):
     def launch_eval(self, snapshot: WeightSnapshot) -> bool:
         if len(self._evals) >= self.num_evaluators:
             return False  # as a busy evaluator actor: the driver retries later
-        self.eval_launches.append({"version": snapshot.version, "snapshot_train_iter": snapshot.train_iter,
-                                   "train_iter": self._train_iter(),
-                                   "weights": {k: v.clone() for k, v in snapshot.weights.items()}})
+        self.eval_launches.append(
+            {
+                "version": snapshot.version,
+                "snapshot_train_iter": snapshot.train_iter,
+                "train_iter": self._train_iter(),
+                "weights": {k: v.clone() for k, v in snapshot.weights.items()},
+            }
+        )
         self._evals.append([self.eval_polls, self.evaluator.evaluate(snapshot)])
         return True
 
@@ -192,8 +213,10 @@ def test_publisher_negative_lag_is_unbounded():
     assert weights.calls == 3
 
 
-@pytest.mark.parametrize("lag_bound,steps", [(2, list(range(0, 41))), (3, list(range(0, 41))),
-                                             (2, [0, 1, 2, 5, 6, 7, 8, 9, 17, 18, 19, 20, 21])])
+@pytest.mark.parametrize(
+    "lag_bound,steps",
+    [(2, list(range(0, 41))), (3, list(range(0, 41))), (2, [0, 1, 2, 5, 6, 7, 8, 9, 17, 18, 19, 20, 21])],
+)
 def test_publisher_lag_bound_forces_publishes(lag_bound, steps):
     interval = 10
     assert interval > lag_bound + 1  # so that the bound, not the interval, decides
@@ -251,9 +274,14 @@ def record_launch_passes(driver: Driver, backend: FakeConcurrentBackend) -> list
 
     def launch_collects():
         before = len(backend.collect_launches)
-        state = {"idle": len(backend.idle_collectors()), "budgets": len(driver.budgets),
-                 "in_flight": backend.collects_in_flight, "trainable": driver.trainable,
-                 "stop": bool(driver.stop), "train_iter": driver.train_iter}
+        state = {
+            "idle": len(backend.idle_collectors()),
+            "budgets": len(driver.budgets),
+            "in_flight": backend.collects_in_flight,
+            "trainable": driver.trainable,
+            "stop": bool(driver.stop),
+            "train_iter": driver.train_iter,
+        }
         original()
         state["launched"] = len(backend.collect_launches) - before
         passes.append(state)
@@ -264,9 +292,15 @@ def record_launch_passes(driver: Driver, backend: FakeConcurrentBackend) -> list
 
 def test_backpressure_blocks_launches_at_the_cap_once_trainable(tiny_cfg):
     cap = 3
-    cfg = tiny_cfg(*ASYNC, "async_pipeline.num_collector_actors=2", f"async_pipeline.max_train_budget_queue_size={cap}",
-                   "learner.update_per_collect=6", "async_pipeline.max_train_chunk_steps=1",
-                   "learner.train_start_after_envsteps=0", "evaluator.eval_freq=100000")
+    cfg = tiny_cfg(
+        *ASYNC,
+        "async_pipeline.num_collector_actors=2",
+        f"async_pipeline.max_train_budget_queue_size={cap}",
+        "learner.update_per_collect=6",
+        "async_pipeline.max_train_chunk_steps=1",
+        "learner.train_start_after_envsteps=0",
+        "evaluator.eval_freq=100000",
+    )
     driver, backend = fake_driver(cfg, num_collectors=2, collect_polls=1)  # collects beat the learner
     passes = record_launch_passes(driver, backend)
     queue_lens = []
@@ -283,10 +317,12 @@ def test_backpressure_blocks_launches_at_the_cap_once_trainable(tiny_cfg):
     # happens below it, and collects in flight do not count toward it
     for c in trainable_launches:
         assert c["budgets"] < cap, c
-    assert any(c["budgets"] + c["in_flight"] >= cap for c in trainable_launches), \
+    assert any(c["budgets"] + c["in_flight"] >= cap for c in trainable_launches), (
         "no launch with collects in flight filling the cap: they must not count"
-    blocked = [i for i, p in enumerate(passes)
-               if p["trainable"] and not p["stop"] and p["idle"] > 0 and p["launched"] == 0]
+    )
+    blocked = [
+        i for i, p in enumerate(passes) if p["trainable"] and not p["stop"] and p["idle"] > 0 and p["launched"] == 0
+    ]
     assert blocked, "backpressure never blocked a launch although the learner was the bottleneck"
     for i in blocked:  # blocked by the cap and nothing else
         assert passes[i]["budgets"] >= cap, passes[i]
@@ -302,9 +338,15 @@ def test_backpressure_blocks_launches_at_the_cap_once_trainable(tiny_cfg):
 
 def test_backpressure_inactive_during_cold_start(tiny_cfg):
     cap = 1
-    cfg = tiny_cfg(*ASYNC, "async_pipeline.num_collector_actors=2", f"async_pipeline.max_train_budget_queue_size={cap}",
-                   "learner.update_per_collect=6", "async_pipeline.max_train_chunk_steps=1",
-                   "learner.train_start_after_envsteps=100000", "evaluator.eval_freq=100000")
+    cfg = tiny_cfg(
+        *ASYNC,
+        "async_pipeline.num_collector_actors=2",
+        f"async_pipeline.max_train_budget_queue_size={cap}",
+        "learner.update_per_collect=6",
+        "async_pipeline.max_train_chunk_steps=1",
+        "learner.train_start_after_envsteps=100000",
+        "evaluator.eval_freq=100000",
+    )
     driver, backend = fake_driver(cfg, num_collectors=2, collect_polls=2)
     passes = record_launch_passes(driver, backend)
     max_in_flight = 0
@@ -327,9 +369,14 @@ def test_backpressure_inactive_during_cold_start(tiny_cfg):
 def test_collects_get_the_epsilon_of_the_env_steps_collected_so_far(tiny_cfg):
     """Epsilon-greedy exploration decays with the env steps of ALL collectors (the driver's
     count when the collect is launched), not with one collector's own steps."""
-    cfg = tiny_cfg(*ASYNC, "async_pipeline.num_collector_actors=2", "collector.eps_greedy_start=1.0",
-                   "collector.eps_greedy_end=0.1", "collector.eps_greedy_decay_env_steps=400",
-                   "evaluator.eval_freq=100000")
+    cfg = tiny_cfg(
+        *ASYNC,
+        "async_pipeline.num_collector_actors=2",
+        "collector.eps_greedy_start=1.0",
+        "collector.eps_greedy_end=0.1",
+        "collector.eps_greedy_decay_env_steps=400",
+        "evaluator.eval_freq=100000",
+    )
     driver, backend = fake_driver(cfg, num_collectors=2, collect_polls=1)
     try:
         iterate(driver, 80, until=lambda: driver.counters.env_steps > 800)
@@ -349,8 +396,13 @@ def test_collects_get_the_epsilon_of_the_env_steps_collected_so_far(tiny_cfg):
 
 def test_driver_polls_after_at_most_max_train_chunk_steps_updates(tiny_cfg):
     chunk, budget = 3, 10
-    cfg = tiny_cfg(*ASYNC, f"async_pipeline.max_train_chunk_steps={chunk}", f"learner.update_per_collect={budget}",
-                   "learner.train_start_after_envsteps=0", "evaluator.eval_freq=100000")
+    cfg = tiny_cfg(
+        *ASYNC,
+        f"async_pipeline.max_train_chunk_steps={chunk}",
+        f"learner.update_per_collect={budget}",
+        "learner.train_start_after_envsteps=0",
+        "evaluator.eval_freq=100000",
+    )
     driver, backend = fake_driver(cfg, collect_polls=3, ready_hint=False)  # collect_ready() never True
     try:
         iterate(driver, 14)
@@ -405,8 +457,13 @@ def test_no_eval_at_start_sync(tiny_cfg):
 
 @pytest.mark.parametrize("at_start", [True, False])
 def test_eval_at_start_concurrent(tiny_cfg, at_start):
-    cfg = tiny_cfg(*ASYNC, f"async_pipeline.eval_at_start={at_start}", "learner.update_per_collect=4",
-                   "async_pipeline.max_train_chunk_steps=2", "evaluator.eval_freq=4")
+    cfg = tiny_cfg(
+        *ASYNC,
+        f"async_pipeline.eval_at_start={at_start}",
+        "learner.update_per_collect=4",
+        "async_pipeline.max_train_chunk_steps=2",
+        "evaluator.eval_freq=4",
+    )
     driver, backend = fake_driver(cfg, eval_polls=3)
     try:
         if not at_start:
@@ -434,8 +491,9 @@ def test_no_eval_at_start_on_resume(sync_run_with_eval_at_start, tiny_cfg, tmp_p
     restored_iter = load_checkpoint(path)["counters"]["train_iter"]
     assert restored_iter > 0
     if concurrent:
-        cfg = tiny_cfg(*ASYNC, "async_pipeline.eval_at_start=True", "learner.update_per_collect=3",
-                       "evaluator.eval_freq=3")
+        cfg = tiny_cfg(
+            *ASYNC, "async_pipeline.eval_at_start=True", "learner.update_per_collect=3", "evaluator.eval_freq=3"
+        )
         driver, backend = fake_driver(cfg, exp_dir=str(tmp_path / "r"), resume_from=path, eval_polls=2)
         try:
             assert driver.train_iter == restored_iter
@@ -463,8 +521,13 @@ def test_no_eval_at_start_on_resume(sync_run_with_eval_at_start, tiny_cfg, tmp_p
 
 
 def test_checkpoint_of_a_late_evaluation_holds_the_evaluated_weights(tiny_cfg, tmp_path):
-    cfg = tiny_cfg(*ASYNC, "learner.update_per_collect=6", "async_pipeline.max_train_chunk_steps=1",
-                   "learner.train_start_after_envsteps=0", "evaluator.eval_freq=3")
+    cfg = tiny_cfg(
+        *ASYNC,
+        "learner.update_per_collect=6",
+        "async_pipeline.max_train_chunk_steps=1",
+        "learner.train_start_after_envsteps=0",
+        "evaluator.eval_freq=3",
+    )
     exp_dir = tmp_path / "exp"
     driver, backend = fake_driver(cfg, exp_dir=str(exp_dir), eval_polls=4)  # updates go on meanwhile
     seen = []
@@ -484,8 +547,14 @@ def test_checkpoint_of_a_late_evaluation_holds_the_evaluated_weights(tiny_cfg, t
             assert best["eval"]["version"] == result.version
             assert same_weights(best["learner"]["network"], launched["weights"]), "ckpt_best: not the evaluated weights"
         current = driver.learner.policy.network.state_dict()
-        seen.append({"train_iter_now": driver.train_iter, "evaluated": result.train_iter, "best": is_best,
-                     "differs": not same_weights(current, launched["weights"])})
+        seen.append(
+            {
+                "train_iter_now": driver.train_iter,
+                "evaluated": result.train_iter,
+                "best": is_best,
+                "differs": not same_weights(current, launched["weights"]),
+            }
+        )
 
     driver._on_eval = checking_on_eval
     try:
@@ -504,8 +573,13 @@ def test_checkpoint_of_a_late_evaluation_holds_the_evaluated_weights(tiny_cfg, t
 
 
 def test_evaluation_launched_before_a_restore_is_ignored(tiny_cfg, tmp_path):
-    cfg = tiny_cfg(*ASYNC, "learner.update_per_collect=6", "async_pipeline.max_train_chunk_steps=1",
-                   "learner.train_start_after_envsteps=0", "evaluator.eval_freq=3")
+    cfg = tiny_cfg(
+        *ASYNC,
+        "learner.update_per_collect=6",
+        "async_pipeline.max_train_chunk_steps=1",
+        "learner.train_start_after_envsteps=0",
+        "evaluator.eval_freq=3",
+    )
     exp_dir = tmp_path / "exp"
     driver, backend = fake_driver(cfg, exp_dir=str(exp_dir), eval_polls=3)
     latest = exp_dir / "ckpt" / "ckpt_latest.pt"
@@ -522,18 +596,31 @@ def test_evaluation_launched_before_a_restore_is_ignored(tiny_cfg, tmp_path):
         assert driver.buffer.num_transitions == transitions > 0  # no buffer beside it: the buffer is kept
         assert driver.publisher.generation == 1
         assert driver.publisher.generation_of(stale.version) == 0
-        before = {"last_eval": driver.last_eval, "best_eval": driver.best_eval, "best": driver.best_reward_mean,
-                  "evaluations": driver.counters.evaluations, "history": len(driver.eval_history),
-                  "stop": bool(driver.stop), "ckpt": latest.read_bytes()}
+        before = {
+            "last_eval": driver.last_eval,
+            "best_eval": driver.best_eval,
+            "best": driver.best_reward_mean,
+            "evaluations": driver.counters.evaluations,
+            "history": len(driver.eval_history),
+            "stop": bool(driver.stop),
+            "ckpt": latest.read_bytes(),
+        }
         # the stale result comes back after the restore: it must change nothing
         iterate(driver, 10, until=lambda: stale.version in backend.released_evals)
         assert stale.version in backend.released_evals
-        after = {"last_eval": driver.last_eval, "best_eval": driver.best_eval, "best": driver.best_reward_mean,
-                 "evaluations": driver.counters.evaluations, "history": len(driver.eval_history),
-                 "stop": bool(driver.stop), "ckpt": latest.read_bytes()}
+        after = {
+            "last_eval": driver.last_eval,
+            "best_eval": driver.best_eval,
+            "best": driver.best_reward_mean,
+            "evaluations": driver.counters.evaluations,
+            "history": len(driver.eval_history),
+            "stop": bool(driver.stop),
+            "ckpt": latest.read_bytes(),
+        }
         assert after["last_eval"] is before["last_eval"] and after["best_eval"] is before["best_eval"]
-        assert {k: v for k, v in after.items() if k not in ("last_eval", "best_eval")} == \
-               {k: v for k, v in before.items() if k not in ("last_eval", "best_eval")}
+        assert {k: v for k, v in after.items() if k not in ("last_eval", "best_eval")} == {
+            k: v for k, v in before.items() if k not in ("last_eval", "best_eval")
+        }
         # an evaluation launched after the restore is consumed as usual
         n = driver.counters.evaluations
         iterate(driver, 30, until=lambda: driver.counters.evaluations > n)
@@ -548,8 +635,9 @@ def test_eval_at_start_survives_a_worker_takeover(tiny_cfg):
     """What MuZeroTrainable._build does when a new trial takes over running actors: build the Driver
     on the old back-end, then move its publisher to a generation above the old driver's. The
     initial weights must still be evaluated (and under a version of the new generation)."""
-    cfg = tiny_cfg(*ASYNC, "async_pipeline.eval_at_start=True", "learner.update_per_collect=4",
-                   "evaluator.eval_freq=1000")
+    cfg = tiny_cfg(
+        *ASYNC, "async_pipeline.eval_at_start=True", "learner.update_per_collect=4", "evaluator.eval_freq=1000"
+    )
     driver, backend = fake_driver(cfg, eval_polls=2)
     driver.publisher.generation = 0 + 1  # the taken-over driver's generation + 1, as trainable._build sets it
     try:

@@ -16,8 +16,12 @@ from lz_tune.pipeline.ray_backend import RayBackend  # noqa: E402
 from lz_tune.tune import check_cluster_resources, placement_group_factory  # noqa: E402
 from lz_tune.tune.resources import _packs, trial_bundles  # noqa: E402
 
-ASYNC = {"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 2,
-         "async_pipeline.collector_num_cpus": 1.0, "async_pipeline.evaluator_num_cpus": 1.0}
+ASYNC = {
+    "async_pipeline.enabled": True,
+    "async_pipeline.num_collector_actors": 2,
+    "async_pipeline.collector_num_cpus": 1.0,
+    "async_pipeline.evaluator_num_cpus": 1.0,
+}
 TWO_NODES = [{"CPU": 2.0}, {"CPU": 2.0}]
 
 
@@ -58,7 +62,7 @@ def test_inside_a_trial_actors_go_to_their_bundle_whatever_the_strategy():
 
 
 def test_strict_spread_needs_a_node_per_bundle():
-    space = ASYNC | {"async_pipeline.placement_strategy": "STRICT_SPREAD"}   # 4 bundles of 1 CPU
+    space = ASYNC | {"async_pipeline.placement_strategy": "STRICT_SPREAD"}  # 4 bundles of 1 CPU
     with pytest.raises(ConfigError, match="STRICT_SPREAD.*4 bundles.*2 node"):
         check_cluster_resources(space, TWO_NODES)
     check_cluster_resources(space, [{"CPU": 1.0}] * 4)
@@ -66,8 +70,12 @@ def test_strict_spread_needs_a_node_per_bundle():
 
 
 def test_strict_spread_matches_bundles_to_the_nodes_that_can_hold_them():
-    space = {"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1,
-             "async_pipeline.collector_num_gpus": 1.0, "async_pipeline.placement_strategy": "STRICT_SPREAD"}
+    space = {
+        "async_pipeline.enabled": True,
+        "async_pipeline.num_collector_actors": 1,
+        "async_pipeline.collector_num_gpus": 1.0,
+        "async_pipeline.placement_strategy": "STRICT_SPREAD",
+    }
     # driver {CPU 1}, collector {CPU 1, GPU 1}, evaluator {CPU 1}: only node 0 has a GPU
     nodes = [{"CPU": 1.0, "GPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0}]
     check_cluster_resources(space, nodes)
@@ -88,8 +96,13 @@ def test_strict_pack_needs_one_node_for_the_whole_trial():
 
 def test_bundles_that_fit_the_total_but_not_the_nodes_are_refused():
     # 3 bundles of 0.6 CPU: 1.8 <= 2 CPUs in all, but a 1-CPU node holds only one of them
-    space = {"async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 1, "driver_num_cpus": 0.6,
-             "async_pipeline.collector_num_cpus": 0.6, "async_pipeline.evaluator_num_cpus": 0.6}
+    space = {
+        "async_pipeline.enabled": True,
+        "async_pipeline.num_collector_actors": 1,
+        "driver_num_cpus": 0.6,
+        "async_pipeline.collector_num_cpus": 0.6,
+        "async_pipeline.evaluator_num_cpus": 0.6,
+    }
     with pytest.raises(ConfigError, match="cannot be split over its nodes"):
         check_cluster_resources(space, [{"CPU": 1.0}, {"CPU": 1.0}])
     check_cluster_resources(space, [{"CPU": 1.2}, {"CPU": 1.0}])

@@ -85,9 +85,14 @@ def test_every_learner_weight_change_goes_through_on_weights_loaded(tiny_cfg):
     learner = get_algorithm(cfg.policy_type).make_learner(cfg, spec)
     online, target = Spy(learner.policy), Spy(learner.target_policy)
     collector = SegmentCollector(cfg, seed=0)
-    buffer = GameBuffer(capacity_transitions=1000, num_unroll_steps=cfg.buffer.num_unroll_steps,
-                        td_steps=cfg.buffer.td_steps, discount=0.99, frame_stack=1,
-                        action_space_size=spec.action_space_size)
+    buffer = GameBuffer(
+        capacity_transitions=1000,
+        num_unroll_steps=cfg.buffer.num_unroll_steps,
+        td_steps=cfg.buffer.td_steps,
+        discount=0.99,
+        frame_stack=1,
+        action_space_size=spec.action_space_size,
+    )
     buffer.push(collector.collect(temperature=1.0, num_segments=4).segments)
     rng = np.random.default_rng(0)
     for _ in range(4):

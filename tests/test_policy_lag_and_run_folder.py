@@ -92,8 +92,12 @@ def test_one_writer_per_run_folder(tiny_cfg, tmp_path, capsys):
         assert after == before
     finally:
         first.close()
-    second = Driver(cfg.with_overrides(["max_env_step=300"]), exp_dir=str(run), print_fn=None,
-                    resume_from=str(run / "ckpt" / "ckpt_latest.pt"))  # free again after close
+    second = Driver(
+        cfg.with_overrides(["max_env_step=300"]),
+        exp_dir=str(run),
+        print_fn=None,
+        resume_from=str(run / "ckpt" / "ckpt_latest.pt"),
+    )  # free again after close
     try:
         second.run()
     finally:

@@ -17,8 +17,13 @@ import pytest
 import lz_tune.config as config_module
 from lz_tune.algos import get_algorithm
 from lz_tune.config import Config, ConfigError, Section
-from lz_tune.policy_registry import (BUILTIN_POLICY_TYPES, config_section_classes, lookup_policy_type,
-                                     register_policy_type, registered_policy_types)
+from lz_tune.policy_registry import (
+    BUILTIN_POLICY_TYPES,
+    config_section_classes,
+    lookup_policy_type,
+    register_policy_type,
+    registered_policy_types,
+)
 from tests import toy_section_type as toy
 from tests.conftest import CARTPOLE_ZOO, REPO_ROOT, run_cli
 from tests.test_cli_config import _fields
@@ -55,8 +60,9 @@ def test_a_misspelt_key_names_the_close_one():
         Config.from_dict({"policy_type": toy.POLICY_TYPE, "tyo": {"key": 3}})
 
 
-@pytest.mark.parametrize("value, why", [("0", r"must be > 0 \(got 0\)"), ("1.5", "expected an integer"),
-                                        ("'three'", "expected an integer")])
+@pytest.mark.parametrize(
+    "value, why", [("0", r"must be > 0 \(got 0\)"), ("1.5", "expected an integer"), ("'three'", "expected an integer")]
+)
 def test_an_invalid_value_names_the_key(value, why):
     with pytest.raises(ConfigError, match=rf"^toy\.key: {why}"):
         toy_cfg(f"toy.key={value}")
@@ -98,9 +104,14 @@ def test_the_config_command_lists_the_key_with_its_docstring(capsys):
     code, out, err = run_cli(capsys, "config", CARTPOLE_ZOO, "toy.key=3", "--policy-type", toy.POLICY_TYPE)
     assert code == 0, err
     fields = _fields(out)
-    assert fields["toy.key"] == {"changed": True, "value": "3", "type": "int", "default": "1", "section": "toy",
-                                 "doc": "How many toys the toy type has (>= 1; read by nothing, the section is what "
-                                        "is tested). "}
+    assert fields["toy.key"] == {
+        "changed": True,
+        "value": "3",
+        "type": "int",
+        "default": "1",
+        "section": "toy",
+        "doc": "How many toys the toy type has (>= 1; read by nothing, the section is what is tested). ",
+    }
     assert "\n[toy]  The toy type's own keys (``policy_type=toy``).\n" in out
     code, out, err = run_cli(capsys, "config", CARTPOLE_ZOO, "toy.kee=3", "--policy-type", toy.POLICY_TYPE)
     assert code != 0 and "did you mean 'toy.key'" in err
@@ -123,15 +134,26 @@ def test_a_fresh_process_resolves_the_section_from_the_config_alone():
 def test_config_py_holds_only_the_shared_sections():
     """Each built-in type's section is a class next to its algorithm (``lz_tune/algos/<type>_config.py``)
     named by its registry entry; lz_tune.config defines the sections every type reads."""
-    shared = {f.type if isinstance(f.type, type) else getattr(config_module, f.type)
-              for f in dataclasses.fields(Config) if f.name != "sections" and f.name[0] != "_"
-              and isinstance(getattr(Config(), f.name), Section)}
-    defined = {cls for cls in vars(config_module).values() if inspect.isclass(cls) and issubclass(cls, Section)
-               and cls.__module__ == config_module.__name__}
+    shared = {
+        f.type if isinstance(f.type, type) else getattr(config_module, f.type)
+        for f in dataclasses.fields(Config)
+        if f.name != "sections" and f.name[0] != "_" and isinstance(getattr(Config(), f.name), Section)
+    }
+    defined = {
+        cls
+        for cls in vars(config_module).values()
+        if inspect.isclass(cls) and issubclass(cls, Section) and cls.__module__ == config_module.__name__
+    }
     assert defined == shared | {Section, Config}
     owned = {entry.name: entry.section_class() for entry in BUILTIN_POLICY_TYPES if entry.config_section}
-    assert {cls.section_name for cls in owned.values()} == {"efficientzero", "sampled", "gumbel", "stochastic",
-                                                             "context", "unizero"}
+    assert {cls.section_name for cls in owned.values()} == {
+        "efficientzero",
+        "sampled",
+        "gumbel",
+        "stochastic",
+        "context",
+        "unizero",
+    }
     for name, cls in owned.items():
         assert cls.__module__ == f"lz_tune.algos.{name}_config", (name, cls)
     cfg = Config()
@@ -158,8 +180,10 @@ def test_registration_refuses_a_taken_or_unusable_section():
         key: int = 1
 
     register_policy_type("toy_shared_name", module=toy.__name__, config_section=Learner)
-    with pytest.raises(ConfigError, match="policy_type: 'toy_shared_name' has a config section named 'learner', "
-                                          "the name of a shared key"):
+    with pytest.raises(
+        ConfigError,
+        match="policy_type: 'toy_shared_name' has a config section named 'learner', the name of a shared key",
+    ):
         Config(policy_type="toy_shared_name")
     with pytest.raises(ValueError, match="must be a Section class with a section_name"):
         register_policy_type("toy_nameless", module=toy.__name__, config_section=int)

@@ -14,11 +14,11 @@ import os
 
 import pytest
 
-from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.checkpoint import load_checkpoint
 from lz_tune.config import parse_override
 from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
+from lz_tune.policy_registry import POLICY_TYPES
 from tests.conftest import REPO_ROOT, TINY_OVERRIDES
 from tests.test_cli import _final_counters, _main
 
@@ -41,13 +41,24 @@ TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t i
 #: pipeline beyond unizero's and sampled_efficientzero's rows, nor efficientzero's and
 #: gumbel_muzero's (MuZero's data, another network or search) beyond the MuZero pipeline tests
 #: (tests/test_train_muzero_segment_async.py), so theirs run with ``-m slow``
-ASYNC_TYPES = [pytest.param(t, marks=pytest.mark.slow)
-               if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero")
-               else t for t in sorted(POLICY_TYPES)]
-EXTRA = ("efficientzero.lstm_hidden_size=8", "sampled.num_samples=3", "context.rnn_hidden_size=8",
-         "unizero.embed_dim=16")
-ASYNC = ("async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
-         "async_pipeline.evaluator_num_cpus=0.5", "env.max_episode_steps=40")
+ASYNC_TYPES = [
+    pytest.param(t, marks=pytest.mark.slow)
+    if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero")
+    else t
+    for t in sorted(POLICY_TYPES)
+]
+EXTRA = (
+    "efficientzero.lstm_hidden_size=8",
+    "sampled.num_samples=3",
+    "context.rnn_hidden_size=8",
+    "unizero.embed_dim=16",
+)
+ASYNC = (
+    "async_pipeline.enabled=True",
+    "async_pipeline.collector_num_cpus=0.5",
+    "async_pipeline.evaluator_num_cpus=0.5",
+    "env.max_episode_steps=40",
+)
 
 
 def test_every_registered_type_has_a_smoke_config():
@@ -94,14 +105,17 @@ def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
 
 #: local mode runs the same actor code in-process; the history types add no pipeline behaviour
 #: beyond their policy (covered by the sync and Ray rows), so their rows run with ``-m slow``
-LOCAL_TYPES = [pytest.param(t, marks=pytest.mark.slow) if t in ("muzero", "muzero_context", "muzero_rnn_full_obs", "unizero")
-               else t for t in sorted(POLICY_TYPES)]
+LOCAL_TYPES = [
+    pytest.param(t, marks=pytest.mark.slow)
+    if t in ("muzero", "muzero_context", "muzero_rnn_full_obs", "unizero")
+    else t
+    for t in sorted(POLICY_TYPES)
+]
 
 
 @pytest.mark.parametrize("policy_type", LOCAL_TYPES)
 def test_ray_local_mode(policy_type):
-    driver = Driver(_cfg(policy_type, *ASYNC, "async_pipeline.ray_local_mode=True", "max_env_step=60"),
-                    print_fn=None)
+    driver = Driver(_cfg(policy_type, *ASYNC, "async_pipeline.ray_local_mode=True", "max_env_step=60"), print_fn=None)
     try:
         metrics = driver.run()
     finally:
@@ -113,9 +127,14 @@ def test_ray_local_mode(policy_type):
 #: (value-prefix LSTM, chance outcomes, GRU history, transformer caches + continuous sampled
 #: actions); the rest run with ``-m slow`` (muzero: tests/test_tune.py)
 TUNE_DEFAULT = ("efficientzero", "stochastic_muzero", "muzero_rnn_full_obs", "sampled_unizero")
-TUNE_GROUPS = [pytest.param(TUNE_DEFAULT, id="one-of-each-state-kind"),
-               pytest.param(tuple(t for t in sorted(POLICY_TYPES) if t not in TUNE_DEFAULT and t != "muzero"),
-                            id="the-others", marks=pytest.mark.slow)]
+TUNE_GROUPS = [
+    pytest.param(TUNE_DEFAULT, id="one-of-each-state-kind"),
+    pytest.param(
+        tuple(t for t in sorted(POLICY_TYPES) if t not in TUNE_DEFAULT and t != "muzero"),
+        id="the-others",
+        marks=pytest.mark.slow,
+    ),
+]
 
 
 def test_tune_groups_cover_every_type():
@@ -131,17 +150,36 @@ def test_tune_trials_of_every_type_checkpoint_and_load(ray_cluster, tmp_path, ty
 
     types = list(types)
     modules = {t: SMOKE_CONFIG[t][:-3].replace("/", ".") for t in types}
-    space = {"config": tune.grid_search([modules[t] for t in types]), "step_seconds": 1.5, "driver_num_cpus": 1,
-             "evaluator.eval_freq": 4, "learner.update_per_collect": 4,
-             **dict(parse_override(o) for o in (*TINY_OVERRIDES, *EXTRA) if not o.startswith(("evaluator.eval_freq",
-                                                                                          "learner.update_per")))}
-    analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": 2}, storage_path=str(tmp_path),
-                        name="types", metric="evaluation/env_runners/episode_return_mean", mode="max", verbose=0, raise_on_failed_trial=True)
+    space = {
+        "config": tune.grid_search([modules[t] for t in types]),
+        "step_seconds": 1.5,
+        "driver_num_cpus": 1,
+        "evaluator.eval_freq": 4,
+        "learner.update_per_collect": 4,
+        **dict(
+            parse_override(o)
+            for o in (*TINY_OVERRIDES, *EXTRA)
+            if not o.startswith(("evaluator.eval_freq", "learner.update_per"))
+        ),
+    }
+    analysis = tune.run(
+        MuZeroTrainable,
+        config=space,
+        stop={"training_iteration": 2},
+        storage_path=str(tmp_path),
+        name="types",
+        metric="evaluation/env_runners/episode_return_mean",
+        mode="max",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     assert len(analysis.trials) == len(types)
     for trial in analysis.trials:
         policy_type = next(t for t in types if modules[t] == trial.config["config"])
         assert trial.status == "TERMINATED" and trial.last_result["train_iter"] > 0
-        checkpoint = analysis.get_best_checkpoint(trial, metric="evaluation/env_runners/episode_return_mean", mode="max")
+        checkpoint = analysis.get_best_checkpoint(
+            trial, metric="evaluation/env_runners/episode_return_mean", mode="max"
+        )
         assert checkpoint is not None, policy_type
         with checkpoint.as_directory() as d:
             ckpt = load_checkpoint(os.path.join(d, CHECKPOINT_FILE), policy_type=policy_type)

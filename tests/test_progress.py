@@ -7,8 +7,15 @@ import io
 
 from lz_tune.progress import ProgressLine, format_progress
 
-METRICS = {"wall_time_s": 3725.0, "env_steps": 1234, "env_steps_per_s": 45.2, "train_iter": 0,
-           "updates_per_s": 0.0, "buffer_transitions": 1200, "collect_return_mean": float("nan")}
+METRICS = {
+    "wall_time_s": 3725.0,
+    "env_steps": 1234,
+    "env_steps_per_s": 45.2,
+    "train_iter": 0,
+    "updates_per_s": 0.0,
+    "buffer_transitions": 1200,
+    "collect_return_mean": float("nan"),
+}
 
 
 class Clock:
@@ -27,8 +34,14 @@ def test_cold_start_line_counts_towards_the_training_start():
 
 
 def test_training_line_shows_updates_and_the_last_evaluation():
-    m = {**METRICS, "train_iter": 300, "updates_per_s": 7.25, "eval_reward_mean_last": 164.6,
-         "eval_train_iter_last": 200, "collect_return_mean": 20.1}
+    m = {
+        **METRICS,
+        "train_iter": 300,
+        "updates_per_s": 7.25,
+        "eval_reward_mean_last": 164.6,
+        "eval_train_iter_last": 200,
+        "collect_return_mean": 20.1,
+    }
     line = format_progress(m, train_start_after_envsteps=2000, trainable=True)
     assert "updates 300 (7.2/s)" in line and "last eval 164.6 @ 200 updates" in line
     assert "collect return 20.1" in line and "cold start" not in line
@@ -71,12 +84,27 @@ def test_train_cli_shows_progress_during_the_cold_start(tmp_path, monkeypatch, c
         original(self, prefix, **{**kw, "plain_interval_s": 0.0})
 
     monkeypatch.setattr(lz_tune.progress.ProgressLine, "__init__", every_call)
-    rc = main(["train", "zoo/classic_control/cartpole_muzero.py", "--exp-dir", str(tmp_path / "run"),
-               "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
-               "env.max_episode_steps=20", "mcts.num_simulations=4", "learner.batch_size=16",
-               "buffer.game_segment_length=10", "model.latent_dim=16", "model.hidden_sizes=(16,)",
-               "learner.train_start_after_envsteps=600", "learner.update_per_collect=2", "max_env_step=640",
-               "learner.num_threads=1"])
+    rc = main(
+        [
+            "train",
+            "zoo/classic_control/cartpole_muzero.py",
+            "--exp-dir",
+            str(tmp_path / "run"),
+            "env.collector_env_num=2",
+            "env.evaluator_env_num=2",
+            "evaluator.n_evaluator_episode=2",
+            "env.max_episode_steps=20",
+            "mcts.num_simulations=4",
+            "learner.batch_size=16",
+            "buffer.game_segment_length=10",
+            "model.latent_dim=16",
+            "model.hidden_sizes=(16,)",
+            "learner.train_start_after_envsteps=600",
+            "learner.update_per_collect=2",
+            "max_env_step=640",
+            "learner.num_threads=1",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "cold start" in out and "/600 env steps" in out

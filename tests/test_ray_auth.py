@@ -46,11 +46,34 @@ def test_cli_tune_keeps_token_authentication_and_refuses_a_client_without_the_to
     os.makedirs(home)
     os.makedirs(stranger)
     fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()] + ["step_seconds=1.0"]
-    cmd = [sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py", *fixed, "--num-samples", "1",
-           "--stop-iters", "1000", "--scheduler", "fifo", "--num-cpus", "2", "--storage-path",
-           os.path.join(tmp, "results"), "--name", "auth"]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env_without_ray_auth(HOME=home, RAY_TMPDIR=tmp),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "lz_tune",
+        "tune",
+        "search_spaces/cartpole_muzero.py",
+        *fixed,
+        "--num-samples",
+        "1",
+        "--stop-iters",
+        "1000",
+        "--scheduler",
+        "fifo",
+        "--num-cpus",
+        "2",
+        "--storage-path",
+        os.path.join(tmp, "results"),
+        "--name",
+        "auth",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO_ROOT,
+        env=_env_without_ray_auth(HOME=home, RAY_TMPDIR=tmp),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline, ports = time.time() + 180, []
         while not ports and time.time() < deadline:
@@ -65,8 +88,13 @@ def test_cli_tune_keeps_token_authentication_and_refuses_a_client_without_the_to
         assert os.path.isfile(token_file), "Ray made no token: authentication is off"
 
         def client(**env: str) -> str:
-            run = subprocess.run([sys.executable, "-c", _CLIENT, address], capture_output=True, text=True,
-                                 timeout=120, env=_env_without_ray_auth(**env))
+            run = subprocess.run(
+                [sys.executable, "-c", _CLIENT, address],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=_env_without_ray_auth(**env),
+            )
             return run.stdout
 
         refused = client(HOME=stranger)
@@ -85,13 +113,16 @@ def test_cli_tune_keeps_token_authentication_and_refuses_a_client_without_the_to
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.mark.parametrize("env, address, expected", [
-    ({}, "10.0.0.1:6379", None),  # no token on this machine: Ray's own default
-    ({"RAY_AUTH_TOKEN": "t"}, "10.0.0.1:6379", "token"),  # a token: an explicit address uses it
-    ({"RAY_AUTH_TOKEN": "t"}, "auto", None),  # Ray does it itself for auto
-    ({"RAY_AUTH_TOKEN": "t", "RAY_AUTH_MODE": "disabled"}, "10.0.0.1:6379", "disabled"),  # the user's choice stays
-    ({"home_token": "t"}, "10.0.0.1:6379", "token"),  # ~/.ray/auth_token
-])
+@pytest.mark.parametrize(
+    "env, address, expected",
+    [
+        ({}, "10.0.0.1:6379", None),  # no token on this machine: Ray's own default
+        ({"RAY_AUTH_TOKEN": "t"}, "10.0.0.1:6379", "token"),  # a token: an explicit address uses it
+        ({"RAY_AUTH_TOKEN": "t"}, "auto", None),  # Ray does it itself for auto
+        ({"RAY_AUTH_TOKEN": "t", "RAY_AUTH_MODE": "disabled"}, "10.0.0.1:6379", "disabled"),  # the user's choice stays
+        ({"home_token": "t"}, "10.0.0.1:6379", "token"),  # ~/.ray/auth_token
+    ],
+)
 def test_explicit_address_joins_use_this_machines_token(monkeypatch, tmp_path, env, address, expected):
     for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(key, raising=False)
@@ -127,9 +158,16 @@ def test_prepare_join_makes_ray_use_token_mode_although_ray_was_imported_first(t
         "from lz_tune import ray_auth\n"
         "before = get_authentication_mode() == AuthenticationMode.TOKEN\n"
         "ray_auth.prepare_join('10.0.0.1:6379')\n"
-        "print(before, get_authentication_mode() == AuthenticationMode.TOKEN)\n")
-    run = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-                         env=_env_without_ray_auth(HOME=str(tmp_path), RAY_AUTH_TOKEN="t"))
+        "print(before, get_authentication_mode() == AuthenticationMode.TOKEN)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env_without_ray_auth(HOME=str(tmp_path), RAY_AUTH_TOKEN="t"),
+    )
     assert run.stdout.split() == ["False", "True"], run.stderr[-2000:]
 
 
@@ -150,17 +188,39 @@ def test_the_cli_joins_a_token_cluster_as_the_readme_starts_it(how):
     ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
     subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=120)
     port = _free_port()
-    head = subprocess.Popen([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                             "--block"], env={**env, "RAY_AUTH_MODE": "token"}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--block"],
+        env={**env, "RAY_AUTH_MODE": "token"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     overrides = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()]
     try:
         for address in [f"127.0.0.1:{port}" if how == "explicit" else "auto"]:
-            run = subprocess.run([sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
-                                  "--async-pipeline", "--address", address, *overrides, "max_env_step=160",
-                                  "async_pipeline.collector_num_cpus=0.5", "async_pipeline.evaluator_num_cpus=0.5",
-                                  "--exp-dir", os.path.join(tmp, "run_" + address.replace(":", "_").replace(".", "_"))],
-                                 cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "lz_tune",
+                    "train",
+                    "zoo/classic_control/cartpole_muzero.py",
+                    "--async-pipeline",
+                    "--address",
+                    address,
+                    *overrides,
+                    "max_env_step=160",
+                    "async_pipeline.collector_num_cpus=0.5",
+                    "async_pipeline.evaluator_num_cpus=0.5",
+                    "--exp-dir",
+                    os.path.join(tmp, "run_" + address.replace(":", "_").replace(".", "_")),
+                ],
+                cwd=REPO_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert head.poll() is None, head.stderr.read().decode()[-2000:]
             assert run.returncode == 0, (address, run.stdout[-1500:], run.stderr[-3000:])
             assert "InvalidAuthToken" not in run.stderr

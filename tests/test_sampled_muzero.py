@@ -61,10 +61,18 @@ def _cfg(path: str = PENDULUM, *extra: str) -> Config:
 def _buffer_for(cfg: Config, *, seed: int = 1, **overrides) -> GameBuffer:
     """The buffer the driver builds for ``cfg`` (step columns, P and action_dim from the type)."""
     spec, algo, b = env_spec_for(cfg), get_algorithm(cfg.policy_type), cfg.buffer
-    kwargs = dict(capacity_transitions=10_000, num_unroll_steps=b.num_unroll_steps, td_steps=b.td_steps,
-                  discount=cfg.mcts.discount_factor, frame_stack=spec.frame_stack,
-                  action_space_size=spec.action_space_size, step_columns=algo.step_columns(cfg, spec),
-                  policy_target_size=algo.policy_target_size(cfg, spec), action_dim=spec.action_dim, seed=seed)
+    kwargs = dict(
+        capacity_transitions=10_000,
+        num_unroll_steps=b.num_unroll_steps,
+        td_steps=b.td_steps,
+        discount=cfg.mcts.discount_factor,
+        frame_stack=spec.frame_stack,
+        action_space_size=spec.action_space_size,
+        step_columns=algo.step_columns(cfg, spec),
+        policy_target_size=algo.policy_target_size(cfg, spec),
+        action_dim=spec.action_dim,
+        seed=seed,
+    )
     return GameBuffer(**(kwargs | overrides))
 
 
@@ -107,9 +115,13 @@ ROWS = 16
 
 def _flat_root(batch: int = ROWS, k: int = K_SLOTS) -> RootInput:
     """K slots with the zero prior logits the continuous sampler gives (uniform 1/K)."""
-    return RootInput(latent=np.zeros((batch, 2), np.float32), value=np.zeros(batch, np.float32),
-                     policy_logits=np.zeros((batch, k), np.float32), action_mask=np.ones((batch, k), bool),
-                     to_play=np.full(batch, -1, np.int64))
+    return RootInput(
+        latent=np.zeros((batch, 2), np.float32),
+        value=np.zeros(batch, np.float32),
+        policy_logits=np.zeros((batch, k), np.float32),
+        action_mask=np.ones((batch, k), bool),
+        to_play=np.full(batch, -1, np.int64),
+    )
 
 
 def _flat_recurrent(state, slot):
@@ -120,8 +132,14 @@ def _flat_recurrent(state, slot):
 
 
 def _flat_search(strategy, *, sims: int = 4 * K_SLOTS, seed: int = 0):
-    return run_search(strategy=strategy, root=_flat_root(), recurrent_fn=_flat_recurrent, num_simulations=sims,
-                      discount=0.99, rng=np.random.default_rng(seed))
+    return run_search(
+        strategy=strategy,
+        root=_flat_root(),
+        recurrent_fn=_flat_recurrent,
+        num_simulations=sims,
+        discount=0.99,
+        rng=np.random.default_rng(seed),
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -162,8 +180,11 @@ def test_root_noise_enters_the_priors_that_selection_uses():
         for a in range(K_SLOTS):
             for b in range(K_SLOTS):
                 if prior[row, a] > prior[row, b] + 1e-4:
-                    assert noisy.visit_counts[row, a] >= noisy.visit_counts[row, b], (row, prior[row],
-                                                                                      noisy.visit_counts[row])
+                    assert noisy.visit_counts[row, a] >= noisy.visit_counts[row, b], (
+                        row,
+                        prior[row],
+                        noisy.visit_counts[row],
+                    )
     most = noisy.visit_counts.argmax(axis=1)
     assert np.mean(prior[np.arange(ROWS), most] == prior.max(axis=1)) >= 0.75
 
@@ -178,8 +199,12 @@ def test_sampled_search_mixes_noise_into_the_k_slot_priors_only_when_collecting(
     policy = get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg))
     obs = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
     mask, to_play = np.ones((6, 1), bool), np.full(6, -1, np.int64)
-    runs = {noise: policy.acting.search(policy, obs, mask, to_play, num_simulations=8, noise=noise,
-                                         rng=np.random.default_rng(5)) for noise in (False, True)}
+    runs = {
+        noise: policy.acting.search(
+            policy, obs, mask, to_play, num_simulations=8, noise=noise, rng=np.random.default_rng(5)
+        )
+        for noise in (False, True)
+    }
     (clean, _, actions_clean), (noisy, _, actions_noisy) = runs[False], runs[True]
     assert actions_clean.shape == actions_noisy.shape == (6, 3, 1)
     np.testing.assert_allclose(clean.tree.children_prior[:, 0], 1.0 / 3, rtol=1e-6)
@@ -203,6 +228,7 @@ class _EdgeRecorder:
 
     def search_backend(self, obs, root_latent=None):
         from lz_tune.algos.base import SearchRoots
+
         batch = obs.shape[0]
         state = (10.0 + np.arange(batch, dtype=np.float32))[:, None]
         return SearchRoots(state, np.zeros(batch, np.float32), self._out(0.1 * np.arange(1, batch + 1)), self.step)
@@ -219,8 +245,15 @@ def _recorded_search(raw: float, batch: int, simulations: int):
     model = _EdgeRecorder(get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg)), raw)
     acting = get_algorithm(cfg.policy_type).make_policy(cfg, env_spec_for(cfg)).acting
     obs = np.zeros((batch, 3), np.float32)
-    _, _, root_actions = acting.search(model, obs, np.ones((batch, 1), bool), np.full(batch, -1, np.int64),
-                                       num_simulations=simulations, noise=False, rng=np.random.default_rng(0))
+    _, _, root_actions = acting.search(
+        model,
+        obs,
+        np.ones((batch, 1), bool),
+        np.full(batch, -1, np.int64),
+        num_simulations=simulations,
+        noise=False,
+        rng=np.random.default_rng(0),
+    )
     parents = np.concatenate([p for p, _ in model.edges])
     actions = np.concatenate([a for _, a in model.edges])
     trees = np.tile(np.arange(batch), len(model.edges))
@@ -342,8 +375,9 @@ def test_batch_reanalysis_equals_a_fresh_sampled_search_of_the_same_positions(wh
     assert batch.num_reanalyzed == len(index)
     valid = batch.mask > 0
     assert valid.sum() > len(index)  # more than the first step of each sample
-    fresh = learner.target_policy.reanalyze(batch.obs[valid], batch.action_mask[valid], batch.to_play[valid],
-                                            np.random.default_rng(7))
+    fresh = learner.target_policy.reanalyze(
+        batch.obs[valid], batch.action_mask[valid], batch.to_play[valid], np.random.default_rng(7)
+    )
     k = cfg.sampled.num_samples
     actions = batch.extras["sampled_actions"]
     assert actions.shape == (len(index), cfg.buffer.num_unroll_steps + 1, k, 1)
@@ -351,8 +385,14 @@ def test_batch_reanalysis_equals_a_fresh_sampled_search_of_the_same_positions(wh
     np.testing.assert_array_equal(batch.target_policy[valid], fresh.policy_target)
     # reanalyze = one noise-free sampled search: its visits go with ITS root samples, slot by slot
     search, _, root_actions = learner.target_policy.acting.search(
-        learner.target_policy, batch.obs[valid], batch.action_mask[valid], batch.to_play[valid],
-        num_simulations=cfg.mcts.num_simulations, noise=False, rng=np.random.default_rng(7))
+        learner.target_policy,
+        batch.obs[valid],
+        batch.action_mask[valid],
+        batch.to_play[valid],
+        num_simulations=cfg.mcts.num_simulations,
+        noise=False,
+        rng=np.random.default_rng(7),
+    )
     np.testing.assert_array_equal(fresh.extras["sampled_actions"], root_actions)
     np.testing.assert_array_equal(fresh.policy_target, search.visit_distribution)
     np.testing.assert_array_equal(fresh.root_value, search.root_value)
@@ -385,8 +425,9 @@ def test_reanalysed_actions_and_targets_land_together_in_their_rows(pendulum_buf
     def fake(obs, action_mask, to_play, rng):
         calls.append(obs.copy())
         actions, target = _fake_sampled(obs, k)
-        return Reanalysis(policy_target=target, root_value=np.zeros(len(obs), np.float32),
-                          extras={"sampled_actions": actions})
+        return Reanalysis(
+            policy_target=target, root_value=np.zeros(len(obs), np.float32), extras={"sampled_actions": actions}
+        )
 
     monkeypatch.setattr(learner.target_policy, "reanalyze", fake)
     index = buffer.sample(cfg.learner.batch_size)
@@ -457,8 +498,9 @@ def test_buffer_file_round_trip_keeps_continuous_actions_and_sampled_columns(pen
     np.testing.assert_array_equal(a.extras["sampled_actions"], b.extras["sampled_actions"])
     assert np.any(a.extras["sampled_actions"] != 0)
     seg = int(source.segment_ids[-1])
-    np.testing.assert_array_equal(source.get_segment(seg).extras["sampled_actions"],
-                                  restored.get_segment(seg).extras["sampled_actions"])
+    np.testing.assert_array_equal(
+        source.get_segment(seg).extras["sampled_actions"], restored.get_segment(seg).extras["sampled_actions"]
+    )
 
 
 @pytest.mark.parametrize("other", ["more_samples", "fewer_samples", "action_dim_2", "discrete_columns"])
@@ -498,6 +540,7 @@ def guards(monkeypatch, tmp_path):
     def forbid(what):
         def fail(*args, **kwargs):
             raise _Started(f"{what} was started for a bad input")
+
         return fail
 
     for mod in (common_mod, collector_mod, evaluator_mod):
@@ -511,17 +554,31 @@ def guards(monkeypatch, tmp_path):
 
 
 BAD_CLI = [
-    pytest.param(ACROBOT, ("sampled.num_samples=5",), ("sampled.num_samples", "Acrobot-v1", "K=5", "3 actions"),
-                 id="k-above-action-count"),
-    pytest.param(PENDULUM, ("policy_type=muzero",), ("policy_type", "'muzero'", "Pendulum-v1", "continuous"),
-                 id="box-env-muzero"),
-    pytest.param(PENDULUM, ("policy_type=efficientzero",), ("policy_type", "'efficientzero'", "Pendulum-v1"),
-                 id="box-env-efficientzero"),
-    pytest.param(PENDULUM, ("policy_type=gumbel_muzero",), ("policy_type", "'gumbel_muzero'", "Pendulum-v1"),
-                 id="box-env-gumbel_muzero"),
+    pytest.param(
+        ACROBOT,
+        ("sampled.num_samples=5",),
+        ("sampled.num_samples", "Acrobot-v1", "K=5", "3 actions"),
+        id="k-above-action-count",
+    ),
+    pytest.param(
+        PENDULUM, ("policy_type=muzero",), ("policy_type", "'muzero'", "Pendulum-v1", "continuous"), id="box-env-muzero"
+    ),
+    pytest.param(
+        PENDULUM,
+        ("policy_type=efficientzero",),
+        ("policy_type", "'efficientzero'", "Pendulum-v1"),
+        id="box-env-efficientzero",
+    ),
+    pytest.param(
+        PENDULUM,
+        ("policy_type=gumbel_muzero",),
+        ("policy_type", "'gumbel_muzero'", "Pendulum-v1"),
+        id="box-env-gumbel_muzero",
+    ),
     pytest.param(PENDULUM, ("sampled.num_samples=0",), ("sampled.num_samples",), id="zero-samples"),
-    pytest.param(PENDULUM, ("sampled.policy_loss_type=mse",), ("sampled.policy_loss_type", "mse"),
-                 id="unknown-policy-loss-type"),
+    pytest.param(
+        PENDULUM, ("sampled.policy_loss_type=mse",), ("sampled.policy_loss_type", "mse"), id="unknown-policy-loss-type"
+    ),
     pytest.param(PENDULUM, ("sampled.min_std=5.0",), ("sampled.min_std", "max_std"), id="min-std-above-max"),
 ]
 
@@ -577,8 +634,8 @@ def _policy_out(n: int, d: int, seed: int = 0) -> torch.Tensor:
 def _target(n: int, k: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     probs = torch.rand(n, k, generator=g)
-    probs[0, 1:] = 0.0                  # all mass on one sample (0 log 0 = 0)
-    probs[1] = 0.0                      # past an episode end: all zero
+    probs[0, 1:] = 0.0  # all mass on one sample (0 log 0 = 0)
+    probs[1] = 0.0  # past an episode end: all zero
     return probs / probs.sum(-1, keepdim=True).clamp_min(1e-12)
 
 
@@ -591,7 +648,7 @@ def test_kl_and_cross_entropy_differ_exactly_by_the_target_entropy(path):
         policy_out = _policy_out(n, spec.action_dim)
         g = torch.Generator().manual_seed(1)
         actions = torch.rand(n, k, spec.action_dim, generator=g) * 1.8 - 0.9
-        actions[1] = 0.0                # what the buffer holds past an episode end
+        actions[1] = 0.0  # what the buffer holds past an episode end
     else:
         policy_out = torch.randn(n, spec.action_space_size, generator=torch.Generator().manual_seed(2))
         actions = torch.stack([torch.randperm(spec.action_space_size)[:k] for _ in range(n)])
@@ -620,10 +677,10 @@ def test_kl_and_cross_entropy_differ_exactly_by_the_target_entropy(path):
 def test_policy_gradient_pulls_the_gaussian_mean_towards_the_visited_sample():
     learner = _learner(_cfg(PENDULUM, "sampled.num_samples=4"))
     d, k = 1, 4
-    actions = torch.tensor([[[-0.6], [0.2], [0.85], [-0.1]]]).repeat(3, 1, 1)   # [3, K, 1]
+    actions = torch.tensor([[[-0.6], [0.2], [0.85], [-0.1]]]).repeat(3, 1, 1)  # [3, K, 1]
     probs = torch.zeros(3, k)
-    probs[:, 2] = 1.0                                                           # all visits on sample 2
-    goal = torch.atanh(actions[:, 2])                                           # [3, 1]
+    probs[:, 2] = 1.0  # all visits on sample 2
+    goal = torch.atanh(actions[:, 2])  # [3, 1]
     x = torch.cat([torch.tensor([[-1.0], [0.0], [2.5]]), torch.full((3, d), -0.5)], dim=-1).requires_grad_(True)
     learner.policy_loss(x, (probs, actions)).sum().backward()
     # d loss / d mean = -(atanh(a) - mean) / std^2: a descent step moves the mean towards atanh(a)

@@ -75,7 +75,7 @@ def test_tanh_log_det_jacobian_matches_torch_and_naive_formula():
     torch_jac = TanhTransform().log_abs_det_jacobian(u, torch.tanh(u))
     torch.testing.assert_close(ours, torch_jac, rtol=0, atol=1e-12)
     mid = u.abs() < 5
-    naive = torch.log1p(-torch.tanh(u[mid]) ** 2)
+    naive = torch.log1p(-(torch.tanh(u[mid]) ** 2))
     torch.testing.assert_close(ours[mid], naive, rtol=0, atol=1e-9)
     # stable where the naive formula is -inf: log(1 - tanh(u)^2) ~ log 4 - 2|u|
     big = torch.tensor([30.0, -40.0], dtype=torch.float64)
@@ -396,13 +396,16 @@ def test_make_sampler_returns_the_right_class():
     assert c.action_shape == ()
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(action_dim=0),
-    dict(action_dim=-1),
-    dict(action_dim=2, min_std=1.0, max_std=1.0),
-    dict(action_dim=2, min_std=2.0, max_std=1.0),
-    dict(action_dim=2, min_std=0.0, max_std=1.0),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(action_dim=0),
+        dict(action_dim=-1),
+        dict(action_dim=2, min_std=1.0, max_std=1.0),
+        dict(action_dim=2, min_std=2.0, max_std=1.0),
+        dict(action_dim=2, min_std=0.0, max_std=1.0),
+    ],
+)
 def test_tanh_gaussian_validates(kwargs):
     with pytest.raises(ValueError):
         TanhGaussian(**kwargs)

@@ -28,7 +28,7 @@ class StackingEnv:
         first = self.frame(episode, 0)
         if history is None:
             return np.stack([first] * self.frame_stack)
-        return np.stack(list(history[-(self.frame_stack - 1):]) + [first]) if self.frame_stack > 1 else first[None]
+        return np.stack(list(history[-(self.frame_stack - 1) :]) + [first]) if self.frame_stack > 1 else first[None]
 
 
 def run_builder(episode_lengths, *, L, U, T, S, image=False, continue_stack=False, check_every_step=None):
@@ -91,7 +91,13 @@ def test_builder_invariants(episode_lengths, L, U, T, S, image, continue_stack):
         assert owned + builder.num_steps_in_progress == steps_added
 
     segments, records = run_builder(
-        episode_lengths, L=L, U=U, T=T, S=S, image=image, continue_stack=continue_stack,
+        episode_lengths,
+        L=L,
+        U=U,
+        T=T,
+        S=S,
+        image=image,
+        continue_stack=continue_stack,
         check_every_step=count_check,
     )
     total = len(records)
@@ -125,10 +131,10 @@ def test_builder_invariants(episode_lengths, L, U, T, S, image, continue_stack):
             nxt = segments[k + 1]
             overlap = min(seg.num_padding, nxt.num_steps)
             n = seg.num_owned
-            np.testing.assert_array_equal(seg.actions[n:n + overlap], nxt.actions[:overlap])
-            np.testing.assert_array_equal(seg.rewards[n:n + overlap], nxt.rewards[:overlap])
-            np.testing.assert_array_equal(seg.policy_targets[n:n + overlap], nxt.policy_targets[:overlap])
-            np.testing.assert_array_equal(seg.frames[n:n + overlap + S - 1], nxt.frames[:overlap + S - 1])
+            np.testing.assert_array_equal(seg.actions[n : n + overlap], nxt.actions[:overlap])
+            np.testing.assert_array_equal(seg.rewards[n : n + overlap], nxt.rewards[:overlap])
+            np.testing.assert_array_equal(seg.policy_targets[n : n + overlap], nxt.policy_targets[:overlap])
+            np.testing.assert_array_equal(seg.frames[n : n + overlap + S - 1], nxt.frames[: overlap + S - 1])
 
 
 def test_history_frames_at_episode_start_and_segment_boundary():
@@ -147,7 +153,7 @@ def test_continued_stack_across_episode_start():
     S = 4
     segments, records = run_builder([3, 5], L=10, U=1, T=1, S=S, continue_stack=True)
     second = segments[1]
-    np.testing.assert_array_equal(second.frames[:S - 1], [[0, 0], [0, 1], [0, 2]])
+    np.testing.assert_array_equal(second.frames[: S - 1], [[0, 0], [0, 1], [0, 2]])
     np.testing.assert_array_equal(second.obs(0), records[3][2])
 
 
@@ -163,8 +169,18 @@ def test_done_at_segment_boundary_and_short_tail():
 
 def test_builder_usage_errors_and_abandon():
     builder = SegmentBuilder(segment_length=4, num_unroll_steps=1, td_steps=1, frame_stack=2, action_space_size=2)
-    step = dict(action=0, reward=0.0, root_value=0.0, pred_value=0.0, policy_target=[1, 0], action_mask=[True, True],
-                to_play=-1, timestep=0, next_frame=np.zeros(3), done=False)
+    step = dict(
+        action=0,
+        reward=0.0,
+        root_value=0.0,
+        pred_value=0.0,
+        policy_target=[1, 0],
+        action_mask=[True, True],
+        to_play=-1,
+        timestep=0,
+        next_frame=np.zeros(3),
+        done=False,
+    )
     with pytest.raises(RuntimeError):
         builder.add_step(**step)
     with pytest.raises(ValueError):
@@ -187,16 +203,33 @@ def test_image_obs_shape_and_segment_helpers():
     np.testing.assert_allclose(seg.initial_priorities(eps=1e-3), 0.25 * np.arange(3) + 1e-3, rtol=1e-6)
     assert seg.nbytes == sum(
         getattr(seg, name).nbytes
-        for name in ("frames", "actions", "rewards", "root_values", "pred_values", "policy_targets", "action_mask",
-                     "to_play", "timesteps")
+        for name in (
+            "frames",
+            "actions",
+            "rewards",
+            "root_values",
+            "pred_values",
+            "policy_targets",
+            "action_mask",
+            "to_play",
+            "timesteps",
+        )
     )
 
 
 def test_segment_validation():
     good = dict(
-        frames=np.zeros((4, 2), np.float32), actions=[0, 1, 0], rewards=[0, 0, 0], root_values=[0, 0, 0],
-        pred_values=[0, 0, 0], policy_targets=np.full((3, 2), 0.5), action_mask=np.ones((3, 2), bool),
-        to_play=[-1] * 3, timesteps=[0, 1, 2], num_owned=2, terminal=False,
+        frames=np.zeros((4, 2), np.float32),
+        actions=[0, 1, 0],
+        rewards=[0, 0, 0],
+        root_values=[0, 0, 0],
+        pred_values=[0, 0, 0],
+        policy_targets=np.full((3, 2), 0.5),
+        action_mask=np.ones((3, 2), bool),
+        to_play=[-1] * 3,
+        timesteps=[0, 1, 2],
+        num_owned=2,
+        terminal=False,
     )
     seg = GameSegment(**good)
     assert seg.frame_stack == 1 and seg.num_obs == 4 and seg.actions.dtype == np.int64
@@ -205,7 +238,7 @@ def test_segment_validation():
         (dict(num_owned=4), "num_owned"),
         (dict(rewards=[0, 0]), "rewards"),
         (dict(action_mask=np.ones((3, 0), bool)), "at least one column"),
-        (dict(actions=[[0.5], [1.5], [0.0]]), r"\[-1, 1\]"),   # continuous actions outside the box
+        (dict(actions=[[0.5], [1.5], [0.0]]), r"\[-1, 1\]"),  # continuous actions outside the box
         (dict(actions=[[0.5], [np.nan], [0.0]]), r"\[-1, 1\]"),
         (dict(frames=np.zeros((3, 2))), "fewer than n_obs"),
         (dict(actions=[0, 2, 0]), "actions"),
@@ -216,5 +249,7 @@ def test_segment_validation():
     # the policy target may be narrower than the action mask (K sampled actions of A)
     narrow = GameSegment(**{**good, "policy_targets": np.full((3, 1), 1.0), "action_mask": np.ones((3, 3), bool)})
     assert narrow.policy_target_size == 1 and narrow.action_space_size == 3
-    cont = GameSegment(**{**good, "actions": [[0.5, -1.0], [1.0, 0.0], [0.0, 0.25]], "action_mask": np.ones((3, 1), bool)})
+    cont = GameSegment(
+        **{**good, "actions": [[0.5, -1.0], [1.0, 0.0], [0.0, 0.25]], "action_mask": np.ones((3, 1), bool)}
+    )
     assert cont.action_dim == 2 and cont.actions.dtype == np.float32

@@ -10,7 +10,6 @@ import sys
 import threading
 
 import pytest
-
 from proc_tree import alive, cmdline, descendants, describe, require_proc, wait_gone, wait_until
 
 pytest.importorskip("ray")
@@ -25,10 +24,22 @@ class _Run:
     def __init__(self, exp_dir, *extra: str) -> None:
         self.exp_dir = exp_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lz_tune", "train", "zoo/classic_control/cartpole_muzero.py",
-             "max_env_step=100000000", "--exp-dir", str(exp_dir), *extra],
-            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
+            [
+                sys.executable,
+                "-m",
+                "lz_tune",
+                "train",
+                "zoo/classic_control/cartpole_muzero.py",
+                "max_env_step=100000000",
+                "--exp-dir",
+                str(exp_dir),
+                *extra,
+            ],
+            env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -83,8 +94,11 @@ def _signal_async_run_and_check_its_processes(tmp_path, sig, overrides, *, wait_
     run = _Run(tmp_path / "exp", "--async-pipeline", *overrides, "evaluator.eval_freq=20")
     try:
         run.wait_for(lambda: run.printed(wait_for_line), repr(wait_for_line))
-        run.wait_for(lambda: {cmdline(p).split(".")[0] for p in _actor_processes(run.proc.pid)} >= set(ACTOR_TITLES),
-                     f"actor processes {ACTOR_TITLES}", timeout_s=60)
+        run.wait_for(
+            lambda: {cmdline(p).split(".")[0] for p in _actor_processes(run.proc.pid)} >= set(ACTOR_TITLES),
+            f"actor processes {ACTOR_TITLES}",
+            timeout_s=60,
+        )
         tree = descendants(run.proc.pid)
     except BaseException:
         run.kill()
@@ -99,8 +113,9 @@ def _signal_async_run_and_check_its_processes(tmp_path, sig, overrides, *, wait_
 @pytest.mark.slow
 def test_ctrl_c_leaves_no_actor_processes(tmp_path, tiny_overrides):
     # once the driver is built (its first line) and both actors run: Ctrl-C mid-collect
-    code, out = _signal_async_run_and_check_its_processes(tmp_path, signal.SIGINT, tiny_overrides,
-                                                          wait_for_line="async pipeline")
+    code, out = _signal_async_run_and_check_its_processes(
+        tmp_path, signal.SIGINT, tiny_overrides, wait_for_line="async pipeline"
+    )
     assert code == 130, out[-2000:]
     assert "interrupted (Ctrl-C)" in out, out[-2000:]
 
@@ -137,7 +152,10 @@ def test_a_second_sigterm_during_the_shutdown_does_not_cut_it_short(tmp_path, ti
     assert "before training started" not in out and "Traceback" not in out, out[-2000:]
     from lz_tune.checkpoint import load_checkpoint
 
-    assert load_checkpoint(tmp_path / "exp" / "ckpt" / "ckpt_latest.pt", policy_type="muzero")["counters"]["train_iter"] > 0
+    assert (
+        load_checkpoint(tmp_path / "exp" / "ckpt" / "ckpt_latest.pt", policy_type="muzero")["counters"]["train_iter"]
+        > 0
+    )
 
 
 def _loading_torch(pid: int) -> bool:
@@ -177,8 +195,9 @@ def test_ctrl_c_or_sigterm_while_the_run_starts_exits_cleanly(tmp_path, phase):
 @pytest.mark.slow
 def test_sigterm_on_an_async_run_leaves_no_actor_processes(tmp_path, tiny_overrides):
     # after the first evaluation: SIGTERM while training
-    code, out = _signal_async_run_and_check_its_processes(tmp_path, signal.SIGTERM, tiny_overrides,
-                                                          wait_for_line="train_iter=")
+    code, out = _signal_async_run_and_check_its_processes(
+        tmp_path, signal.SIGTERM, tiny_overrides, wait_for_line="train_iter="
+    )
     assert code == 143, out[-2000:]
     assert "interrupted (SIGTERM)" in out and "Traceback" not in out, out[-2000:]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from proc_tree import alive, proc, require_proc, wait_gone
 
 ray = pytest.importorskip("ray")
@@ -24,16 +23,24 @@ def test_an_actor_whose_close_hangs_is_killed_after_the_shutdown_timeout(ray_clu
             time.sleep(HANG_S)
             return super().close()
 
-    cfg = tiny_cfg("async_pipeline.enabled=True", "async_pipeline.num_collector_actors=1",
-                   "async_pipeline.num_evaluator_actors=1", "async_pipeline.collector_num_cpus=0.5",
-                   "async_pipeline.evaluator_num_cpus=0.5", "async_pipeline.shutdown_timeout_s=2")
+    cfg = tiny_cfg(
+        "async_pipeline.enabled=True",
+        "async_pipeline.num_collector_actors=1",
+        "async_pipeline.num_evaluator_actors=1",
+        "async_pipeline.collector_num_cpus=0.5",
+        "async_pipeline.evaluator_num_cpus=0.5",
+        "async_pipeline.shutdown_timeout_s=2",
+    )
     backend = ray_backend.RayBackend(cfg)
     try:
         ray.kill(backend.collectors[0], no_restart=True)
-        backend.collectors[0] = ray.remote(HangingCollector).options(num_cpus=0.5, max_restarts=0).remote(
-            cfg.to_dict(), cfg.seed, 0, 1)
-        hung, evaluator = (proc(p) for p in ray.get([backend.collectors[0].pid.remote(),
-                                                     backend.evaluators[0].pid.remote()], timeout=60))
+        backend.collectors[0] = (
+            ray.remote(HangingCollector).options(num_cpus=0.5, max_restarts=0).remote(cfg.to_dict(), cfg.seed, 0, 1)
+        )
+        hung, evaluator = (
+            proc(p)
+            for p in ray.get([backend.collectors[0].pid.remote(), backend.evaluators[0].pid.remote()], timeout=60)
+        )
     except BaseException:
         backend.close()
         raise

@@ -22,23 +22,41 @@ def _episode(builder: SegmentBuilder, length: int, rng: np.random.Generator, t0:
     builder.begin_episode(np.zeros((1, 2), np.float32))
     segments = []
     for j in range(length):
-        segments += builder.add_step(action=j % A, reward=1.0, root_value=0.0, pred_value=0.0,
-                                     policy_target=np.full(A, 1 / A), action_mask=np.ones(A, bool), to_play=-1,
-                                     timestep=j, next_frame=rng.random(2).astype(np.float32),
-                                     done=j == length - 1,
-                                     extras={"sampled": np.full((2, A), t0 + j), "chance": j})
+        segments += builder.add_step(
+            action=j % A,
+            reward=1.0,
+            root_value=0.0,
+            pred_value=0.0,
+            policy_target=np.full(A, 1 / A),
+            action_mask=np.ones(A, bool),
+            to_play=-1,
+            timestep=j,
+            next_frame=rng.random(2).astype(np.float32),
+            done=j == length - 1,
+            extras={"sampled": np.full((2, A), t0 + j), "chance": j},
+        )
     return segments
 
 
 def _buffer(**kw) -> GameBuffer:
-    return GameBuffer(capacity_transitions=1000, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
-                      action_space_size=A, step_columns=COLUMNS, seed=0, **kw)
+    return GameBuffer(
+        capacity_transitions=1000,
+        num_unroll_steps=2,
+        td_steps=2,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=A,
+        step_columns=COLUMNS,
+        seed=0,
+        **kw,
+    )
 
 
 def test_extra_columns_flow_from_builder_to_batches_and_back_from_reanalysis():
     rng = np.random.default_rng(0)
-    builder = SegmentBuilder(segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A,
-                             step_columns=COLUMNS)
+    builder = SegmentBuilder(
+        segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A, step_columns=COLUMNS
+    )
     segments = _episode(builder, 13, rng, 100.0)
     assert [s.num_owned for s in segments] == [5, 5, 3]
     for seg in segments:  # padding steps carry the next segment's extras
@@ -59,16 +77,20 @@ def test_extra_columns_flow_from_builder_to_batches_and_back_from_reanalysis():
 
     def fn(obs, mask, to_play):  # a reanalysis that replaces one of the extra columns
         k = obs.shape[0]
-        return Reanalysis(np.tile([0, 0, 1], (k, 1)).astype(np.float32), np.zeros(k, np.float32),
-                          extras={"sampled": np.full((k, 2, A), -1.0)})
+        return Reanalysis(
+            np.tile([0, 0, 1], (k, 1)).astype(np.float32),
+            np.zeros(k, np.float32),
+            extras={"sampled": np.full((k, 2, A), -1.0)},
+        )
 
     chosen = buffer.choose_stale_segments(num_segments=1, partition=0.4)  # int(0.4 * 3): the oldest
     buffer.reanalyze_segments(chosen, fn)
     stored = buffer.get_segment(int(chosen[0]))
     assert np.all(stored.extras["sampled"] == -1.0) and np.all(stored.policy_targets[:, 2] == 1.0)
     np.testing.assert_array_equal(stored.extras["chance"], stored.timesteps)  # not returned: untouched
-    batch = make_train_batch(buffer, index, value_fn=lambda o: np.zeros(len(o), np.float32), reanalyze_fn=fn,
-                             reanalyze_ratio=0.5)
+    batch = make_train_batch(
+        buffer, index, value_fn=lambda o: np.zeros(len(o), np.float32), reanalyze_fn=fn, reanalyze_ratio=0.5
+    )
     valid = batch.mask[:10] > 0
     assert np.all(batch.extras["sampled"][:10][valid] == -1.0)
 
@@ -80,28 +102,49 @@ def test_undeclared_or_misshapen_extras_are_refused():
     with pytest.raises(ValueError, match="extra columns"):
         _buffer().push(plain_segments)  # the buffer expects the declared columns
     with pytest.raises(ValueError, match="sampled"):
-        builder = SegmentBuilder(segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A,
-                                 step_columns=COLUMNS)
+        builder = SegmentBuilder(
+            segment_length=5, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A, step_columns=COLUMNS
+        )
         builder.begin_episode(np.zeros((1, 2), np.float32))
-        builder.add_step(action=0, reward=0.0, root_value=0.0, pred_value=0.0, policy_target=np.full(A, 1 / A),
-                         action_mask=np.ones(A, bool), to_play=-1, timestep=0, next_frame=np.zeros(2, np.float32),
-                         done=False, extras={"sampled": np.zeros((3, A)), "chance": 0})
+        builder.add_step(
+            action=0,
+            reward=0.0,
+            root_value=0.0,
+            pred_value=0.0,
+            policy_target=np.full(A, 1 / A),
+            action_mask=np.ones(A, bool),
+            to_play=-1,
+            timestep=0,
+            next_frame=np.zeros(2, np.float32),
+            done=False,
+            extras={"sampled": np.zeros((3, A)), "chance": 0},
+        )
 
 
 def _episode_without_extras(builder, length, rng):
     builder.begin_episode(np.zeros((1, 2), np.float32))
     out = []
     for j in range(length):
-        out += builder.add_step(action=0, reward=1.0, root_value=0.0, pred_value=0.0, policy_target=np.full(A, 1 / A),
-                                action_mask=np.ones(A, bool), to_play=-1, timestep=j,
-                                next_frame=rng.random(2).astype(np.float32), done=j == length - 1)
+        out += builder.add_step(
+            action=0,
+            reward=1.0,
+            root_value=0.0,
+            pred_value=0.0,
+            policy_target=np.full(A, 1 / A),
+            action_mask=np.ones(A, bool),
+            to_play=-1,
+            timestep=j,
+            next_frame=rng.random(2).astype(np.float32),
+            done=j == length - 1,
+        )
     return out
 
 
 def test_buffer_file_round_trip_keeps_extra_columns_and_checks_the_declaration(tmp_path):
     rng = np.random.default_rng(2)
-    builder = SegmentBuilder(segment_length=4, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A,
-                             step_columns=COLUMNS)
+    builder = SegmentBuilder(
+        segment_length=4, num_unroll_steps=2, td_steps=2, frame_stack=1, action_space_size=A, step_columns=COLUMNS
+    )
     buffer = _buffer()
     buffer.push(_episode(builder, 11, rng, 7.0))
     path = save_buffer_state(tmp_path / "buf.pt", buffer.state_dict())
@@ -109,10 +152,18 @@ def test_buffer_file_round_trip_keeps_extra_columns_and_checks_the_declaration(t
     clone.load_state_dict(load_buffer_state(path))
     clone.check_invariants()
     for seg_id in buffer.segment_ids:
-        np.testing.assert_array_equal(clone.get_segment(seg_id).extras["sampled"],
-                                      buffer.get_segment(seg_id).extras["sampled"])
-    other = GameBuffer(capacity_transitions=1000, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
-                       action_space_size=A, step_columns=COLUMNS[:1])
+        np.testing.assert_array_equal(
+            clone.get_segment(seg_id).extras["sampled"], buffer.get_segment(seg_id).extras["sampled"]
+        )
+    other = GameBuffer(
+        capacity_transitions=1000,
+        num_unroll_steps=2,
+        td_steps=2,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=A,
+        step_columns=COLUMNS[:1],
+    )
     with pytest.raises(ValueError, match="step_columns"):
         other.load_state_dict(load_buffer_state(path))
 
@@ -122,8 +173,15 @@ def test_a_version_1_buffer_file_still_loads():
     policy target column named child_visits): 3 segments of 7, 9, 4 steps over 3 actions."""
     state = load_buffer_state(os.path.join(DATA, "replay_buffer_v1.pt"))
     assert state["version"] == 1
-    buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=1, discount=0.9, frame_stack=1,
-                        action_space_size=A, seed=0)
+    buffer = GameBuffer(
+        capacity_transitions=100,
+        num_unroll_steps=2,
+        td_steps=1,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=A,
+        seed=0,
+    )
     buffer.load_state_dict(state)
     buffer.check_invariants()
     assert buffer.num_segments == 3 and buffer.num_transitions == 4 + 6 + 4
@@ -140,8 +198,15 @@ def test_a_version_1_buffer_file_still_loads():
         np.testing.assert_allclose(stored.frames, frames)
         np.testing.assert_array_equal(stored.actions, actions)
         np.testing.assert_allclose(stored.rewards, rewards.astype(np.float32))
-    with_columns = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=1, discount=0.9, frame_stack=1,
-                              action_space_size=A, step_columns=COLUMNS)
+    with_columns = GameBuffer(
+        capacity_transitions=100,
+        num_unroll_steps=2,
+        td_steps=1,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=A,
+        step_columns=COLUMNS,
+    )
     with pytest.raises(ValueError, match="sampled"):
         with_columns.load_state_dict(state)  # a type with extra columns cannot take a v1 file
     make_train_batch(buffer, buffer.sample(4), value_fn=lambda o: np.zeros(len(o), np.float32))

@@ -24,23 +24,36 @@ def _batch(cfg, spec, rng):
     from lz_tune.buffer import SampledIndex, TrainBatch
 
     B, U, A = cfg.learner.batch_size, cfg.buffer.num_unroll_steps, spec.action_space_size
-    index = SampledIndex(segment_ids=np.zeros(B, np.int64), positions=np.zeros(B, np.int64),
-                         weights=np.ones(B, np.float32), make_time=0)
-    extras = {CHANCE_COLUMN: rng.integers(0, spec.chance_space_size or 1, (B, U + 1))} \
-        if cfg.stochastic.use_true_chance_label else {}
-    return TrainBatch(obs=rng.normal(size=(B, U + 1, *spec.observation_shape)).astype(np.float32),
-                      actions=rng.integers(0, A, (B, U)), target_value=rng.normal(size=(B, U + 1)).astype(np.float32),
-                      target_reward=rng.normal(size=(B, U)).astype(np.float32),
-                      target_policy=np.full((B, U + 1, A), 1 / A, np.float32), mask=np.ones((B, U + 1), np.float32),
-                      weights=np.ones(B, np.float32), to_play=np.full((B, U + 1), -1),
-                      action_mask=np.ones((B, U + 1, A), bool), timesteps=np.zeros((B, U + 1), np.int64),
-                      index=index, extras=extras)
+    index = SampledIndex(
+        segment_ids=np.zeros(B, np.int64), positions=np.zeros(B, np.int64), weights=np.ones(B, np.float32), make_time=0
+    )
+    extras = (
+        {CHANCE_COLUMN: rng.integers(0, spec.chance_space_size or 1, (B, U + 1))}
+        if cfg.stochastic.use_true_chance_label
+        else {}
+    )
+    return TrainBatch(
+        obs=rng.normal(size=(B, U + 1, *spec.observation_shape)).astype(np.float32),
+        actions=rng.integers(0, A, (B, U)),
+        target_value=rng.normal(size=(B, U + 1)).astype(np.float32),
+        target_reward=rng.normal(size=(B, U)).astype(np.float32),
+        target_policy=np.full((B, U + 1, A), 1 / A, np.float32),
+        mask=np.ones((B, U + 1), np.float32),
+        weights=np.ones(B, np.float32),
+        to_play=np.full((B, U + 1), -1),
+        action_mask=np.ones((B, U + 1, A), bool),
+        timesteps=np.zeros((B, U + 1), np.int64),
+        index=index,
+        extras=extras,
+    )
 
 
 def _encoder_grads(learner, batch):
     grads = {}
-    hooks = [p.register_hook(lambda g, name=name: grads.__setitem__(name, g.clone()))
-             for name, p in learner.policy.network.chance_encoder.named_parameters()]
+    hooks = [
+        p.register_hook(lambda g, name=name: grads.__setitem__(name, g.clone()))
+        for name, p in learner.policy.network.chance_encoder.named_parameters()
+    ]
     logs, _ = learner.learn(batch)
     for h in hooks:
         h.remove()
@@ -56,9 +69,13 @@ def test_chance_encoder_receives_gradient(tiny_cfg):
     assert {"loss/afterstate_value", "loss/chance", "loss/commitment"} <= set(logs)
     assert grads and all(float(g.abs().sum()) > 0 for g in grads.values())
     # the commitment term alone also reaches the encoder
-    cfg_c = _stochastic(tiny_cfg, *(f"learner.{k}_loss_weight=0" for k in ("policy", "value", "reward", "ssl")),
-                        "stochastic.chance_loss_weight=0", "stochastic.afterstate_value_loss_weight=0",
-                        "learner.policy_entropy_weight=0")
+    cfg_c = _stochastic(
+        tiny_cfg,
+        *(f"learner.{k}_loss_weight=0" for k in ("policy", "value", "reward", "ssl")),
+        "stochastic.chance_loss_weight=0",
+        "stochastic.afterstate_value_loss_weight=0",
+        "learner.policy_entropy_weight=0",
+    )
     learner_c = get_algorithm(cfg.policy_type).make_learner(cfg_c, spec)
     _, grads_c = _encoder_grads(learner_c, _batch(cfg_c, spec, np.random.default_rng(0)))
     assert grads_c and sum(float(g.abs().sum()) for g in grads_c.values()) > 0
@@ -115,8 +132,12 @@ def test_true_chance_labels_reach_segments_and_the_loss(tiny_cfg):
     from lz_tune.envs import game_2048
     from lz_tune.workers.collector import SegmentCollector
 
-    cfg = tiny_cfg("policy_type=stochastic_muzero", "env.env_id=Game2048-v0", "stochastic.use_true_chance_label=true",
-                   "model.reward_support_size=10")
+    cfg = tiny_cfg(
+        "policy_type=stochastic_muzero",
+        "env.env_id=Game2048-v0",
+        "stochastic.use_true_chance_label=true",
+        "model.reward_support_size=10",
+    )
     collector = SegmentCollector(cfg, seed=0)
     result = collector.collect(temperature=1.0, num_segments=2)
     seg = result.segments[0]
@@ -126,7 +147,7 @@ def test_true_chance_labels_reach_segments_and_the_loss(tiny_cfg):
     boards = game_2048.boards_from_observation(seg.frames[:, :].reshape(seg.frames.shape[0], -1))
     steps = min(len(labels), boards.shape[0] - 1)
     after, _, _ = game_2048.apply_moves(boards[:steps], seg.actions[:steps])
-    np.testing.assert_array_equal(game_2048.apply_chance(after, labels[:steps]), boards[1:steps + 1])
+    np.testing.assert_array_equal(game_2048.apply_chance(after, labels[:steps]), boards[1 : steps + 1])
 
     spec = env_spec_for(cfg)
     learner = get_algorithm(cfg.policy_type).make_learner(cfg, spec)
@@ -155,11 +176,18 @@ def test_code_usage_term_spreads_a_collapsed_encoder(tiny_cfg):
     2048): the usage term's gradient step raises the entropy of the batch's mean code
     distribution; without the term (the paper's loss alone) the loss has no such term."""
     torch.manual_seed(0)
-    cfg = _stochastic(tiny_cfg, "stochastic.code_usage_loss_weight=1.0",
-                      *(f"learner.{k}_loss_weight=0" for k in ("policy", "value", "reward", "ssl")),
-                      "stochastic.chance_loss_weight=0", "stochastic.afterstate_value_loss_weight=0",
-                      "stochastic.commitment_loss_weight=0", "learner.policy_entropy_weight=0",
-                      "learner.optim_type=sgd", "learner.learning_rate=0.5", "learner.weight_decay=0")
+    cfg = _stochastic(
+        tiny_cfg,
+        "stochastic.code_usage_loss_weight=1.0",
+        *(f"learner.{k}_loss_weight=0" for k in ("policy", "value", "reward", "ssl")),
+        "stochastic.chance_loss_weight=0",
+        "stochastic.afterstate_value_loss_weight=0",
+        "stochastic.commitment_loss_weight=0",
+        "learner.policy_entropy_weight=0",
+        "learner.optim_type=sgd",
+        "learner.learning_rate=0.5",
+        "learner.weight_decay=0",
+    )
     spec = env_spec_for(cfg)
     learner = get_algorithm(cfg.policy_type).make_learner(cfg, spec)
     encoder = learner.policy.network.chance_encoder
@@ -181,13 +209,26 @@ def test_code_usage_term_spreads_a_collapsed_encoder(tiny_cfg):
     assert "loss/code_usage" not in plain.learn(_batch(cfg, spec, np.random.default_rng(0)))[0]
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (("stochastic.chance_space_size=0",), "stochastic.chance_space_size"),
-    (("stochastic.code_usage_loss_weight=-1",), "stochastic.code_usage_loss_weight"),
-    (("policy_type=stochastic_muzero", "stochastic.use_true_chance_label=true"), "stochastic.use_true_chance_label"),
-    (("policy_type=stochastic_muzero", "env.env_id=Game2048-v0", "stochastic.use_true_chance_label=true",
-      "stochastic.chance_space_size=16"), "stochastic.chance_space_size"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (("stochastic.chance_space_size=0",), "stochastic.chance_space_size"),
+        (("stochastic.code_usage_loss_weight=-1",), "stochastic.code_usage_loss_weight"),
+        (
+            ("policy_type=stochastic_muzero", "stochastic.use_true_chance_label=true"),
+            "stochastic.use_true_chance_label",
+        ),
+        (
+            (
+                "policy_type=stochastic_muzero",
+                "env.env_id=Game2048-v0",
+                "stochastic.use_true_chance_label=true",
+                "stochastic.chance_space_size=16",
+            ),
+            "stochastic.chance_space_size",
+        ),
+    ],
+)
 def test_bad_settings_fail_with_the_key(tiny_cfg, overrides, match):
     with pytest.raises(ConfigError, match=match):
         cfg = tiny_cfg(*overrides)

@@ -34,9 +34,13 @@ def _e4_recurrent(num_actions: int = 2):
 
 
 def _root(batch: int = 1) -> RootInput:
-    return RootInput(latent=np.zeros((batch, 1), np.float32), value=np.zeros(batch, np.float32),
-                     policy_logits=np.log(np.tile([[0.6, 0.4]], (batch, 1))).astype(np.float32),
-                     action_mask=np.ones((batch, 2), bool), to_play=np.full(batch, -1))
+    return RootInput(
+        latent=np.zeros((batch, 1), np.float32),
+        value=np.zeros(batch, np.float32),
+        policy_logits=np.log(np.tile([[0.6, 0.4]], (batch, 1))).astype(np.float32),
+        action_mask=np.ones((batch, 2), bool),
+        to_play=np.full(batch, -1),
+    )
 
 
 def test_mctx_worked_example_node_by_node():
@@ -45,8 +49,14 @@ def test_mctx_worked_example_node_by_node():
     strategy = StochasticPUCT(num_chance_outcomes=2, q_normalization="node")  # mctx normalises per node
     root_values = []
     for n in (1, 2, 3):
-        out = run_search(strategy=strategy, root=_root(), recurrent_fn=_e4_recurrent(), num_simulations=n,
-                         discount=0.9, rng=np.random.default_rng(0))
+        out = run_search(
+            strategy=strategy,
+            root=_root(),
+            recurrent_fn=_e4_recurrent(),
+            num_simulations=n,
+            discount=0.9,
+            rng=np.random.default_rng(0),
+        )
         root_values.append(float(out.root_value[0]))
     np.testing.assert_allclose(root_values, [0.15, 0.583333, 0.755], atol=1e-5)
     tree = out.tree
@@ -77,11 +87,21 @@ def test_discount_applies_once_per_env_step():
         reward = np.where(decision, 0.0, 1.0).astype(np.float32)
         return state, reward, np.zeros(batch, np.float32), logits
 
-    root = RootInput(latent=np.zeros((1, 1), np.float32), value=np.zeros(1, np.float32),
-                     policy_logits=np.zeros((1, 1), np.float32), action_mask=np.ones((1, 1), bool),
-                     to_play=np.full(1, -1))
-    out = run_search(strategy=StochasticPUCT(num_chance_outcomes=1), root=root, recurrent_fn=recurrent,
-                     num_simulations=4, discount=gamma, rng=np.random.default_rng(0))
+    root = RootInput(
+        latent=np.zeros((1, 1), np.float32),
+        value=np.zeros(1, np.float32),
+        policy_logits=np.zeros((1, 1), np.float32),
+        action_mask=np.ones((1, 1), bool),
+        to_play=np.full(1, -1),
+    )
+    out = run_search(
+        strategy=StochasticPUCT(num_chance_outcomes=1),
+        root=root,
+        recurrent_fn=recurrent,
+        num_simulations=4,
+        discount=gamma,
+        rng=np.random.default_rng(0),
+    )
     tree = out.tree
     # nodes: 0 root, 1 chance, 2 decision (r=1), 3 chance, 4 decision (r=1); the leaf's return
     # seen from the root's afterstate is 1 + gamma * (0 + 1 * (1 + gamma * 0)) = 1 + gamma
@@ -154,13 +174,23 @@ def test_the_lottery_optimum_is_the_games_best_mean_return():
 @pytest.mark.parametrize("p, best", [(0.25, 0), (0.5, 1)])
 def test_root_value_converges_to_expectimax_and_chance_visits_follow_probabilities(p, best):
     game, gamma = _Lottery(p), 0.9
-    root = RootInput(latent=np.zeros((1, 2), np.float32), value=np.full(1, game.optimum(gamma), np.float32),
-                     policy_logits=np.zeros((1, 2), np.float32), action_mask=np.ones((1, 2), bool),
-                     to_play=np.full(1, -1))
+    root = RootInput(
+        latent=np.zeros((1, 2), np.float32),
+        value=np.full(1, game.optimum(gamma), np.float32),
+        policy_logits=np.zeros((1, 2), np.float32),
+        action_mask=np.ones((1, 2), bool),
+        to_play=np.full(1, -1),
+    )
     errors = []
     for sims in (50, 400, 1600):
-        out = run_search(strategy=StochasticPUCT(num_chance_outcomes=2), root=root, recurrent_fn=game.recurrent,
-                         num_simulations=sims, discount=gamma, rng=np.random.default_rng(1))
+        out = run_search(
+            strategy=StochasticPUCT(num_chance_outcomes=2),
+            root=root,
+            recurrent_fn=game.recurrent,
+            num_simulations=sims,
+            discount=gamma,
+            rng=np.random.default_rng(1),
+        )
         errors.append(abs(float(out.root_value[0]) - game.optimum(gamma)))
         assert out.visit_counts[0].argmax() == best
     assert errors[-1] < 0.05 and errors[-1] < errors[0], errors
@@ -174,12 +204,19 @@ def test_root_value_converges_to_expectimax_and_chance_visits_follow_probabiliti
 
 def test_plain_trees_are_unchanged_by_the_chance_support():
     """C = 0: the PUCT search has no chance nodes and Q uses the discount on every edge."""
+
     def recurrent(state, action):
         batch = action.shape[0]
         return state, np.ones(batch, np.float32), np.zeros(batch, np.float32), np.zeros((batch, 2), np.float32)
 
-    out = run_search(strategy=PUCT(), root=_root(), recurrent_fn=recurrent, num_simulations=8, discount=0.5,
-                     rng=np.random.default_rng(0))
+    out = run_search(
+        strategy=PUCT(),
+        root=_root(),
+        recurrent_fn=recurrent,
+        num_simulations=8,
+        discount=0.5,
+        rng=np.random.default_rng(0),
+    )
     assert not out.tree.node_is_chance.any()
     assert out.tree.num_actions == 2 and out.tree.num_slots == 2
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
+from lz_tune.buffer import Reanalysis
 from lz_tune.checkpoint import load_checkpoint
 from lz_tune.config_loader import load_config_module
 from lz_tune.pipeline import Driver
 from lz_tune.pipeline.backends import PollResult, WorkerBackend
-from lz_tune.buffer import Reanalysis
 from lz_tune.workers import EvalResult, WeightSnapshot
 
 try:  # the Ray tests take the ray_cluster fixture; the semantic tests below need no Ray
@@ -27,12 +27,23 @@ except ImportError:  # pragma: no cover
     ray = None
 
 TINY = [
-    "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
-    "env.max_episode_steps=40", "mcts.num_simulations=4", "learner.batch_size=16",
-    "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
-    "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
-    "model.reward_support_size=5", "model.projection_dim=16", "learner.num_threads=1",
-    "async_pipeline.enabled=True", "async_pipeline.collector_num_cpus=0.5",
+    "env.collector_env_num=2",
+    "env.evaluator_env_num=2",
+    "evaluator.n_evaluator_episode=2",
+    "env.max_episode_steps=40",
+    "mcts.num_simulations=4",
+    "learner.batch_size=16",
+    "buffer.game_segment_length=10",
+    "buffer.num_unroll_steps=3",
+    "buffer.td_steps=3",
+    "model.latent_dim=16",
+    "model.hidden_sizes=(16,)",
+    "model.value_support_size=10",
+    "model.reward_support_size=5",
+    "model.projection_dim=16",
+    "learner.num_threads=1",
+    "async_pipeline.enabled=True",
+    "async_pipeline.collector_num_cpus=0.5",
     "async_pipeline.evaluator_num_cpus=0.5",
 ]
 
@@ -97,11 +108,18 @@ def run_async(tmp_path, extra):
 
 
 def test_async_pipeline_invariants(ray_cluster, tmp_path):
-    driver, rec, m = run_async(tmp_path, [
-        "async_pipeline.num_collector_actors=2", "async_pipeline.max_policy_lag=3",
-        "async_pipeline.weight_sync_interval=2", "learner.update_per_collect=6",
-        "learner.train_start_after_envsteps=60", "evaluator.eval_freq=15", "max_env_step=600",
-    ])
+    driver, rec, m = run_async(
+        tmp_path,
+        [
+            "async_pipeline.num_collector_actors=2",
+            "async_pipeline.max_policy_lag=3",
+            "async_pipeline.weight_sync_interval=2",
+            "learner.update_per_collect=6",
+            "learner.train_start_after_envsteps=60",
+            "evaluator.eval_freq=15",
+            "max_env_step=600",
+        ],
+    )
     # actors ran and overlapped with learning
     assert m["env_steps"] >= 600 and m["train_iter"] > 0
     assert rec.overlapped_updates > 0
@@ -141,16 +159,23 @@ def test_async_pipeline_invariants(ray_cluster, tmp_path):
 def test_second_collect_queued_on_one_actor(ray_cluster, tmp_path):
     """max_collect_inflight=2 with one actor: the second collect waits in the actor's mailbox and
     runs right after the first, in launch order; every invariant of the one-in-flight case holds."""
-    driver, rec, m = run_async(tmp_path, [
-        "async_pipeline.num_collector_actors=1", "async_pipeline.max_collect_inflight=2",
-        "async_pipeline.max_train_budget_queue_size=4", "learner.update_per_collect=4",
-        "learner.train_start_after_envsteps=60", "evaluator.eval_freq=1000", "max_env_step=500",
-    ])
+    driver, rec, m = run_async(
+        tmp_path,
+        [
+            "async_pipeline.num_collector_actors=1",
+            "async_pipeline.max_collect_inflight=2",
+            "async_pipeline.max_train_budget_queue_size=4",
+            "learner.update_per_collect=4",
+            "learner.train_start_after_envsteps=60",
+            "evaluator.eval_freq=1000",
+            "max_env_step=500",
+        ],
+    )
     assert driver.backend.collect_queue_depth == 2
     assert rec.max_collects_in_flight == 2  # the queue was used, never more
     assert m["env_steps"] >= 500 and m["train_iter"] > 0 and rec.overlapped_updates > 0
     # one actor runs its calls in order: results come back in launch order
-    assert [r.policy_train_iter for r in rec.collects] == rec.launch_versions[:len(rec.collects)]
+    assert [r.policy_train_iter for r in rec.collects] == rec.launch_versions[: len(rec.collects)]
     assert driver.policy_lag.max_launch <= 0
     assert driver.train_iter == driver.budgets.total_consumed
     assert driver.budgets.total_enqueued - driver.budgets.remaining == driver.train_iter
@@ -164,9 +189,14 @@ def test_second_collect_queued_on_one_actor(ray_cluster, tmp_path):
 
 
 def test_evaluated_checkpoint_holds_the_evaluated_weights(ray_cluster, tmp_path):
-    driver, rec, m = run_async(tmp_path, [
-        "learner.update_per_collect=4", "evaluator.eval_freq=8", "max_env_step=400",
-    ])
+    driver, rec, m = run_async(
+        tmp_path,
+        [
+            "learner.update_per_collect=4",
+            "evaluator.eval_freq=8",
+            "max_env_step=400",
+        ],
+    )
     assert m["evaluations"] >= 1
     ckpt = load_checkpoint(os.path.join(tmp_path, "ckpt", "ckpt_latest.pt"), policy_type="muzero")
     version = ckpt["eval"]["version"]
@@ -190,9 +220,16 @@ def test_ray_local_mode_runs_the_actor_code_in_process(tmp_path):
     the pickling stand-in of the object store (tests/test_local_mode.py: in detail, and without Ray)."""
     from lz_tune.pipeline.ray_backend import CollectorWorker, EvaluatorWorker, LocalActorBackend
 
-    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
-        "async_pipeline.ray_local_mode=True", "async_pipeline.num_collector_actors=2",
-        "learner.update_per_collect=3", "evaluator.eval_freq=6", "max_env_step=150"])
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(
+        TINY
+        + [
+            "async_pipeline.ray_local_mode=True",
+            "async_pipeline.num_collector_actors=2",
+            "learner.update_per_collect=3",
+            "evaluator.eval_freq=6",
+            "max_env_step=150",
+        ]
+    )
     driver = Driver(cfg, exp_dir=None, print_fn=None)
     backend = driver.backend
     try:
@@ -260,18 +297,34 @@ class ScriptedBackend(WorkerBackend):
         return len(self._evals)
 
     def launch_collect(self, worker_id, snapshot: WeightSnapshot, temperature, *, epsilon=0.0):
-        result = dataclasses.replace(next(self._script), policy_version=snapshot.version,
-                                     policy_train_iter=snapshot.train_iter, started_at=time.time(),
-                                     worker_id=worker_id)
+        result = dataclasses.replace(
+            next(self._script),
+            policy_version=snapshot.version,
+            policy_train_iter=snapshot.train_iter,
+            started_at=time.time(),
+            worker_id=worker_id,
+        )
         polls = self.collect_polls[self.launches % len(self.collect_polls)]
         self._collects[worker_id] = [0 if not self.concurrent else polls, result]
         self.launches += 1
         self.env_steps_at_launch.append(self.driver.counters.env_steps)
 
     def launch_eval(self, snapshot: WeightSnapshot) -> bool:
-        self._evals.append(EvalResult(version=snapshot.version, train_iter=snapshot.train_iter, reward_mean=0.0,
-                                      reward_std=0.0, reward_min=0.0, reward_max=0.0, episode_length_mean=1.0,
-                                      num_episodes=1, env_steps=1, eval_time_s=0.0, stop=self._reaches_stop_value()))
+        self._evals.append(
+            EvalResult(
+                version=snapshot.version,
+                train_iter=snapshot.train_iter,
+                reward_mean=0.0,
+                reward_std=0.0,
+                reward_min=0.0,
+                reward_max=0.0,
+                episode_length_mean=1.0,
+                num_episodes=1,
+                env_steps=1,
+                eval_time_s=0.0,
+                stop=self._reaches_stop_value(),
+            )
+        )
         return True
 
     def _reaches_stop_value(self) -> bool:
@@ -298,8 +351,14 @@ class ScriptedBackend(WorkerBackend):
         pass
 
 
-SEMANTIC = ("learner.batch_size=32", "learner.update_per_collect=5", "learner.train_start_after_envsteps=0",
-            "evaluator.eval_freq=7", "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0")
+SEMANTIC = (
+    "learner.batch_size=32",
+    "learner.update_per_collect=5",
+    "learner.train_start_after_envsteps=0",
+    "evaluator.eval_freq=7",
+    "buffer.reanalyze_batch_size=1",
+    "buffer.reanalyze_partition=1.0",
+)
 
 
 @pytest.fixture(scope="module")
@@ -342,10 +401,12 @@ def training_trace(driver):
         "collects": [(info["env_steps"], info["segments"]) for kind, info in events if kind == "collect"],
         "budgets": budgets,
         "updates": [place(info["train_iter"] - 1) for kind, info in events if kind == "update"],
-        "reanalyze_in_budget": [place(info["train_iter"]) for kind, info in events
-                                if kind == "reanalyze" and info["at"] == "budget"],
-        "reanalyze_at_collect": [info["collects"] for kind, info in events
-                                 if kind == "reanalyze" and info["at"] == "collect"],
+        "reanalyze_in_budget": [
+            place(info["train_iter"]) for kind, info in events if kind == "reanalyze" and info["at"] == "budget"
+        ],
+        "reanalyze_at_collect": [
+            info["collects"] for kind, info in events if kind == "reanalyze" and info["at"] == "collect"
+        ],
         "train_iter": driver.train_iter,
     }
 
@@ -386,12 +447,17 @@ def test_end_of_run_waits_for_collects_in_flight_and_trains_every_queued_budget(
     """At max_env_step the reference stops launching, waits for the collects in flight (their env
     steps count, their segments are pushed) and trains every queued budget before it stops."""
     max_env_step = sum(r.env_steps for r in script[:4])
-    cfg = tiny_cfg(*SEMANTIC, "async_pipeline.enabled=True", "async_pipeline.num_collector_actors=3",
-                   "async_pipeline.max_train_chunk_steps=2", f"max_env_step={max_env_step}")
+    cfg = tiny_cfg(
+        *SEMANTIC,
+        "async_pipeline.enabled=True",
+        "async_pipeline.num_collector_actors=3",
+        "async_pipeline.max_train_chunk_steps=2",
+        f"max_env_step={max_env_step}",
+    )
     driver, backend = run_scripted(cfg, script, concurrent=True, num_collectors=3, collect_polls=(2, 5, 9))
     pushed = [info for kind, info in driver.event_log if kind == "collect"]
     assert len(pushed) == backend.launches > 4  # the collects still running at max_env_step were pushed
-    assert driver.counters.env_steps == sum(r.env_steps for r in script[:backend.launches]) > max_env_step
+    assert driver.counters.env_steps == sum(r.env_steps for r in script[: backend.launches]) > max_env_step
     assert driver.collects_discarded_at_close == 0
     assert all(steps < max_env_step for steps in backend.env_steps_at_launch)  # none launched after it
     assert driver.budgets.total_enqueued > 0
@@ -405,8 +471,11 @@ def test_buffer_reanalyze_period_has_no_float_floor_division_slip(tiny_cfg, scri
     is 9), when the collect is pushed."""
     assert int(1 // (1 / 10)) == 9  # the reference's slip
     max_env_step = sum(r.env_steps for r in script[:21])
-    driver, _ = run_scripted(tiny_cfg(*SEMANTIC, "buffer.buffer_reanalyze_freq=0.1", f"max_env_step={max_env_step}"),
-                             script, concurrent=False)
+    driver, _ = run_scripted(
+        tiny_cfg(*SEMANTIC, "buffer.buffer_reanalyze_freq=0.1", f"max_env_step={max_env_step}"),
+        script,
+        concurrent=False,
+    )
     at = [info["collects"] for kind, info in driver.event_log if kind == "reanalyze"]
     assert at == [1, 11, 21] and driver.counters.buffer_reanalyzes == 3
     assert sorted(driver.buffer.reanalyze_counts().tolist(), reverse=True)[:1] == [1]  # the staleness count moved
@@ -432,9 +501,17 @@ def test_cold_start_needs_more_than_the_thresholds(tiny_cfg):
 
 
 def _local_mode_run(tmp_path, *extra):
-    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(TINY + [
-        "async_pipeline.ray_local_mode=True", "learner.update_per_collect=20", "async_pipeline.max_train_chunk_steps=4",
-        "learner.train_start_after_envsteps=0", "evaluator.eval_freq=10", *extra])
+    cfg = load_config_module("zoo/classic_control/cartpole_muzero.py").with_overrides(
+        TINY
+        + [
+            "async_pipeline.ray_local_mode=True",
+            "learner.update_per_collect=20",
+            "async_pipeline.max_train_chunk_steps=4",
+            "learner.train_start_after_envsteps=0",
+            "evaluator.eval_freq=10",
+            *extra,
+        ]
+    )
     driver = Driver(cfg, exp_dir=str(tmp_path), print_fn=None)
     driver.event_log = []
     try:
@@ -453,7 +530,7 @@ def test_local_mode_evaluates_inside_budgets_larger_than_the_chunk(tmp_path):
     evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
     periodic, final = evals[:-1], evals[-1]
     assert final == driver.train_iter and driver.train_iter >= 60
-    assert periodic == list(range(10, driver.train_iter, 10))[:len(periodic)] and len(periodic) >= 5
+    assert periodic == list(range(10, driver.train_iter, 10))[: len(periodic)] and len(periodic) >= 5
     assert len(periodic) >= driver.train_iter // 10 - 1  # none skipped (the last may coincide with the final one)
     # each evaluation was taken in before the next update: the history has every one, with its own checkpoint
     assert [r["train_iter"] for r in driver.eval_history] == evals
@@ -465,8 +542,9 @@ def test_local_mode_stops_at_a_reached_stop_value_inside_a_budget(tmp_path):
     """A stop value the first trained evaluation reaches ends the run there (train_iter 10), not at
     max_env_step; the evaluation at start (train_iter 0) reaches it too but never stops a run (the
     reference's evaluator: ``stop_flag = ... and train_iter > 0``)."""
-    driver, m = _local_mode_run(tmp_path, "max_env_step=100000", "evaluator.stop_value=0",
-                                "async_pipeline.eval_at_start=True")
+    driver, m = _local_mode_run(
+        tmp_path, "max_env_step=100000", "evaluator.stop_value=0", "async_pipeline.eval_at_start=True"
+    )
     evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
     assert evals == [0, 10]
     assert driver.stop.reached_stop_value and driver.train_iter == 10
@@ -478,8 +556,13 @@ def test_an_evaluation_at_train_iter_0_never_stops_the_run(tiny_cfg, script):
     training still starts; the first trained evaluation stops it (sync and async)."""
     max_env_step = sum(r.env_steps for r in script[:10])
     for extra in ((), ("async_pipeline.enabled=True",)):
-        cfg = tiny_cfg(*SEMANTIC, *extra, "async_pipeline.eval_at_start=True", "evaluator.stop_value=-1e9",
-                       f"max_env_step={max_env_step}")
+        cfg = tiny_cfg(
+            *SEMANTIC,
+            *extra,
+            "async_pipeline.eval_at_start=True",
+            "evaluator.stop_value=-1e9",
+            f"max_env_step={max_env_step}",
+        )
         driver, _ = run_scripted(cfg, script, concurrent=bool(extra))
         evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
         assert evals[0] == 0 and driver.train_iter > 0, extra
@@ -491,12 +574,16 @@ def test_async_evaluations_launch_at_exactly_every_eval_freq_updates(tiny_cfg, s
     """The cadence: async evaluations launch at train_iter 7, 14, 21, ... exactly, whatever the chunk
     (the check runs after every update, as the reference's), not up to chunk - 1 updates late."""
     max_env_step = sum(r.env_steps for r in script[:12])
-    cfg = tiny_cfg(*SEMANTIC, "async_pipeline.enabled=True", f"async_pipeline.max_train_chunk_steps={chunk}",
-                   f"max_env_step={max_env_step}")
+    cfg = tiny_cfg(
+        *SEMANTIC,
+        "async_pipeline.enabled=True",
+        f"async_pipeline.max_train_chunk_steps={chunk}",
+        f"max_env_step={max_env_step}",
+    )
     driver, _ = run_scripted(cfg, script, concurrent=True)
     evals = [info["train_iter"] for kind, info in driver.event_log if kind == "eval"]
     periodic = [t for t in evals[:-1]]
-    assert periodic == list(range(7, driver.train_iter + 1, 7))[:len(periodic)]
+    assert periodic == list(range(7, driver.train_iter + 1, 7))[: len(periodic)]
     assert len(periodic) >= driver.train_iter // 7 - 1 and driver.train_iter >= 30
 
 
@@ -515,8 +602,10 @@ def test_which_types_replace_root_values_in_a_buffer_reanalyze():
         cfg = Config(policy_type=policy_type)
         assert cfg.reanalyze_writes_root_values is (policy_type in writes), policy_type
         for explicit in (True, False):
-            assert cfg.with_overrides([f"buffer.reanalyze_writes_root_values={explicit}"]) \
-                .reanalyze_writes_root_values is explicit
+            assert (
+                cfg.with_overrides([f"buffer.reanalyze_writes_root_values={explicit}"]).reanalyze_writes_root_values
+                is explicit
+            )
 
 
 @pytest.mark.parametrize("setting", [None, True, False])
@@ -543,7 +632,7 @@ def test_buffer_reanalyze_keeps_or_replaces_the_stored_root_values(tiny_cfg, scr
     finally:
         driver.close()
     assert driver.counters.buffer_reanalyzes >= 2
-    pushed = [seg for r in script[:driver.counters.collects] for seg in r.segments]
+    pushed = [seg for r in script[: driver.counters.collects] for seg in r.segments]
     reanalysed = np.flatnonzero(driver.buffer.reanalyze_counts() > 0)
     assert len(reanalysed) >= 2
     for seg_id in reanalysed:
@@ -628,12 +717,23 @@ def test_golden_trace_of_the_reference_loop(tiny_cfg, script, max_train_iter):
         golden_evals = [0, 9, 18]
     max_env_step = sum(r.env_steps for r in script[:6])
     extra = [] if max_train_iter is None else [f"max_train_iter={max_train_iter}"]
-    cfg = tiny_cfg("learner.batch_size=8", "learner.update_per_collect=5", "learner.train_start_after_envsteps=0",
-                   "evaluator.eval_freq=7", "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0",
-                   "buffer.buffer_reanalyze_freq=2", "async_pipeline.enabled=True", "async_pipeline.eval_at_start=True",
-                   "async_pipeline.max_eval_inflight=1", f"max_env_step={max_env_step}", *extra)
-    driver, _ = run_scripted(cfg, script, concurrent=True, backend_cls=UpdateTimedEvalBackend, eval_updates=9,
-                             collect_polls=(3,))
+    cfg = tiny_cfg(
+        "learner.batch_size=8",
+        "learner.update_per_collect=5",
+        "learner.train_start_after_envsteps=0",
+        "evaluator.eval_freq=7",
+        "buffer.reanalyze_batch_size=1",
+        "buffer.reanalyze_partition=1.0",
+        "buffer.buffer_reanalyze_freq=2",
+        "async_pipeline.enabled=True",
+        "async_pipeline.eval_at_start=True",
+        "async_pipeline.max_eval_inflight=1",
+        f"max_env_step={max_env_step}",
+        *extra,
+    )
+    driver, _ = run_scripted(
+        cfg, script, concurrent=True, backend_cls=UpdateTimedEvalBackend, eval_updates=9, collect_polls=(3,)
+    )
     trace = training_trace(driver)
     assert trace["budgets"] == [5] * 6 and driver.counters.collects == 6
     assert trace["updates"] == golden_updates

@@ -5,6 +5,7 @@ positions, continuous actions, whole searches, and weight changes between search
 import numpy as np
 import pytest
 import torch
+from engine_checks import assert_same_search, root_values
 
 from lz_tune.algos.sampled_unizero import make_policy as make_sampled_unizero_policy
 from lz_tune.algos.unizero import UniZeroPolicy
@@ -13,21 +14,35 @@ from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.transformer import KVWindow
 from lz_tune.models.transformer_inference import TransformerSearchInference
 
-from engine_checks import assert_same_search, root_values
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _policies(*, context: int = 3, action_dim: int = 0, seed: int = 0):
     """(engine policy, torch policy) sharing one world model with non-trivial weights."""
-    cfg = Config().with_updates({"policy_type": "sampled_unizero" if action_dim else "unizero", "model.kind": "mlp",
-                                 "unizero.embed_dim": 32, "unizero.num_heads": 2, "unizero.num_layers": 2,
-                                 "unizero.infer_context_length": context, "model.hidden_sizes": (24,),
-                                 "model.value_support_size": 30, "model.reward_support_size": 20,
-                                 "sampled.num_samples": 3})
-    spec = EnvSpecInfo(observation_shape=(4,), frame_shape=(4,), frame_stack=1,
-                       action_space_size=1 if action_dim else 3, is_atari=False, action_dim=action_dim,
-                       action_low=(-1.0,) * action_dim, action_high=(1.0,) * action_dim)
+    cfg = Config().with_updates(
+        {
+            "policy_type": "sampled_unizero" if action_dim else "unizero",
+            "model.kind": "mlp",
+            "unizero.embed_dim": 32,
+            "unizero.num_heads": 2,
+            "unizero.num_layers": 2,
+            "unizero.infer_context_length": context,
+            "model.hidden_sizes": (24,),
+            "model.value_support_size": 30,
+            "model.reward_support_size": 20,
+            "sampled.num_samples": 3,
+        }
+    )
+    spec = EnvSpecInfo(
+        observation_shape=(4,),
+        frame_shape=(4,),
+        frame_stack=1,
+        action_space_size=1 if action_dim else 3,
+        is_atari=False,
+        action_dim=action_dim,
+        action_low=(-1.0,) * action_dim,
+        action_high=(1.0,) * action_dim,
+    )
     cls = make_sampled_unizero_policy if action_dim else UniZeroPolicy
     torch.manual_seed(seed)
     auto = cls(cfg, spec)
@@ -43,8 +58,9 @@ def _actions(rng, batch, action_dim):
     return rng.integers(0, 3, batch).astype(np.int64)
 
 
-@pytest.mark.parametrize("context,action_dim,fused", [(3, 0, True), (1, 0, True), (2, 2, True), (3, 0, False),
-                                                      (2, 2, False)])
+@pytest.mark.parametrize(
+    "context,action_dim,fused", [(3, 0, True), (1, 0, True), (2, 2, True), (3, 0, False), (2, 2, False)]
+)
 def test_steps_match_torch_from_empty_to_full_windows(context, action_dim, fused):
     """Root windows holding 1 observation token (mostly empty slots), then steps until the window
     is full and its oldest tokens fall out; positions start past the first RoPE table. Both
@@ -77,8 +93,9 @@ def test_steps_match_torch_from_empty_to_full_windows(context, action_dim, fused
 def test_search_with_engine_equals_search_with_torch(action_dim):
     auto, reference = _policies(action_dim=action_dim)
     obs = np.random.default_rng(2).normal(size=(4, 4)).astype(np.float32)
-    assert_same_search(auto, reference, TransformerSearchInference, obs, 1 if action_dim else 3, simulations=20,
-                       atol=2e-4)
+    assert_same_search(
+        auto, reference, TransformerSearchInference, obs, 1 if action_dim else 3, simulations=20, atol=2e-4
+    )
 
 
 def test_engine_copies_weights_again_after_a_weight_change():

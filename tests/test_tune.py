@@ -15,24 +15,44 @@ from lz_tune.tune import MuZeroTrainable, config_from_tune, placement_group_fact
 from lz_tune.tune.trainable import CHECKPOINT_FILE  # noqa: E402
 from tests.conftest import REPO_ROOT  # noqa: E402
 
-TINY = dict(parse_override(o) for o in [
-    "env.collector_env_num=2", "env.evaluator_env_num=2", "evaluator.n_evaluator_episode=2",
-    "env.max_episode_steps=40", "mcts.num_simulations=4", "learner.batch_size=16",
-    "buffer.game_segment_length=10", "buffer.num_unroll_steps=3", "buffer.td_steps=3",
-    "model.latent_dim=16", "model.hidden_sizes=(16,)", "model.value_support_size=10",
-    "model.reward_support_size=5", "model.projection_dim=16", "learner.num_threads=1",
-    "learner.update_per_collect=4", "evaluator.eval_freq=8",
-])
+TINY = dict(
+    parse_override(o)
+    for o in [
+        "env.collector_env_num=2",
+        "env.evaluator_env_num=2",
+        "evaluator.n_evaluator_episode=2",
+        "env.max_episode_steps=40",
+        "mcts.num_simulations=4",
+        "learner.batch_size=16",
+        "buffer.game_segment_length=10",
+        "buffer.num_unroll_steps=3",
+        "buffer.td_steps=3",
+        "model.latent_dim=16",
+        "model.hidden_sizes=(16,)",
+        "model.value_support_size=10",
+        "model.reward_support_size=5",
+        "model.projection_dim=16",
+        "learner.num_threads=1",
+        "learner.update_per_collect=4",
+        "evaluator.eval_freq=8",
+    ]
+)
 BASE = {"config": "lz_tune.zoo.classic_control.cartpole_muzero", "step_seconds": 1.5, "driver_num_cpus": 1, **TINY}
 
 
 def test_bundles_follow_the_async_config():
     sync = placement_group_factory(BASE)
     assert sync.bundles == [{"CPU": 1.0}]
-    pgf = placement_group_factory({**BASE, "driver_num_cpus": 0.5, "async_pipeline.enabled": True,
-                                   "async_pipeline.num_collector_actors": 2,
-                                   "async_pipeline.collector_num_cpus": 0.25,
-                                   "async_pipeline.evaluator_num_cpus": 0.25})
+    pgf = placement_group_factory(
+        {
+            **BASE,
+            "driver_num_cpus": 0.5,
+            "async_pipeline.enabled": True,
+            "async_pipeline.num_collector_actors": 2,
+            "async_pipeline.collector_num_cpus": 0.25,
+            "async_pipeline.evaluator_num_cpus": 0.25,
+        }
+    )
     assert pgf.bundles == [{"CPU": 0.5}, {"CPU": 0.25}, {"CPU": 0.25}, {"CPU": 0.25}]
 
 
@@ -44,11 +64,24 @@ def test_bad_search_space_key_is_named():
 def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_path):
     """A sync trial and an async one (its collector and evaluator actors in the trial's own
     placement group), side by side."""
-    config = {**BASE, "driver_num_cpus": 0.5, "async_pipeline.collector_num_cpus": 0.25,
-              "async_pipeline.evaluator_num_cpus": 0.25, "async_pipeline.enabled": tune.grid_search([False, True])}
-    analysis = tune.run(MuZeroTrainable, config=config,
-                        stop={"training_iteration": 3}, storage_path=str(tmp_path), name="exp",
-                        metric="evaluation/env_runners/episode_return_mean", mode="max", verbose=0, raise_on_failed_trial=True)
+    config = {
+        **BASE,
+        "driver_num_cpus": 0.5,
+        "async_pipeline.collector_num_cpus": 0.25,
+        "async_pipeline.evaluator_num_cpus": 0.25,
+        "async_pipeline.enabled": tune.grid_search([False, True]),
+    }
+    analysis = tune.run(
+        MuZeroTrainable,
+        config=config,
+        stop={"training_iteration": 3},
+        storage_path=str(tmp_path),
+        name="exp",
+        metric="evaluation/env_runners/episode_return_mean",
+        mode="max",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     assert len(analysis.trials) == 2
     for trial in analysis.trials:
         with open(os.path.join(trial.path, "lz_tune", "placement.json")) as f:
@@ -77,12 +110,20 @@ def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_p
         assert set(by_iter) == tags
         assert scalars[EVAL_RETURN][-1][0] <= trial.last_result["num_env_steps_sampled_lifetime"]
         assert by_iter[EVAL_RETURN][-1][0] == trial.last_result["evaluation/train_iter"]
-        for name in (EVAL_RETURN, "num_env_steps_sampled_lifetime", "learners/muzero/total_loss",
-                     "learners/muzero/value_loss", "buffer/transitions", "policy_lag/start_mean"):
+        for name in (
+            EVAL_RETURN,
+            "num_env_steps_sampled_lifetime",
+            "learners/muzero/total_loss",
+            "learners/muzero/value_loss",
+            "buffer/transitions",
+            "policy_lag/start_mean",
+        ):
             assert name in tags and name in keys, name
         assert trial.last_result["timesteps_total"] == trial.last_result["num_env_steps_sampled_lifetime"]
         assert not any(k.startswith("placement") or k.startswith("actor_placement") for k in keys)
-    best = analysis.get_best_checkpoint(analysis.get_best_trial(), metric="evaluation/env_runners/episode_return_mean", mode="max")
+    best = analysis.get_best_checkpoint(
+        analysis.get_best_trial(), metric="evaluation/env_runners/episode_return_mean", mode="max"
+    )
     assert best is not None
     with best.as_directory() as d:
         ckpt = load_checkpoint(os.path.join(d, CHECKPOINT_FILE), policy_type="muzero")
@@ -92,17 +133,22 @@ def test_tune_run_two_trials_checkpoint_the_evaluated_weights(ray_cluster, tmp_p
 
 @pytest.mark.slow  # ~20 s; tune.run tests cover the same Trainable
 def test_tuner_api_works_too(ray_cluster, tmp_path):
-    tuner = tune.Tuner(MuZeroTrainable, param_space=BASE,
-                       tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max", num_samples=1),
-                       run_config=tune.RunConfig(storage_path=str(tmp_path), name="tuner",
-                                                 stop={"training_iteration": 2}, verbose=0))
+    tuner = tune.Tuner(
+        MuZeroTrainable,
+        param_space=BASE,
+        tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max", num_samples=1),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="tuner", stop={"training_iteration": 2}, verbose=0),
+    )
     results = tuner.fit()
     assert not results.errors
     assert results[0].metrics["num_env_steps_sampled_lifetime"] > 0
 
 
-SPACES = sorted(f"search_spaces.{name[:-3]}" for name in os.listdir(os.path.join(REPO_ROOT, "search_spaces"))
-                if name.endswith(".py") and not name.startswith("_"))
+SPACES = sorted(
+    f"search_spaces.{name[:-3]}"
+    for name in os.listdir(os.path.join(REPO_ROOT, "search_spaces"))
+    if name.endswith(".py") and not name.startswith("_")
+)
 
 
 @pytest.mark.parametrize("module", SPACES)
@@ -112,8 +158,10 @@ def test_search_spaces_name_existing_keys(module):
     from ray.tune.search.sample import Domain
 
     mod = importlib.import_module(module)
-    sample = {k: (v.sample() if isinstance(v, Domain) else v["grid_search"][0] if isinstance(v, dict) else v)
-              for k, v in mod.space.items()}
+    sample = {
+        k: (v.sample() if isinstance(v, Domain) else v["grid_search"][0] if isinstance(v, dict) else v)
+        for k, v in mod.space.items()
+    }
     config_from_tune(sample)  # every key exists and every sampled value validates
     assert placement_group_factory(sample).bundles[0]["CPU"] > 0
     assert mod.scheduler() is not None and mod.stop
@@ -129,8 +177,13 @@ def test_cli_tune_runs_and_resumes(tmp_path):
     common = ["--storage-path", str(tmp_path), "--name", "cli", "--num-cpus", "2"]
     env = dict(os.environ)
     cmd = [sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py"]
-    run = subprocess.run(cmd + fixed + common + ["--num-samples", "2", "--stop-iters", "2", "--scheduler", "fifo"],
-                         capture_output=True, text=True, timeout=240, env=env)
+    run = subprocess.run(
+        cmd + fixed + common + ["--num-samples", "2", "--stop-iters", "2", "--scheduler", "fifo"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "trials: 2, errors: 0" in run.stdout
     again = subprocess.run(cmd + common, capture_output=True, text=True, timeout=120, env=env)
@@ -142,11 +195,23 @@ def test_cli_tune_runs_and_resumes(tmp_path):
 
 @pytest.mark.slow  # ~45 s; the default run has an async trial beside a sync one (above)
 def test_two_async_trials_run_concurrently_each_with_actors_in_its_own_placement_group(ray_cluster, tmp_path):
-    space = {**BASE, "driver_num_cpus": 0.5, "async_pipeline.enabled": True,
-             "async_pipeline.collector_num_cpus": 0.25, "async_pipeline.evaluator_num_cpus": 0.25,
-             "learner.learning_rate": tune.grid_search([1e-3, 3e-3])}
-    analysis = tune.run(MuZeroTrainable, config=space, stop={"training_iteration": 3}, storage_path=str(tmp_path),
-                        name="pg", verbose=0, raise_on_failed_trial=True)
+    space = {
+        **BASE,
+        "driver_num_cpus": 0.5,
+        "async_pipeline.enabled": True,
+        "async_pipeline.collector_num_cpus": 0.25,
+        "async_pipeline.evaluator_num_cpus": 0.25,
+        "learner.learning_rate": tune.grid_search([1e-3, 3e-3]),
+    }
+    analysis = tune.run(
+        MuZeroTrainable,
+        config=space,
+        stop={"training_iteration": 3},
+        storage_path=str(tmp_path),
+        name="pg",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     assert len(analysis.trials) == 2
     groups = []
     for trial in analysis.trials:
@@ -199,6 +264,7 @@ def test_driver_restore_from_a_running_state_moves_weights_and_counters(tmp_path
         old_generation = driver.publisher.generation
         path = tmp_path / "ckpt.pt"
         from lz_tune.checkpoint import save_checkpoint
+
         save_checkpoint(path, payload)
         driver.restore_from(load_checkpoint(path), str(path))
         assert driver.train_iter == saved_iter
@@ -243,8 +309,9 @@ def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_
     monkeypatch.setattr(sys.modules[tune.Trainable.__module__], "DEFAULT_STORAGE_PATH", str(tmp_path / "logs"))
 
     def make():
-        return MuZeroTrainable(config={**BASE, "step_seconds": 0.05, "max_env_step": 100_000,
-                                       "evaluator.eval_freq": 24})
+        return MuZeroTrainable(
+            config={**BASE, "step_seconds": 0.05, "max_env_step": 100_000, "evaluator.eval_freq": 24}
+        )
 
     t = make()
     try:
@@ -294,7 +361,10 @@ def test_tune_checkpoints_keep_the_current_state_and_the_evaluated_snapshot(ray_
         t.load_checkpoint(str(requested))  # PBT exploit of the trial itself: back to the save, not to the eval
         assert t.driver.train_iter == saved_iter and _same(_network(t.driver), saved_net)
         assert t.driver.last_eval.train_iter == snap["eval"]["train_iter"]
-        assert t.train()["evaluation/env_runners/episode_return_mean"] == snap["eval"]["reward_mean"] or t.driver.counters.evaluations > 0
+        assert (
+            t.train()["evaluation/env_runners/episode_return_mean"] == snap["eval"]["reward_mean"]
+            or t.driver.counters.evaluations > 0
+        )
     finally:
         t.stop()
 
@@ -325,14 +395,28 @@ def test_relative_config_path_and_asha_sees_only_real_evaluations(ray_cluster, t
     import math
 
     monkeypatch.chdir(REPO_ROOT)
-    config = {**BASE, "config": "zoo/classic_control/cartpole_muzero.py", "step_seconds": 0.5,
-              "learner.train_start_after_envsteps": 200,  # no evaluation before the first result's slice ends
-              "env.max_episode_steps": tune.grid_search([200, 5])}
-    scheduler = tune.schedulers.ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
-                                              reduction_factor=2)
-    analysis = tune.run(MuZeroTrainable, config=config, scheduler=scheduler, metric="evaluation/env_runners/episode_return_mean", mode="max",
-                        max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0,
-                        raise_on_failed_trial=True)
+    config = {
+        **BASE,
+        "config": "zoo/classic_control/cartpole_muzero.py",
+        "step_seconds": 0.5,
+        "learner.train_start_after_envsteps": 200,  # no evaluation before the first result's slice ends
+        "env.max_episode_steps": tune.grid_search([200, 5]),
+    }
+    scheduler = tune.schedulers.ASHAScheduler(
+        time_attr="training_iteration", max_t=4, grace_period=1, reduction_factor=2
+    )
+    analysis = tune.run(
+        MuZeroTrainable,
+        config=config,
+        scheduler=scheduler,
+        metric="evaluation/env_runners/episode_return_mean",
+        mode="max",
+        max_concurrent_trials=1,
+        storage_path=str(tmp_path),
+        name="asha",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     by_cap = {t.config["env.max_episode_steps"]: t for t in analysis.trials}
     for trial in analysis.trials:
         rows = analysis.trial_dataframes[trial.trial_id]

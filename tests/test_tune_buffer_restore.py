@@ -21,8 +21,12 @@ from lz_tune.tune.trial_storage import MANIFEST_FILE  # noqa: E402
 from tests.buffer_states import assert_buffer_states_equal  # noqa: E402
 from tests.test_tune import BASE  # noqa: E402
 
-ASYNC = {"async_pipeline.enabled": True, "async_pipeline.collector_num_cpus": 0.25,
-         "async_pipeline.evaluator_num_cpus": 0.25, "driver_num_cpus": 0.5}
+ASYNC = {
+    "async_pipeline.enabled": True,
+    "async_pipeline.collector_num_cpus": 0.25,
+    "async_pipeline.evaluator_num_cpus": 0.25,
+    "driver_num_cpus": 0.5,
+}
 
 
 def _digest(buffer, chunk_bytes: int) -> str:
@@ -72,11 +76,18 @@ def test_num_to_keep_1_with_incremental_chunks_still_restores(ray_cluster, tmp_p
     trial process restores the exact buffer the manifest recorded."""
     # 2 KiB chunks: the tiny buffer spans many (at the default 1 MiB it is one chunk per column,
     # rewritten by every save)
-    analysis = tune.run(MuZeroTrainable, config={**BASE, "step_seconds": 1.0, "evaluator.eval_freq": 4,
-                                                 "buffer.checkpoint_chunk_mb": 2 / 1024},
-                        stop={"training_iteration": 5}, storage_path=str(tmp_path), name="keep1",
-                        checkpoint_config=tune.CheckpointConfig(num_to_keep=1, checkpoint_at_end=True),
-                        metric=EVAL_RETURN, mode="max", verbose=0, raise_on_failed_trial=True)
+    analysis = tune.run(
+        MuZeroTrainable,
+        config={**BASE, "step_seconds": 1.0, "evaluator.eval_freq": 4, "buffer.checkpoint_chunk_mb": 2 / 1024},
+        stop={"training_iteration": 5},
+        storage_path=str(tmp_path),
+        name="keep1",
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1, checkpoint_at_end=True),
+        metric=EVAL_RETURN,
+        mode="max",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     trial_dir = analysis.trials[0].path
     folders = sorted(d for d in os.listdir(trial_dir) if d.startswith("checkpoint_"))
     assert len(folders) == 1 and int(folders[0].split("_")[1]) >= 2  # earlier ones were saved, then deleted
@@ -112,11 +123,13 @@ def _probe_class():
             writer = SnapshotWriter(None, chunk_bytes=manifest["chunk_bytes"])
             digest = state_digest(writer.write(self.driver.buffer.state_dict())[0])
             state = load_checkpoint(os.path.join(checkpoint_dir, STATE_FILE))
-            self._probe = {"probe/restored_from": manifest["trial_id"],
-                           "probe/buffer_is_donors": digest == manifest["digest"],
-                           "probe/donor_env_steps": state["counters"]["env_steps"],
-                           "probe/env_steps_after_restore": self.driver.counters.env_steps,
-                           "probe/optimizer_weight_decay": self.driver.learner.optimizer.param_groups[0]["weight_decay"]}
+            self._probe = {
+                "probe/restored_from": manifest["trial_id"],
+                "probe/buffer_is_donors": digest == manifest["digest"],
+                "probe/donor_env_steps": state["counters"]["env_steps"],
+                "probe/env_steps_after_restore": self.driver.counters.env_steps,
+                "probe/optimizer_weight_decay": self.driver.learner.optimizer.param_groups[0]["weight_decay"],
+            }
 
         def step(self):
             result = super().step()
@@ -135,14 +148,31 @@ def test_pbt_exploit_carries_the_donors_buffer_and_the_new_hyperparameters(ray_c
         return config
 
     pbt = tune.schedulers.PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        synch=True,
         hyperparam_mutations={"learner.learning_rate": [1e-3, 3e-3], "learner.weight_decay": [0.0, 1e-4]},
-        custom_explore_fn=explore)
-    analysis = tune.run(_probe_class(), config={**BASE, "step_seconds": 1.0, "evaluator.eval_freq": 4,
-                                        "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
-                        scheduler=pbt, metric=EVAL_RETURN, mode="max", reuse_actors=True,
-                        stop={"training_iteration": 7}, storage_path=str(tmp_path), name="pbt", verbose=0,
-                        raise_on_failed_trial=True)
+        custom_explore_fn=explore,
+    )
+    analysis = tune.run(
+        _probe_class(),
+        config={
+            **BASE,
+            "step_seconds": 1.0,
+            "evaluator.eval_freq": 4,
+            "learner.learning_rate": tune.grid_search([1e-3, 3e-3]),
+        },
+        scheduler=pbt,
+        metric=EVAL_RETURN,
+        mode="max",
+        reuse_actors=True,
+        stop={"training_iteration": 7},
+        storage_path=str(tmp_path),
+        name="pbt",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     ids = {t.trial_id for t in analysis.trials}
     exploits = []
     for trial in analysis.trials:

@@ -16,9 +16,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 from ray import tune  # noqa: E402
+from test_tune import BASE, TINY  # noqa: E402
 
 from lz_tune.tune import MuZeroTrainable  # noqa: E402
-from test_tune import BASE, TINY  # noqa: E402
 
 
 def _rows(trial_dir: str) -> list[dict]:
@@ -45,11 +45,17 @@ def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_che
             return result
 
     analysis = tune.Tuner(
-        FailsOnce, param_space={**BASE, "step_seconds": 1.0, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
+        FailsOnce,
+        param_space={**BASE, "step_seconds": 1.0, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
         tune_config=tune.TuneConfig(metric="evaluation/env_runners/episode_return_mean", mode="max"),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="fail", verbose=0,
-                                  stop={"training_iteration": 6},
-                                  failure_config=tune.FailureConfig(max_failures=2))).fit()
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="fail",
+            verbose=0,
+            stop={"training_iteration": 6},
+            failure_config=tune.FailureConfig(max_failures=2),
+        ),
+    ).fit()
     assert not analysis.errors
     assert (tmp_path / "raised").exists() and (tmp_path / "killed").exists()
     for result in analysis:
@@ -58,12 +64,14 @@ def test_step_that_raises_and_trial_process_killed_are_retried_from_the_last_che
         restarts = [r for r in rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
         assert len(restarts) == 1, "the trial did not restart from a checkpoint exactly once"
         first = restarts[0]
-        before = [r for r in rows[:rows.index(first)] if r.get("should_checkpoint")]
+        before = [r for r in rows[: rows.index(first)] if r.get("should_checkpoint")]
         # counters continue from the checkpoint (the evaluated state at or before the failure)
         assert before and first["train_iter"] >= before[-1]["evaluation/train_iter"] > 0
         assert first["evaluation/train_iter"] >= before[-1]["evaluation/train_iter"]  # carried over, not reset to -1
-        assert all(k in first for k in ("perf/driver_setup_s", "evaluation/num_env_steps_sampled_lifetime",
-                                        "timesteps_this_iter"))
+        assert all(
+            k in first
+            for k in ("perf/driver_setup_s", "evaluation/num_env_steps_sampled_lifetime", "timesteps_this_iter")
+        )
         assert first["num_env_steps_sampled_lifetime"] > 0 and rows[-1]["train_iter"] > first["train_iter"] - 1
         # the checkpoint's replay buffer came back and training went on before any new env step
         assert first["restore/buffer_transitions"] > 0 and first["restore/env_steps_before_first_update"] == 0
@@ -74,9 +82,14 @@ def test_resource_request_larger_than_the_cluster_fails_fast(ray_cluster, tmp_pa
 
     start = time.time()
     with pytest.raises(ConfigError, match="async_pipeline.num_collector_actors"):
-        tune.run(MuZeroTrainable, config={**BASE, "async_pipeline.enabled": True,
-                                          "async_pipeline.num_collector_actors": 4},
-                 stop={"training_iteration": 1}, storage_path=str(tmp_path), name="big", verbose=0)
+        tune.run(
+            MuZeroTrainable,
+            config={**BASE, "async_pipeline.enabled": True, "async_pipeline.num_collector_actors": 4},
+            stop={"training_iteration": 1},
+            storage_path=str(tmp_path),
+            name="big",
+            verbose=0,
+        )
     assert time.time() - start < 60
 
 
@@ -88,13 +101,25 @@ def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
     while the other trial is mid-step may be stopped and a new one started: seen once in CI), so
     the test asserts that exploits reuse processes, not that none is ever started."""
     pbt = tune.schedulers.PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, resample_probability=0.0,
-        hyperparam_mutations={"learner.learning_rate": tune.loguniform(1e-4, 1e-2)})
-    analysis = tune.run(MuZeroTrainable, config={**BASE, "step_seconds": 0.8,
-                                                 "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
-                        scheduler=pbt, metric="learners/muzero/learning_rate", mode="max", reuse_actors=True,
-                        stop={"training_iteration": 8}, storage_path=str(tmp_path), name="pbt", verbose=0,
-                        raise_on_failed_trial=True)
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        resample_probability=0.0,
+        hyperparam_mutations={"learner.learning_rate": tune.loguniform(1e-4, 1e-2)},
+    )
+    analysis = tune.run(
+        MuZeroTrainable,
+        config={**BASE, "step_seconds": 0.8, "learner.learning_rate": tune.grid_search([1e-3, 3e-3])},
+        scheduler=pbt,
+        metric="learners/muzero/learning_rate",
+        mode="max",
+        reuse_actors=True,
+        stop={"training_iteration": 8},
+        storage_path=str(tmp_path),
+        name="pbt",
+        verbose=0,
+        raise_on_failed_trial=True,
+    )
     rows = [r for t in analysis.trials for r in _rows(t.path)]
     assert all(t.status == "TERMINATED" for t in analysis.trials)
     # exploits happened: some trial continued from a checkpoint with a perturbed learning rate
@@ -111,25 +136,46 @@ def test_pbt_exploits_reuse_the_trial_processes(ray_cluster, tmp_path):
 
 def _cli(tmp_path, *extra):
     fixed = [f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in TINY.items()]
-    return ([sys.executable, "-m", "lz_tune", "tune", "search_spaces/cartpole_muzero.py", *fixed,
-             "step_seconds=1.0", "--storage-path", str(tmp_path), "--name", "killed", "--num-cpus", "2"]
-            + list(extra))
+    return [
+        sys.executable,
+        "-m",
+        "lz_tune",
+        "tune",
+        "search_spaces/cartpole_muzero.py",
+        *fixed,
+        "step_seconds=1.0",
+        "--storage-path",
+        str(tmp_path),
+        "--name",
+        "killed",
+        "--num-cpus",
+        "2",
+    ] + list(extra)
 
 
 @pytest.mark.slow  # ~80 s; the default run kills a trial process in the FailureConfig test
 def test_search_killed_with_sigkill_resumes_and_continues_counters(tmp_path):
     env = dict(os.environ)
     exp = tmp_path / "killed"
-    proc = subprocess.Popen(_cli(tmp_path, "--num-samples", "1", "--stop-iters", "9", "--scheduler", "fifo"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        _cli(tmp_path, "--num-samples", "1", "--stop-iters", "9", "--scheduler", "fifo"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     trial_dir = None
     try:
         deadline = time.time() + 180
         while time.time() < deadline:  # kill once a checkpoint (after an evaluation) is on disk
             dirs = [d for d in exp.glob("MuZeroTrainable_*") if d.is_dir()] if exp.exists() else []
             # (Tune syncs result.json and the experiment state to storage every few seconds)
-            if dirs and list(dirs[0].glob("checkpoint_*/lz_tune_checkpoint.pt")) and \
-                    (dirs[0] / "result.json").exists() and len(_rows(str(dirs[0]))) >= 3:
+            if (
+                dirs
+                and list(dirs[0].glob("checkpoint_*/lz_tune_checkpoint.pt"))
+                and (dirs[0] / "result.json").exists()
+                and len(_rows(str(dirs[0]))) >= 3
+            ):
                 trial_dir = dirs[0]
                 break
             assert proc.poll() is None, "the search ended before it could be killed"
@@ -147,7 +193,7 @@ def test_search_killed_with_sigkill_resumes_and_continues_counters(tmp_path):
     assert "errors: 0" in resumed.stdout
     rows = _rows(str(trial_dir))
     assert max(r["training_iteration"] for r in rows) == 9
-    after = rows[len(killed_rows):]
+    after = rows[len(killed_rows) :]
     first = after[0]
     assert first["iterations_since_restore"] == 1 and first["training_iteration"] > 1
     # counters continue from the restored checkpoint instead of restarting at zero

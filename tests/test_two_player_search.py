@@ -33,9 +33,13 @@ def trap(latent: np.ndarray, action: np.ndarray):
 
 
 def trap_root(to_play: int) -> RootInput:
-    return RootInput(latent=np.zeros((1, 1), np.float32), value=np.zeros(1, np.float32),
-                     policy_logits=LOGITS[0][None].astype(np.float32), action_mask=np.ones((1, 2), bool),
-                     to_play=np.array([to_play], np.int64))
+    return RootInput(
+        latent=np.zeros((1, 1), np.float32),
+        value=np.zeros(1, np.float32),
+        policy_logits=LOGITS[0][None].astype(np.float32),
+        action_mask=np.ones((1, 2), bool),
+        to_play=np.array([to_play], np.int64),
+    )
 
 
 def test_golden_backup_of_three_simulations():
@@ -51,8 +55,9 @@ def test_golden_backup_of_three_simulations():
     So Q(root) = (.5 - .5, 0 - 0) = (0, 0), root value 0. With the single-player sign
     node1's 1 counts for the root player: Q(root, a0) = .5 + .5 = 1, root sum .5 + 1.5 = 2.
     """
-    out = puct_search(root=trap_root(0), recurrent_fn=trap, num_simulations=3, discount=1.0,
-                      rng=np.random.default_rng(0))
+    out = puct_search(
+        root=trap_root(0), recurrent_fn=trap, num_simulations=3, discount=1.0, rng=np.random.default_rng(0)
+    )
     tree = out.tree
     np.testing.assert_array_equal(tree.node_parent[0], [-1, 0, 0, 1])
     np.testing.assert_array_equal(tree.node_action[0], [-1, 0, 1, 0])
@@ -61,8 +66,9 @@ def test_golden_backup_of_three_simulations():
     np.testing.assert_allclose(out.root_q[0], [0.0, 0.0], atol=1e-6)
     assert out.root_value[0] == pytest.approx(0.0, abs=1e-6)
 
-    wrong = puct_search(root=trap_root(-1), recurrent_fn=trap, num_simulations=3, discount=1.0,
-                        rng=np.random.default_rng(0))
+    wrong = puct_search(
+        root=trap_root(-1), recurrent_fn=trap, num_simulations=3, discount=1.0, rng=np.random.default_rng(0)
+    )
     np.testing.assert_allclose(wrong.tree.node_value_sum[0], [2.0, 1.0, 0.0, 0.0], atol=1e-6)
     np.testing.assert_allclose(wrong.root_q[0], [1.0, 0.0], atol=1e-6)
 
@@ -71,21 +77,34 @@ def test_golden_backup_of_three_simulations():
 def test_the_wrong_sign_walks_into_the_trap(search):
     """Two-player (to_play 0): the search avoids the move that hands the opponent a win; the same
     tree read with one player's sign (to_play -1) takes it."""
+
     def run(to_play):
         if search == "puct":
-            out = puct_search(root=trap_root(to_play), recurrent_fn=trap, num_simulations=40, discount=1.0,
-                              rng=np.random.default_rng(0))
+            out = puct_search(
+                root=trap_root(to_play),
+                recurrent_fn=trap,
+                num_simulations=40,
+                discount=1.0,
+                rng=np.random.default_rng(0),
+            )
             return int(out.visit_counts[0].argmax()), out
-        out = gumbel_search(root=trap_root(to_play), recurrent_fn=trap, num_simulations=16, discount=1.0,
-                            rng=np.random.default_rng(0), max_num_considered_actions=2, gumbel_scale=0.0)
+        out = gumbel_search(
+            root=trap_root(to_play),
+            recurrent_fn=trap,
+            num_simulations=16,
+            discount=1.0,
+            rng=np.random.default_rng(0),
+            max_num_considered_actions=2,
+            gumbel_scale=0.0,
+        )
         return int(out.action[0]), out
 
     right, out = run(0)
     wrong, out_wrong = run(-1)
     assert (right, wrong) == (1, 0)
     q, q_wrong = out.root_q[0], out_wrong.root_q[0]
-    assert q[0] < -0.3 and q[1] == pytest.approx(0.0, abs=1e-6)   # 0.5 - V(state 1) -> 0.5 - 1
-    assert q_wrong[0] > 1.3                                          # 0.5 + 1
+    assert q[0] < -0.3 and q[1] == pytest.approx(0.0, abs=1e-6)  # 0.5 - V(state 1) -> 0.5 - 1
+    assert q_wrong[0] > 1.3  # 0.5 + 1
     if search == "gumbel":  # the improved policy follows the signed values
         assert out.improved_policy[0, 1] > out.improved_policy[0, 0]
         assert out_wrong.improved_policy[0, 0] > out_wrong.improved_policy[0, 1]
@@ -95,18 +114,29 @@ def test_the_wrong_sign_walks_into_the_trap(search):
 def test_policies_search_with_the_signed_discount_of_the_player_to_move(policy_type):
     """Every two-player root of a batch searches with -gamma, a single-player root with +gamma; the
     root mask holds at the root (interior nodes allow every action, as in MuZero)."""
-    cfg = Config.from_dict({"policy_type": policy_type, "env": {"env_id": "openspiel:tic_tac_toe"},
-                            "model": {"latent_dim": 16, "hidden_sizes": [16], "value_support_size": 5,
-                                      "reward_support_size": 5, "projection_dim": 16},
-                            "mcts": {"num_simulations": 8, "discount_factor": 0.9}})
+    cfg = Config.from_dict(
+        {
+            "policy_type": policy_type,
+            "env": {"env_id": "openspiel:tic_tac_toe"},
+            "model": {
+                "latent_dim": 16,
+                "hidden_sizes": [16],
+                "value_support_size": 5,
+                "reward_support_size": 5,
+                "projection_dim": 16,
+            },
+            "mcts": {"num_simulations": 8, "discount_factor": 0.9},
+        }
+    )
     spec = env_spec_for(cfg)
     torch.manual_seed(0)
     policy = get_algorithm(policy_type).make_policy(cfg, spec)
     obs = np.zeros((3, *spec.observation_shape), np.float32)
     mask = np.ones((3, 9), bool)
     mask[:, :4] = False
-    out, _ = policy.search(obs, mask, np.array([0, 1, -1]), num_simulations=30, noise=True,
-                           rng=np.random.default_rng(0))
+    out, _ = policy.search(
+        obs, mask, np.array([0, 1, -1]), num_simulations=30, noise=True, rng=np.random.default_rng(0)
+    )
     np.testing.assert_allclose(out.tree.discount, [-0.9, -0.9, 0.9])
     assert out.visit_counts[:, :4].sum() == 0
     assert (out.tree.children_index[:, 1:, :4] >= 0).any()  # interior nodes expanded "illegal" moves too

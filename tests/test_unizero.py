@@ -46,7 +46,7 @@ def test_window_cache_equals_the_whole_sequence_at_once(chunks):
         full, _ = tr(x)
         window, outs, start = None, [], 0
         for n in chunks:
-            out, window = tr(x[:, start:start + n], window)
+            out, window = tr(x[:, start : start + n], window)
             outs.append(out)
             start += n
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-4)
@@ -62,7 +62,7 @@ def test_window_limits_attention_to_the_last_c_tokens():
     with torch.no_grad():
         base, _ = tr(x)
         far, near = x.clone(), x.clone()
-        far[:, 5] += torch.randn(16)   # 4 back from the last token: outside its window
+        far[:, 5] += torch.randn(16)  # 4 back from the last token: outside its window
         near[:, 6] += torch.randn(16)  # 3 back: inside (not a constant shift: LayerNorm removes those)
         assert torch.allclose(tr(far)[0][:, -1], base[:, -1])
         assert not torch.allclose(tr(near)[0][:, -1], base[:, -1])
@@ -83,17 +83,26 @@ def test_left_padding_is_invisible():
 def test_recurrent_step_equals_the_teacher_forced_sequence_of_its_predictions():
     """A search step (action token, then its predicted latent as the next observation token)
     from a root window equals the whole sequence run at once with those tokens."""
-    model = UniZeroWorldModel(observation_shape=(4,), action_space_size=3, embed_dim=16, num_heads=2,
-                              context_tokens=6, value_support_size=5, reward_support_size=5).eval()
+    model = UniZeroWorldModel(
+        observation_shape=(4,),
+        action_space_size=3,
+        embed_dim=16,
+        num_heads=2,
+        context_tokens=6,
+        value_support_size=5,
+        reward_support_size=5,
+    ).eval()
     _randomise(model)
     obs, acts = torch.randn(2, 4, 4), torch.tensor([[0, 2, 1], [1, 1, 0]])
     with torch.no_grad():
         z = model.encode(obs.reshape(-1, 4)).view(2, 4, -1)
         _, _, window = model.sequence(z, acts)
         window, reward_logits, policy_logits, value_logits, next_latent = model.recurrent_step(
-            window, torch.tensor([2, 0]))
-        h_obs, h_act, _ = model.sequence(torch.cat((z, next_latent[:, None]), 1),
-                                         torch.cat((acts, torch.tensor([[2], [0]])), 1))
+            window, torch.tensor([2, 0])
+        )
+        h_obs, h_act, _ = model.sequence(
+            torch.cat((z, next_latent[:, None]), 1), torch.cat((acts, torch.tensor([[2], [0]])), 1)
+        )
         r_ref, latent_ref = model.action_heads(h_act[:, -1])
         p_ref, v_ref = model.observation_heads(h_obs[:, -1])
     for got, ref in ((reward_logits, r_ref), (next_latent, latent_ref), (policy_logits, p_ref), (value_logits, v_ref)):
@@ -111,6 +120,7 @@ def uni(tiny_cfg):
         _randomise(policy.network)
         env = make_env(cfg, num_envs=num_envs, seed=0, mode="collect")
         return cfg, policy, env
+
     return make
 
 
@@ -186,8 +196,9 @@ def test_cache_memory_is_bounded_over_a_long_run(uni):
         batch = step.batch
         sizes.append(policy.cache_nbytes())
     net = policy.network
-    bound = 2 * (2 * net.transformer.num_layers * (net.context_tokens - 1) * net.embed_dim * 4
-                 + (net.context_tokens - 1) * 9 + 8)
+    bound = 2 * (
+        2 * net.transformer.num_layers * (net.context_tokens - 1) * net.embed_dim * 4 + (net.context_tokens - 1) * 9 + 8
+    )
     assert max(sizes) <= bound and len(set(sizes)) == 1
 
 
@@ -197,16 +208,31 @@ def test_cache_memory_is_bounded_over_a_long_run(uni):
 def _segment(num_steps, *, first_frame=0.0):
     """Vector frames [1] whose value is the step index (+ first_frame); action t = t % 2."""
     frames = (np.arange(num_steps + 1, dtype=np.float32) + first_frame)[:, None]
-    return GameSegment(frames=frames, actions=np.arange(num_steps) % 2, rewards=np.ones(num_steps),
-                       root_values=np.zeros(num_steps), pred_values=np.zeros(num_steps),
-                       policy_targets=np.full((num_steps, 2), 0.5), action_mask=np.ones((num_steps, 2), bool),
-                       to_play=np.full(num_steps, -1), timesteps=np.arange(num_steps), num_owned=num_steps - 4,
-                       terminal=False)
+    return GameSegment(
+        frames=frames,
+        actions=np.arange(num_steps) % 2,
+        rewards=np.ones(num_steps),
+        root_values=np.zeros(num_steps),
+        pred_values=np.zeros(num_steps),
+        policy_targets=np.full((num_steps, 2), 0.5),
+        action_mask=np.ones((num_steps, 2), bool),
+        to_play=np.full(num_steps, -1),
+        timesteps=np.arange(num_steps),
+        num_owned=num_steps - 4,
+        terminal=False,
+    )
 
 
 def test_gather_history_reads_the_steps_before_each_position_and_pads_at_the_segment_start():
-    buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
-                        action_space_size=2, seed=0)
+    buffer = GameBuffer(
+        capacity_transitions=100,
+        num_unroll_steps=2,
+        td_steps=2,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=2,
+        seed=0,
+    )
     buffer.push([_segment(10), _segment(10, first_frame=100.0)])
     hist = buffer.gather_history(np.array([0, 1, 1]), np.array([1, 0, 6]), 3)
     np.testing.assert_array_equal(hist.valid, [[False, True, True], [False, False, True], [True, True, True]])
@@ -221,8 +247,15 @@ def test_gather_history_reads_the_steps_before_each_position_and_pads_at_the_seg
 
 
 def test_bootstrap_fn_gives_the_value_fn_targets_when_it_reads_the_same_observation():
-    buffer = GameBuffer(capacity_transitions=100, num_unroll_steps=2, td_steps=2, discount=0.9, frame_stack=1,
-                        action_space_size=2, seed=0)
+    buffer = GameBuffer(
+        capacity_transitions=100,
+        num_unroll_steps=2,
+        td_steps=2,
+        discount=0.9,
+        frame_stack=1,
+        action_space_size=2,
+        seed=0,
+    )
     buffer.push([_segment(10), _segment(10, first_frame=100.0)])
     index = buffer.sample(8)
     win = buffer.gather_window(index)
@@ -233,8 +266,11 @@ def test_bootstrap_fn_gives_the_value_fn_targets_when_it_reads_the_same_observat
     def bootstrap_fn(segment_ids, positions):
         return value_fn(buffer.gather_history(segment_ids, positions, 1).obs[:, 0])
 
-    np.testing.assert_allclose(buffer.n_step_values(win, value_fn=None, bootstrap_fn=bootstrap_fn),
-                               buffer.n_step_values(win, value_fn=value_fn), rtol=1e-6)
+    np.testing.assert_allclose(
+        buffer.n_step_values(win, value_fn=None, bootstrap_fn=bootstrap_fn),
+        buffer.n_step_values(win, value_fn=value_fn),
+        rtol=1e-6,
+    )
 
 
 def _learner_and_batch(tiny_cfg, *extra):
@@ -258,8 +294,11 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
 
     seen = []
     original = UniZeroPolicy.sequence_values_and_latents
-    monkeypatch.setattr(UniZeroPolicy, "sequence_values_and_latents",
-                        lambda self, hist: (seen.append((self, hist)), original(self, hist))[1])
+    monkeypatch.setattr(
+        UniZeroPolicy,
+        "sequence_values_and_latents",
+        lambda self, hist: (seen.append((self, hist)), original(self, hist))[1],
+    )
     driver, _ = _learner_and_batch(tiny_cfg, "env.max_episode_steps=200")
     learner, buffer = driver.learner, driver.buffer
     assert seen and all(policy is learner.target_policy for policy, _ in seen)
@@ -274,7 +313,7 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
             continue
         batch = learner.make_batch(buffer, index, rng=np.random.default_rng(0))
         seq = buffer.gather_history(np.array([seg]), np.array([t + n + u]), h + u)
-        values = learner.target_policy.sequence_values(seq)[0]      # at o_{t+n-h+1} .. o_{t+n+u}
+        values = learner.target_policy.sequence_values(seq)[0]  # at o_{t+n-h+1} .. o_{t+n+u}
         first = t + n - h + 1
 
         def from_this_sequence(segment_ids, positions):
@@ -287,8 +326,16 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
     assert checked >= 3
 
 
-CONV_PONG = ("env.env_id=ALE/Pong-v5", "model.kind=conv", "model.num_channels=8", "model.downsample=True",
-             "env.frame_stack=2", "env.image_size=32", "env.max_episode_steps=40", "env.collector_env_num=2")
+CONV_PONG = (
+    "env.env_id=ALE/Pong-v5",
+    "model.kind=conv",
+    "model.num_channels=8",
+    "model.downsample=True",
+    "env.frame_stack=2",
+    "env.image_size=32",
+    "env.max_episode_steps=40",
+    "env.collector_env_num=2",
+)
 
 
 @pytest.mark.parametrize("env", [(), CONV_PONG], ids=["vector", "conv"])
@@ -344,10 +391,20 @@ def test_driver_hands_train_iter_to_learn_and_it_drives_label_smoothing(tiny_cfg
 
     calls = []
     original = UniZeroLearner.learn
-    monkeypatch.setattr(UniZeroLearner, "learn", lambda self, batch, *, train_iter=None: (
-        calls.append((train_iter, self.train_iter)), original(self, batch, train_iter=train_iter))[1])
-    driver, batch = _learner_and_batch(tiny_cfg, "unizero.policy_ls_eps_start=0.5", "unizero.policy_ls_eps_end=0.0",
-                                       "unizero.policy_ls_eps_decay_steps=10")
+    monkeypatch.setattr(
+        UniZeroLearner,
+        "learn",
+        lambda self, batch, *, train_iter=None: (
+            calls.append((train_iter, self.train_iter)),
+            original(self, batch, train_iter=train_iter),
+        )[1],
+    )
+    driver, batch = _learner_and_batch(
+        tiny_cfg,
+        "unizero.policy_ls_eps_start=0.5",
+        "unizero.policy_ls_eps_end=0.0",
+        "unizero.policy_ls_eps_decay_steps=10",
+    )
     assert calls and all(given == own for given, own in calls)
     learner = driver.learner
     logs, _ = original(learner, batch, train_iter=0)
@@ -362,8 +419,13 @@ def test_driver_hands_train_iter_to_learn_and_it_drives_label_smoothing(tiny_cfg
 def test_loss_weights_are_the_configured_ones(tiny_cfg):
     """Only the value weight non-zero (and 3): the total is 3 x the value term / U (unit IS
     weights); the original hard-codes its weights and would fail this."""
-    zero = ("learner.policy_loss_weight=0", "learner.reward_loss_weight=0", "learner.ssl_loss_weight=0",
-            "learner.policy_entropy_weight=0", "learner.value_loss_weight=3")
+    zero = (
+        "learner.policy_loss_weight=0",
+        "learner.reward_loss_weight=0",
+        "learner.ssl_loss_weight=0",
+        "learner.policy_entropy_weight=0",
+        "learner.value_loss_weight=3",
+    )
     driver, batch = _learner_and_batch(tiny_cfg, *zero)
     assert np.all(batch.weights == 1)
     logs, _ = driver.learner.learn(batch)
@@ -381,14 +443,17 @@ def test_target_network_is_a_momentum_average(tiny_cfg):
         torch.testing.assert_close(target, 0.75 * before[key] + 0.25 * after_online[key])
 
 
-@pytest.mark.parametrize("override, key", [
-    ("unizero.num_heads=3", "unizero.embed_dim"),
-    ("unizero.infer_context_length=0", "unizero.infer_context_length"),
-    ("unizero.kv_cache_clear_interval=-1", "unizero.kv_cache_clear_interval"),
-    ("unizero.target_momentum=0", "unizero.target_momentum"),
-    ("unizero.dropout=1.0", "unizero.dropout"),
-    ("unizero.policy_ls_eps_start=2", "unizero.policy_ls_eps_start"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("unizero.num_heads=3", "unizero.embed_dim"),
+        ("unizero.infer_context_length=0", "unizero.infer_context_length"),
+        ("unizero.kv_cache_clear_interval=-1", "unizero.kv_cache_clear_interval"),
+        ("unizero.target_momentum=0", "unizero.target_momentum"),
+        ("unizero.dropout=1.0", "unizero.dropout"),
+        ("unizero.policy_ls_eps_start=2", "unizero.policy_ls_eps_start"),
+    ],
+)
 def test_bad_unizero_keys(tiny_cfg, override, key):
     with pytest.raises(ConfigError, match=key):
         tiny_cfg(*UNI, override)
@@ -401,8 +466,14 @@ def test_buffer_reanalysis_searches_every_step_from_its_stored_context(tiny_cfg,
     policy target always, its root value with buffer.reanalyze_writes_root_values=True (the
     default for unizero keeps the stored one, as the reference's UniZero buffer does)."""
     extra = () if write_root_values is None else (f"buffer.reanalyze_writes_root_values={write_root_values}",)
-    driver, _ = _learner_and_batch(tiny_cfg, "buffer.buffer_reanalyze_freq=1", "mcts.num_simulations=16",
-                                   "buffer.reanalyze_batch_size=1", "buffer.reanalyze_partition=1.0", *extra)
+    driver, _ = _learner_and_batch(
+        tiny_cfg,
+        "buffer.buffer_reanalyze_freq=1",
+        "mcts.num_simulations=16",
+        "buffer.reanalyze_batch_size=1",
+        "buffer.reanalyze_partition=1.0",
+        *extra,
+    )
     learner, buffer = driver.learner, driver.buffer
     assert driver.counters.buffer_reanalyzes > 0 and buffer.reanalyze_counts().sum() > 0  # ran inside budgets
     _randomise(learner.target_policy.network, std=0.2)
@@ -413,8 +484,9 @@ def test_buffer_reanalysis_searches_every_step_from_its_stored_context(tiny_cfg,
     stored = np.concatenate([buffer.get_segment(i).policy_targets for i in ids])
     masks = np.concatenate([buffer.get_segment(i).action_mask for i in ids])
     to_play = np.concatenate([buffer.get_segment(i).to_play for i in ids])
-    expected = learner.target_policy.reanalyze_history(buffer.gather_history(seg, pos, 2), masks, to_play,
-                                                       np.random.default_rng(0))
+    expected = learner.target_policy.reanalyze_history(
+        buffer.gather_history(seg, pos, 2), masks, to_play, np.random.default_rng(0)
+    )
     np.testing.assert_allclose(stored, expected.policy_target, rtol=1e-5, atol=1e-6)
     values = np.concatenate([buffer.get_segment(i).root_values for i in ids])
     if write_root_values:
@@ -437,13 +509,17 @@ def test_reanalysis_searches_from_the_stored_context(tiny_cfg):
     sel = win.valid[:4]
     seg = np.broadcast_to(np.asarray(index.segment_ids)[:4, None], sel.shape)[sel]
     hist = buffer.gather_history(seg, win.positions[:4][sel], 2)
-    expected = learner.target_policy.reanalyze_history(hist, win.action_mask[:4][sel], win.to_play[:4][sel],
-                                                       np.random.default_rng(1))
+    expected = learner.target_policy.reanalyze_history(
+        hist, win.action_mask[:4][sel], win.to_play[:4][sel], np.random.default_rng(1)
+    )
     np.testing.assert_allclose(batch.target_policy[:4][sel], expected.policy_target, rtol=1e-6)
     np.testing.assert_array_equal(batch.target_policy[4:], win.policy_targets[4:])
-    no_context = learner.target_policy.reanalyze_history(buffer.gather_history(seg, win.positions[:4][sel], 1),
-                                                         win.action_mask[:4][sel], win.to_play[:4][sel],
-                                                         np.random.default_rng(1))
+    no_context = learner.target_policy.reanalyze_history(
+        buffer.gather_history(seg, win.positions[:4][sel], 1),
+        win.action_mask[:4][sel],
+        win.to_play[:4][sel],
+        np.random.default_rng(1),
+    )
     assert not np.allclose(no_context.policy_target, expected.policy_target)  # the context matters here
 
 
@@ -460,9 +536,16 @@ def test_continuous_previous_actions_mark_resets_with_nan_rows():
 def test_sampled_unizero_caches_continuous_actions_and_reanalysis_replaces_the_samples(tiny_cfg):
     from lz_tune.pipeline import Driver
 
-    cfg = tiny_cfg("env.env_id=Pendulum-v1", "policy_type=sampled_unizero", "unizero.embed_dim=16",
-                   "unizero.num_heads=2", "unizero.infer_context_length=2", "sampled.num_samples=3",
-                   "buffer.reanalyze_ratio=0.5", "max_env_step=60")
+    cfg = tiny_cfg(
+        "env.env_id=Pendulum-v1",
+        "policy_type=sampled_unizero",
+        "unizero.embed_dim=16",
+        "unizero.num_heads=2",
+        "unizero.infer_context_length=2",
+        "sampled.num_samples=3",
+        "buffer.reanalyze_ratio=0.5",
+        "max_env_step=60",
+    )
     policy = get_algorithm("sampled_unizero").make_policy(cfg, env_spec_for(cfg))
     _randomise(policy.network)
     env = make_env(cfg, num_envs=2, seed=0, mode="collect")
@@ -494,8 +577,8 @@ def test_sampled_unizero_caches_continuous_actions_and_reanalysis_replaces_the_s
         driver.close()
     fresh = batch.extras["sampled_actions"]
     valid = batch.mask > 0
-    assert not np.allclose(fresh[:4][valid[:4]], stored[:4][valid[:4]])   # reanalysed rows: new samples
-    np.testing.assert_array_equal(fresh[4:], stored[4:])                   # the others: as stored
+    assert not np.allclose(fresh[:4][valid[:4]], stored[:4][valid[:4]])  # reanalysed rows: new samples
+    np.testing.assert_array_equal(fresh[4:], stored[4:])  # the others: as stored
 
 
 def test_cached_search_equals_the_uncached_recomputation(tiny_cfg):
@@ -532,16 +615,20 @@ def test_a_collector_drops_its_caches_when_a_new_snapshot_loads(tiny_cfg, monkey
     collector = SegmentCollector(cfg, seed=0)
     seen = []
     original = EnvHistory.carried
-    monkeypatch.setattr(EnvHistory, "carried", lambda self, n, prev: (seen.append(original(self, n, prev)),
-                                                                        seen[-1])[1])
+    monkeypatch.setattr(
+        EnvHistory, "carried", lambda self, n, prev: (seen.append(original(self, n, prev)), seen[-1])[1]
+    )
     collector.collect(temperature=1.0, num_segments=1)
     weights = collector.policy.weights()
     collector.load_snapshot(WeightSnapshot(version=collector.policy_version, train_iter=0, weights=weights))
     start = len(seen)
     collector.collect(temperature=1.0, num_segments=1)
-    assert seen[start].any()                       # same version: the caches carry on
-    collector.load_snapshot(WeightSnapshot(version=collector.policy_version + 1, train_iter=1,
-                                           weights={k: v + 0.01 for k, v in weights.items()}))
+    assert seen[start].any()  # same version: the caches carry on
+    collector.load_snapshot(
+        WeightSnapshot(
+            version=collector.policy_version + 1, train_iter=1, weights={k: v + 0.01 for k, v in weights.items()}
+        )
+    )
     start = len(seen)
     collector.collect(temperature=1.0, num_segments=1)
     assert not seen[start].any() and seen[start + 1].any()  # new weights: every env restarts once
@@ -558,8 +645,9 @@ def test_sync_collector_caches_are_dropped_after_every_completed_budget(tiny_cfg
     collector = driver.backend.collectors[0]
     loads = []
     original = collector.policy.on_weights_loaded
-    monkeypatch.setattr(collector.policy, "on_weights_loaded",
-                        lambda: (loads.append(driver.budgets.budgets_completed), original())[1])
+    monkeypatch.setattr(
+        collector.policy, "on_weights_loaded", lambda: (loads.append(driver.budgets.budgets_completed), original())[1]
+    )
     try:
         driver.run()
     finally:
@@ -602,8 +690,10 @@ def test_no_loss_term_reads_the_padding_past_the_episode_end(tiny_cfg):
     padded[:, 3:] = 0.0
     other[:, 3:] = 5.0
     with torch.no_grad():
-        terms, changed, unmasked = (learner.unroll_losses(net, o, actions, value_t, reward_t, policy_t, m)
-                                    for o, m in ((padded, mask), (other, mask), (other, torch.ones_like(mask))))
+        terms, changed, unmasked = (
+            learner.unroll_losses(net, o, actions, value_t, reward_t, policy_t, m)
+            for o, m in ((padded, mask), (other, mask), (other, torch.ones_like(mask)))
+        )
     for name, a, b in zip(terms._fields, terms, changed):
         torch.testing.assert_close(a, b, msg=lambda m, name=name: f"{name}: {m}")
     assert not torch.allclose(terms.value, unmasked.value)

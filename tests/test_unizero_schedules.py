@@ -32,15 +32,23 @@ def _learner(tiny_cfg, *extra):
 def _batch(learner, spec, seed: int = 0) -> TrainBatch:
     cfg, rng = learner.cfg, np.random.default_rng(seed)
     b, u, a = cfg.learner.batch_size, cfg.buffer.num_unroll_steps, spec.action_space_size
-    index = SampledIndex(segment_ids=np.zeros(b, np.int64), positions=np.zeros(b, np.int64),
-                         weights=np.ones(b, np.float32), make_time=0)
+    index = SampledIndex(
+        segment_ids=np.zeros(b, np.int64), positions=np.zeros(b, np.int64), weights=np.ones(b, np.float32), make_time=0
+    )
     policy = rng.dirichlet(np.ones(a), (b, u + 1)).astype(np.float32)
-    return TrainBatch(obs=rng.normal(size=(b, u + 1, *spec.observation_shape)).astype(np.float32),
-                      actions=rng.integers(0, a, (b, u)), target_value=rng.normal(size=(b, u + 1)).astype(np.float32),
-                      target_reward=rng.normal(size=(b, u)).astype(np.float32), target_policy=policy,
-                      mask=np.ones((b, u + 1), np.float32), weights=np.ones(b, np.float32),
-                      to_play=np.full((b, u + 1), -1), action_mask=np.ones((b, u + 1, a), bool),
-                      timesteps=np.zeros((b, u + 1), np.int64), index=index)
+    return TrainBatch(
+        obs=rng.normal(size=(b, u + 1, *spec.observation_shape)).astype(np.float32),
+        actions=rng.integers(0, a, (b, u)),
+        target_value=rng.normal(size=(b, u + 1)).astype(np.float32),
+        target_reward=rng.normal(size=(b, u)).astype(np.float32),
+        target_policy=policy,
+        mask=np.ones((b, u + 1), np.float32),
+        weights=np.ones(b, np.float32),
+        to_play=np.full((b, u + 1), -1),
+        action_mask=np.ones((b, u + 1, a), bool),
+        timesteps=np.zeros((b, u + 1), np.int64),
+        index=index,
+    )
 
 
 def _max_latent_norm(learner, batch) -> float:
@@ -61,35 +69,61 @@ def test_defaults_are_the_originals():
     """``UniZeroPolicy.config`` of LightZero's ``lzero/policy/unizero.py`` (its Atari config
     differs in the entropy schedule and monitor_norm_freq; a user sets those)."""
     u = Config().unizero
-    assert (u.use_adaptive_entropy_weight, u.adaptive_entropy_alpha_lr, u.adaptive_entropy_alpha_min,
-            u.adaptive_entropy_alpha_max) == (False, 1e-3, 1e-4, 10.0)
-    assert (u.target_entropy_start_ratio, u.target_entropy_end_ratio, u.target_entropy_decay_steps) == (0.98, 0.05,
-                                                                                                       500_000)
-    assert (u.use_encoder_clip_annealing, u.encoder_clip_anneal_type, u.encoder_clip_start_value,
-            u.encoder_clip_end_value, u.encoder_clip_anneal_steps, u.latent_norm_clip_threshold) == (
-        False, "cosine", 30.0, 10.0, 100_000, 0.0)
-    assert (u.head_clip_heads, u.head_clip_use_annealing, u.head_clip_anneal_type, u.head_clip_start_value,
-            u.head_clip_end_value, u.head_clip_anneal_steps, u.head_clip_threshold, u.head_clip_monitor_freq) == (
-        (), True, "cosine", 30.0, 10.0, 500_000, 15.0, 1)
+    assert (
+        u.use_adaptive_entropy_weight,
+        u.adaptive_entropy_alpha_lr,
+        u.adaptive_entropy_alpha_min,
+        u.adaptive_entropy_alpha_max,
+    ) == (False, 1e-3, 1e-4, 10.0)
+    assert (u.target_entropy_start_ratio, u.target_entropy_end_ratio, u.target_entropy_decay_steps) == (
+        0.98,
+        0.05,
+        500_000,
+    )
+    assert (
+        u.use_encoder_clip_annealing,
+        u.encoder_clip_anneal_type,
+        u.encoder_clip_start_value,
+        u.encoder_clip_end_value,
+        u.encoder_clip_anneal_steps,
+        u.latent_norm_clip_threshold,
+    ) == (False, "cosine", 30.0, 10.0, 100_000, 0.0)
+    assert (
+        u.head_clip_heads,
+        u.head_clip_use_annealing,
+        u.head_clip_anneal_type,
+        u.head_clip_start_value,
+        u.head_clip_end_value,
+        u.head_clip_anneal_steps,
+        u.head_clip_threshold,
+        u.head_clip_monitor_freq,
+    ) == ((), True, "cosine", 30.0, 10.0, 500_000, 15.0, 1)
     assert (u.use_continuous_label_smoothing, u.continuous_ls_eps, u.monitor_norm_freq) == (False, 0.05, 5000)
 
 
-@pytest.mark.parametrize("override, key", [
-    ({"unizero.adaptive_entropy_alpha_min": 20.0}, "unizero.adaptive_entropy_alpha_min"),
-    ({"unizero.target_entropy_end_ratio": 1.5}, "unizero.target_entropy_end_ratio"),
-    ({"unizero.encoder_clip_anneal_type": "step"}, "unizero.encoder_clip_anneal_type"),
-    ({"unizero.latent_norm_clip_threshold": -1.0}, "unizero.latent_norm_clip_threshold"),
-    ({"unizero.head_clip_heads": ["logits"]}, "unizero.head_clip_heads"),
-    ({"unizero.monitor_norm_freq": -5}, "unizero.monitor_norm_freq"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ({"unizero.adaptive_entropy_alpha_min": 20.0}, "unizero.adaptive_entropy_alpha_min"),
+        ({"unizero.target_entropy_end_ratio": 1.5}, "unizero.target_entropy_end_ratio"),
+        ({"unizero.encoder_clip_anneal_type": "step"}, "unizero.encoder_clip_anneal_type"),
+        ({"unizero.latent_norm_clip_threshold": -1.0}, "unizero.latent_norm_clip_threshold"),
+        ({"unizero.head_clip_heads": ["logits"]}, "unizero.head_clip_heads"),
+        ({"unizero.monitor_norm_freq": -5}, "unizero.monitor_norm_freq"),
+    ],
+)
 def test_bad_values_are_refused_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         Config().with_updates(override)
 
 
 def test_sampled_unizero_refuses_the_adaptive_entropy_weight(tiny_cfg):
-    cfg = tiny_cfg("policy_type=sampled_unizero", "unizero.embed_dim=16", "unizero.num_heads=2",
-                   "unizero.use_adaptive_entropy_weight=true")
+    cfg = tiny_cfg(
+        "policy_type=sampled_unizero",
+        "unizero.embed_dim=16",
+        "unizero.num_heads=2",
+        "unizero.use_adaptive_entropy_weight=true",
+    )
     with pytest.raises(ConfigError, match=r"unizero\.use_adaptive_entropy_weight"):
         get_algorithm("sampled_unizero").make_learner(cfg, env_spec_for(cfg))
 
@@ -99,30 +133,46 @@ def test_schedules_at_given_train_iters(tiny_cfg):
     clip = learner.encoder_clip_threshold
     # cosine from 30 to 10 over 100000 updates: 10 + 20 * (1 + cos(pi p)) / 2, then flat
     assert [clip(t) for t in (0, 25_000, 50_000, 100_000, 400_000)] == pytest.approx(
-        [30.0, 10.0 + 10.0 * (1.0 + math.sqrt(0.5)), 20.0, 10.0, 10.0])
+        [30.0, 10.0 + 10.0 * (1.0 + math.sqrt(0.5)), 20.0, 10.0, 10.0]
+    )
     assert learner.head_clip_threshold(0) == 30.0 and learner.head_clip_threshold(250_000) == pytest.approx(20.0)
-    assert learner.head_clip_threshold(10 ** 6) == pytest.approx(10.0)
+    assert learner.head_clip_threshold(10**6) == pytest.approx(10.0)
     # target entropy ratio: linear 0.98 -> 0.05 over 500000 updates
-    assert [learner.target_entropy_ratio(t) for t in (0, 250_000, 500_000, 10 ** 6)] == pytest.approx(
-        [0.98, 0.515, 0.05, 0.05])
+    assert [learner.target_entropy_ratio(t) for t in (0, 250_000, 500_000, 10**6)] == pytest.approx(
+        [0.98, 0.515, 0.05, 0.05]
+    )
 
-    linear, _ = _learner(tiny_cfg, "unizero.use_encoder_clip_annealing=true", "unizero.encoder_clip_anneal_type=linear",
-                         "unizero.head_clip_use_annealing=false", "unizero.head_clip_threshold=7.0")
+    linear, _ = _learner(
+        tiny_cfg,
+        "unizero.use_encoder_clip_annealing=true",
+        "unizero.encoder_clip_anneal_type=linear",
+        "unizero.head_clip_use_annealing=false",
+        "unizero.head_clip_threshold=7.0",
+    )
     assert [linear.encoder_clip_threshold(t) for t in (0, 25_000, 50_000, 100_000)] == pytest.approx(
-        [30.0, 25.0, 20.0, 10.0])
+        [30.0, 25.0, 20.0, 10.0]
+    )
     assert linear.head_clip_threshold(123) == 7.0
     fixed, _ = _learner(tiny_cfg, "unizero.latent_norm_clip_threshold=12.5")
-    assert fixed.encoder_clip_threshold(0) == fixed.encoder_clip_threshold(10 ** 6) == 12.5
+    assert fixed.encoder_clip_threshold(0) == fixed.encoder_clip_threshold(10**6) == 12.5
 
     # label smoothing as the original's: the schedule only when its start is > 0, or a fixed eps
     off_start, _ = _learner(tiny_cfg, "unizero.policy_ls_eps_start=0", "unizero.policy_ls_eps_end=0.3")
-    assert off_start.policy_label_smoothing(10 ** 6) == 0.0
-    smooth, _ = _learner(tiny_cfg, "unizero.policy_ls_eps_start=0.4", "unizero.policy_ls_eps_end=0.1",
-                         "unizero.policy_ls_eps_decay_steps=100")
+    assert off_start.policy_label_smoothing(10**6) == 0.0
+    smooth, _ = _learner(
+        tiny_cfg,
+        "unizero.policy_ls_eps_start=0.4",
+        "unizero.policy_ls_eps_end=0.1",
+        "unizero.policy_ls_eps_decay_steps=100",
+    )
     assert [smooth.policy_label_smoothing(t) for t in (0, 50, 100, 200)] == pytest.approx([0.4, 0.25, 0.1, 0.1])
-    continuous, _ = _learner(tiny_cfg, "unizero.policy_ls_eps_start=0.4", "unizero.use_continuous_label_smoothing=true",
-                             "unizero.continuous_ls_eps=0.07")
-    assert continuous.policy_label_smoothing(0) == continuous.policy_label_smoothing(10 ** 6) == 0.07
+    continuous, _ = _learner(
+        tiny_cfg,
+        "unizero.policy_ls_eps_start=0.4",
+        "unizero.use_continuous_label_smoothing=true",
+        "unizero.continuous_ls_eps=0.07",
+    )
+    assert continuous.policy_label_smoothing(0) == continuous.policy_label_smoothing(10**6) == 0.07
 
 
 # ------------------------------------------------------------------------------ clips
@@ -144,9 +194,14 @@ def test_encoder_clip_bounds_the_latent_norms(tiny_cfg):
 
 
 def test_the_annealed_encoder_clip_reads_the_train_iter_given_to_learn(tiny_cfg):
-    learner, spec = _learner(tiny_cfg, "unizero.use_encoder_clip_annealing=true", "unizero.encoder_clip_start_value=30",
-                             "unizero.encoder_clip_end_value=2", "unizero.encoder_clip_anneal_steps=1000",
-                             "learner.learning_rate=1e-6")
+    learner, spec = _learner(
+        tiny_cfg,
+        "unizero.use_encoder_clip_annealing=true",
+        "unizero.encoder_clip_start_value=30",
+        "unizero.encoder_clip_end_value=2",
+        "unizero.encoder_clip_anneal_steps=1000",
+        "learner.learning_rate=1e-6",
+    )
     batch = _batch(learner, spec)
     logs, _ = learner.learn(batch, train_iter=0)  # threshold 30: nothing to clip
     assert logs["encoder_clip/threshold"] == 30.0 and logs["encoder_clip/applied"] == 0.0
@@ -171,9 +226,14 @@ def test_clips_off_leave_the_update_alone(tiny_cfg):
 
 
 def test_head_clip_scales_the_head_whose_output_exceeds_the_threshold(tiny_cfg):
-    learner, spec = _learner(tiny_cfg, "unizero.head_clip_heads=['reward', 'value']", "unizero.head_clip_use_annealing=false",
-                             "unizero.head_clip_threshold=0.05", "unizero.head_clip_monitor_freq=2",
-                             "learner.learning_rate=1e-6")
+    learner, spec = _learner(
+        tiny_cfg,
+        "unizero.head_clip_heads=['reward', 'value']",
+        "unizero.head_clip_use_annealing=false",
+        "unizero.head_clip_threshold=0.05",
+        "unizero.head_clip_monitor_freq=2",
+        "learner.learning_rate=1e-6",
+    )
     net = learner.policy.network
     with torch.no_grad():  # (zero-initialised) reward outputs well over the threshold, value outputs under it
         net.reward_head[-1].weight.normal_(0, 1.0)
@@ -185,7 +245,9 @@ def test_head_clip_scales_the_head_whose_output_exceeds_the_threshold(tiny_cfg):
     assert not any(k.startswith("head_clip/") for k in logs)
     logs, _ = learner.learn(batch, train_iter=2)
     scale = logs["head_clip/reward_scale_factor"]
-    assert logs["head_clip/reward_max_logits"] > 0.05 and scale == pytest.approx(0.05 / logs["head_clip/reward_max_logits"])
+    assert logs["head_clip/reward_max_logits"] > 0.05 and scale == pytest.approx(
+        0.05 / logs["head_clip/reward_max_logits"]
+    )
     assert logs["head_clip/value_max_logits"] < 0.05 and "head_clip/value_scale_factor" not in logs
     # the reward head's parameters shrank by the scale (two steps of lr 1e-6 aside), the value head's did not
     for before, after in zip(reward_before, net.reward_head.parameters()):
@@ -200,16 +262,24 @@ def test_head_clip_scales_the_head_whose_output_exceeds_the_threshold(tiny_cfg):
 def test_adaptive_alpha_falls_above_the_target_entropy_and_rises_below_it(tiny_cfg):
     """Target 0 (ratio 0): every policy is above it, alpha falls from 1. Target ln(A) (ratio 1):
     a non-uniform policy is below it, alpha rises."""
-    above, spec = _learner(tiny_cfg, "unizero.use_adaptive_entropy_weight=true", "unizero.target_entropy_start_ratio=0",
-                           "unizero.target_entropy_end_ratio=0")
+    above, spec = _learner(
+        tiny_cfg,
+        "unizero.use_adaptive_entropy_weight=true",
+        "unizero.target_entropy_start_ratio=0",
+        "unizero.target_entropy_end_ratio=0",
+    )
     batch = _batch(above, spec)
     for t in range(3):
         logs, _ = above.learn(batch, train_iter=t)
     assert logs["entropy/adaptive_alpha"] < 1.0 - 2e-3  # Adam: ~lr per step
     assert logs["entropy/target_ratio"] == 0.0
 
-    below, _ = _learner(tiny_cfg, "unizero.use_adaptive_entropy_weight=true", "unizero.target_entropy_start_ratio=1",
-                        "unizero.target_entropy_end_ratio=1")
+    below, _ = _learner(
+        tiny_cfg,
+        "unizero.use_adaptive_entropy_weight=true",
+        "unizero.target_entropy_start_ratio=1",
+        "unizero.target_entropy_end_ratio=1",
+    )
     with torch.no_grad():
         below.policy.network.policy_head[-1].bias.copy_(torch.tensor([3.0, -3.0]))
     for t in range(3):
@@ -220,10 +290,16 @@ def test_adaptive_alpha_falls_above_the_target_entropy_and_rises_below_it(tiny_c
 def test_adaptive_alpha_is_the_entropy_weight_and_stays_in_its_bounds(tiny_cfg):
     """Only the entropy term weighted: the total is -alpha * entropy / U with the alpha after
     this update's step (learner.policy_entropy_weight=0 is replaced), alpha clamped to its max."""
-    zero = ("learner.policy_loss_weight=0", "learner.value_loss_weight=0", "learner.reward_loss_weight=0",
-            "learner.ssl_loss_weight=0", "learner.policy_entropy_weight=0")
-    learner, spec = _learner(tiny_cfg, *zero, "unizero.use_adaptive_entropy_weight=true",
-                             "unizero.adaptive_entropy_alpha_max=0.5")
+    zero = (
+        "learner.policy_loss_weight=0",
+        "learner.value_loss_weight=0",
+        "learner.reward_loss_weight=0",
+        "learner.ssl_loss_weight=0",
+        "learner.policy_entropy_weight=0",
+    )
+    learner, spec = _learner(
+        tiny_cfg, *zero, "unizero.use_adaptive_entropy_weight=true", "unizero.adaptive_entropy_alpha_max=0.5"
+    )
     logs, _ = learner.learn(_batch(learner, spec), train_iter=0)
     assert logs["entropy/adaptive_alpha"] == pytest.approx(0.5)
     u = learner.cfg.buffer.num_unroll_steps
@@ -236,8 +312,11 @@ def test_adaptive_alpha_is_the_entropy_weight_and_stays_in_its_bounds(tiny_cfg):
 
 
 def test_adaptive_alpha_and_its_optimizer_survive_a_checkpoint(tiny_cfg):
-    opts = ("unizero.use_adaptive_entropy_weight=true", "unizero.target_entropy_start_ratio=0",
-            "unizero.target_entropy_end_ratio=0")
+    opts = (
+        "unizero.use_adaptive_entropy_weight=true",
+        "unizero.target_entropy_start_ratio=0",
+        "unizero.target_entropy_end_ratio=0",
+    )
     learner, spec = _learner(tiny_cfg, *opts)
     batch = _batch(learner, spec)
     for t in range(3):
@@ -267,11 +346,26 @@ def test_monitoring_runs_every_monitor_norm_freq_updates_and_repeats_in_between(
     assert checks == [5, 6, 6, 6, 9, 9, 9]
     assert all(logs[k] == v for k, v in at_check.items() if k.startswith(("norm/", "grad/", "logits/")))
     logs = at_check  # the groups cover the network: their gradient norms make up the clipped global norm
-    groups = ("encoder", "transformer", "action_embedding", "head_observation", "head_reward", "head_value",
-              "head_policy")
+    groups = (
+        "encoder",
+        "transformer",
+        "action_embedding",
+        "head_observation",
+        "head_reward",
+        "head_value",
+        "head_policy",
+    )
     assert math.sqrt(sum(logs[f"grad/{g}"] ** 2 for g in groups)) == pytest.approx(logs["learner/grad_norm"], rel=1e-4)
-    for key in ("norm/encoder", "norm/transformer", "norm/head_policy", "norm/x_token_mean", "logits/value_abs_max",
-                "embeddings/obs_norm_mean", "activation/x_token_feature_std_mean", "stability/warning_count"):
+    for key in (
+        "norm/encoder",
+        "norm/transformer",
+        "norm/head_policy",
+        "norm/x_token_mean",
+        "logits/value_abs_max",
+        "embeddings/obs_norm_mean",
+        "activation/x_token_feature_std_mean",
+        "stability/warning_count",
+    ):
         assert np.isfinite(logs[key]), key
     assert logs["embeddings/obs_norm_mean"] == pytest.approx(4.0, rel=0.05)  # LayerNorm of width 16
 
@@ -302,8 +396,10 @@ def _seen_targets(learner, spec):
     return seen, batch
 
 
-@pytest.mark.parametrize("policy_type,override,eps", [("unizero", None, 0.1), ("unizero", 0.0, 0.0),
-                                                      ("unizero", 0.3, 0.3), ("sampled_unizero", None, 0.0)])
+@pytest.mark.parametrize(
+    "policy_type,override,eps",
+    [("unizero", None, 0.1), ("unizero", 0.0, 0.0), ("unizero", 0.3, 0.3), ("sampled_unizero", None, 0.0)],
+)
 def test_value_and_reward_targets_are_label_smoothed_as_the_reference(tiny_cfg, policy_type, override, eps):
     """LightZero's UniZero trains on (1 - 0.1) two_hot + 0.1 / K (policy.label_smoothing_eps=0.1);
     its sampled UniZero does not smooth; unizero.label_smoothing_eps sets it."""

@@ -8,8 +8,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import TINY_OVERRIDES, run_cli
+
 from lz_tune.checkpoint import load_checkpoint
 
 TRAIN = ["train", "zoo/classic_control/cartpole_muzero.py", *TINY_OVERRIDES, "evaluator.eval_freq=8", "--quiet"]
@@ -52,9 +52,12 @@ def test_a_truncated_latest_checkpoint_falls_back_to_the_best_one(trained_run, t
     data = (run / "ckpt" / "ckpt_latest.pt").read_bytes()
     (run / "ckpt" / "ckpt_latest.pt").write_bytes(data[: len(data) // 2])
     code, out, _ = run_cli(capsys, "verify", str(run))
-    assert code == 1 and "DAMAGED" in out and "restorable:" in out and "ckpt_best.pt (the newer ones are damaged)" in out
-    code, out, err = run_cli(capsys, "train", "--resume", str(run), "max_env_step=2000", "max_train_iter=" + str(best + 8),
-                             "--quiet")
+    assert (
+        code == 1 and "DAMAGED" in out and "restorable:" in out and "ckpt_best.pt (the newer ones are damaged)" in out
+    )
+    code, out, err = run_cli(
+        capsys, "train", "--resume", str(run), "max_env_step=2000", "max_train_iter=" + str(best + 8), "--quiet"
+    )
     assert code == 0, err[-2000:]
     assert "does not restore" in err and "resuming from" in err and "ckpt_best.pt" in err
     rows = [json.loads(line) for line in (run / "result.json").read_text().splitlines()]
@@ -66,8 +69,10 @@ def test_a_damaged_chunk_is_named(trained_run, tmp_path, capsys):
     names the chunk file, marks that checkpoint damaged and points to the older one."""
     run, _, _ = trained_run
     run = _copy(run, tmp_path)
-    chunks = [set(json.loads((run / "ckpt" / load_checkpoint(run / "ckpt" / f)["buffer_manifest"]).read_text())
-                  ["chunks"]) for f in ("ckpt_latest.pt", "ckpt_best.pt")]
+    chunks = [
+        set(json.loads((run / "ckpt" / load_checkpoint(run / "ckpt" / f)["buffer_manifest"]).read_text())["chunks"])
+        for f in ("ckpt_latest.pt", "ckpt_best.pt")
+    ]
     name = sorted(chunks[0] - chunks[1])[0]  # rows only the latest checkpoint's buffer holds
     chunk = run / "ckpt" / "buffer_store" / f"{name}.chunk"
     data = chunk.read_bytes()

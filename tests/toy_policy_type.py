@@ -17,8 +17,7 @@ import numpy as np
 import torch
 
 from lz_tune.algos.base import Learner
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
-from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (MuZero's data)
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, policy_target_size, step_columns  # noqa: F401  (MuZero's data)
 from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer import GameBuffer, SampledIndex, TrainBatch
 from lz_tune.config import Config
@@ -40,8 +39,9 @@ def no_bootstrap(obs: np.ndarray) -> np.ndarray:
     return np.zeros(obs.shape[0], np.float32)
 
 
-def monte_carlo_targets(learner: Learner, buffer: GameBuffer, index: SampledIndex, *,
-                        rng: np.random.Generator) -> TrainBatch:
+def monte_carlo_targets(
+    learner: Learner, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator
+) -> TrainBatch:
     """MuZero's batch with value targets ``sum_{i<n} gamma^i r_{t+i}`` (n = ``buffer.td_steps``,
     cut at the episode end), no bootstrap; policy targets and reanalysis as MuZero's."""
     b, target = learner.cfg.buffer, learner.target_policy
@@ -50,13 +50,19 @@ def monte_carlo_targets(learner: Learner, buffer: GameBuffer, index: SampledInde
         return target.reanalyze(obs, mask, to_play, rng)
 
     BATCHES_BUILT[0] += 1
-    return make_train_batch(buffer, index, value_fn=no_bootstrap,
-                            reanalyze_fn=reanalyze_fn if b.reanalyze_ratio > 0 else None,
-                            reanalyze_ratio=b.reanalyze_ratio, use_root_value=False)
+    return make_train_batch(
+        buffer,
+        index,
+        value_fn=no_bootstrap,
+        reanalyze_fn=reanalyze_fn if b.reanalyze_ratio > 0 else None,
+        reanalyze_ratio=b.reanalyze_ratio,
+        use_root_value=False,
+    )
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                network: Optional[torch.nn.Module] = None) -> MuZeroPolicy:
+def make_policy(
+    cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+) -> MuZeroPolicy:
     return MuZeroPolicy(cfg, spec, device=device, network=network)
 
 

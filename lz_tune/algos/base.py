@@ -41,9 +41,24 @@ from lz_tune.buffer import GameBuffer, Reanalysis, SampledIndex, StepColumn, Tra
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch
 
-__all__ = ["ActResult", "Learner", "Policy", "Reanalysis", "StepColumn", "RecurrentFn", "SearchRoots", "SearchModel",
-           "SearchRule", "Acting", "TargetBuilder", "PolicyLoss", "UnrollTerms", "UnrollModel", "UpdateHooks",
-           "PolicyFactory"]
+__all__ = [
+    "ActResult",
+    "Learner",
+    "Policy",
+    "Reanalysis",
+    "StepColumn",
+    "RecurrentFn",
+    "SearchRoots",
+    "SearchModel",
+    "SearchRule",
+    "Acting",
+    "TargetBuilder",
+    "PolicyLoss",
+    "UnrollTerms",
+    "UnrollModel",
+    "UpdateHooks",
+    "PolicyFactory",
+]
 
 
 @dataclass(frozen=True)
@@ -70,8 +85,15 @@ class Policy(abc.ABC):
     network: torch.nn.Module
 
     @abc.abstractmethod
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
+    def act(
+        self,
+        batch: EnvBatch,
+        *,
+        mode: str,
+        temperature: float,
+        rng: np.random.Generator,
+        previous_action: Optional[np.ndarray] = None,
+    ) -> ActResult:
         """Search from every observation of ``batch`` and pick actions.
 
         mode: ``"collect"`` (root noise, exploration with ``temperature``) or ``"eval"`` (no
@@ -86,8 +108,9 @@ class Policy(abc.ABC):
         """[K] float32 bootstrap values of stacked observations [K, *obs_shape]."""
 
     @abc.abstractmethod
-    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> Reanalysis:
+    def reanalyze(
+        self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, rng: np.random.Generator
+    ) -> Reanalysis:
         """Fresh search without root noise over K stored observations."""
 
     def reset(self, env_ids: np.ndarray) -> None:
@@ -148,8 +171,11 @@ class Learner(abc.ABC):
         observation (``target_policy.reanalyze``); types whose search needs the steps before a
         position override it."""
         target = self.target_policy
-        buffer.reanalyze_segments(segment_ids, lambda obs, mask, to_play: target.reanalyze(obs, mask, to_play, rng),
-                                  write_root_values=self.cfg.reanalyze_writes_root_values)
+        buffer.reanalyze_segments(
+            segment_ids,
+            lambda obs, mask, to_play: target.reanalyze(obs, mask, to_play, rng),
+            write_root_values=self.cfg.reanalyze_writes_root_values,
+        )
 
     def target_changes_at(self, train_iter: int) -> bool:
         """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target
@@ -236,13 +262,28 @@ class Acting(Protocol):
     continuous_actions: bool
     """Whether it can act in continuous (Box) action spaces."""
 
-    def act(self, policy: SearchModel, batch: EnvBatch, *, mode: str, temperature: float,
-            rng: np.random.Generator, root: Any = None) -> ActResult:
+    def act(
+        self,
+        policy: SearchModel,
+        batch: EnvBatch,
+        *,
+        mode: str,
+        temperature: float,
+        rng: np.random.Generator,
+        root: Any = None,
+    ) -> ActResult:
         """Search from ``root`` (``policy.act_root``'s result) or the observations of ``batch``
         and pick actions (``mode``: ``collect`` or ``eval``)."""
 
-    def reanalyze(self, policy: SearchModel, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator, root: Any = None) -> Reanalysis:
+    def reanalyze(
+        self,
+        policy: SearchModel,
+        obs: np.ndarray,
+        action_mask: np.ndarray,
+        to_play: np.ndarray,
+        rng: np.random.Generator,
+        root: Any = None,
+    ) -> Reanalysis:
         """Fresh search without noise over K stored positions: new policy targets and the
         type's extras (sampled types: the new K root actions)."""
 
@@ -250,8 +291,9 @@ class Acting(Protocol):
 class TargetBuilder(Protocol):
     """The training batch of a learner (MuZero: n-step values bootstrapped by the target network)."""
 
-    def __call__(self, learner: "Learner", buffer: GameBuffer, index: SampledIndex, *,
-                 rng: np.random.Generator) -> TrainBatch:
+    def __call__(
+        self, learner: "Learner", buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator
+    ) -> TrainBatch:
         """Targets of the sampled positions, built from the buffer's primitives and
         ``learner.target_policy``."""
 
@@ -291,19 +333,30 @@ class UnrollModel(Protocol):
     def initial_state(self, latent: torch.Tensor) -> Any:
         """Model state carried through the unroll, from the root latent [B, *latent]."""
 
-    def unroll_step(self, net: torch.nn.Module, state: Any, action: torch.Tensor, k: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    def unroll_step(
+        self, net: torch.nn.Module, state: Any, action: torch.Tensor, k: int
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
         """Dynamics step k (1..U): ``(next state, next latent, reward-like logits [B, R])``."""
 
-    def unroll_all(self, net: torch.nn.Module, latent0: torch.Tensor,
-                   actions: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def unroll_all(
+        self, net: torch.nn.Module, latent0: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Dynamics steps 1..U from the root latent ``latent0`` [B, *latent] and ``actions`` [B, U]:
         ``(latents, reward_logits)``, U+1 latents (``latent0`` first) and U reward-like logits
         [B, R]. What the default update path unrolls; the same numbers as :meth:`initial_state`
         then :meth:`unroll_step` step by step (MuZero's learner does exactly that), in fewer
         calls where a model allows it (EfficientZero: the LSTM over whole sequences)."""
 
-    def unroll_losses(self, net: torch.nn.Module, obs: torch.Tensor, actions: torch.Tensor, value_t: torch.Tensor,
-                      reward_t: torch.Tensor, target_policy: Any, mask: torch.Tensor) -> UnrollTerms:
+    def unroll_losses(
+        self,
+        net: torch.nn.Module,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        value_t: torch.Tensor,
+        reward_t: torch.Tensor,
+        target_policy: Any,
+        mask: torch.Tensor,
+    ) -> UnrollTerms:
         """Every loss term of the batch: ``obs`` [B, U+1, *obs], ``actions`` [B, U], ``value_t``
         [B, U+1, V] and ``reward_t`` [B, U, R] support targets, ``target_policy`` from
         :meth:`PolicyLoss.targets`, ``mask`` [B, U+1] (1: a real step)."""
@@ -329,8 +382,16 @@ class UpdateHooks(Protocol):
     """Log name of the SSL term (``loss/ssl``, UniZero's ``loss/latent``)."""
     learning_rate: float
 
-    def unroll_losses(self, net: torch.nn.Module, obs: torch.Tensor, actions: torch.Tensor, value_t: torch.Tensor,
-                      reward_t: torch.Tensor, target_policy: Any, mask: torch.Tensor) -> UnrollTerms:
+    def unroll_losses(
+        self,
+        net: torch.nn.Module,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        value_t: torch.Tensor,
+        reward_t: torch.Tensor,
+        target_policy: Any,
+        mask: torch.Tensor,
+    ) -> UnrollTerms:
         """Every loss term of the batch (see :meth:`UnrollModel.unroll_losses`)."""
 
     def reward_targets(self, batch: TrainBatch) -> torch.Tensor:

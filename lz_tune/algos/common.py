@@ -14,9 +14,20 @@ from lz_tune.models.base import MuZeroNetwork
 from lz_tune.models.conv import MuZeroConvNetwork
 from lz_tune.models.unizero import UniZeroWorldModel
 
-__all__ = ["build_network", "resolve_model_kind", "make_optimizer", "learning_rate_at", "soft_ce", "entropy",
-           "cosine", "full_precision", "scale_gradient", "require_device", "learner_autocast",
-           "use_channels_last"]
+__all__ = [
+    "build_network",
+    "resolve_model_kind",
+    "make_optimizer",
+    "learning_rate_at",
+    "soft_ce",
+    "entropy",
+    "cosine",
+    "full_precision",
+    "scale_gradient",
+    "require_device",
+    "learner_autocast",
+    "use_channels_last",
+]
 
 
 def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
@@ -26,11 +37,15 @@ def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
     if kind == "auto":
         kind = "conv" if len(spec.observation_shape) == 3 else "mlp"
     if kind == "mlp" and len(spec.observation_shape) != 1:
-        raise ConfigError(f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
-                          f"{spec.observation_shape}; use model.kind=conv")
+        raise ConfigError(
+            f"model.kind: 'mlp' needs vector observations, {cfg.env.env_id} gives "
+            f"{spec.observation_shape}; use model.kind=conv"
+        )
     if kind in ("conv", "conv_mlp") and len(spec.observation_shape) != 3:
-        raise ConfigError(f"model.kind: {kind!r} needs image observations [C, H, W], {cfg.env.env_id} gives "
-                          f"{spec.observation_shape}; use model.kind=mlp")
+        raise ConfigError(
+            f"model.kind: {kind!r} needs image observations [C, H, W], {cfg.env.env_id} gives "
+            f"{spec.observation_shape}; use model.kind=mlp"
+        )
     return kind
 
 
@@ -43,22 +58,43 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
     if kind in ("mlp", "conv_mlp"):
         from lz_tune.models.mlp import MuZeroMLPNetwork
 
-        image = dict(image_shape=spec.observation_shape, encoder_channels=m.num_channels,
-                     encoder_res_blocks=m.num_res_blocks, encoder_downsample=m.downsample) if kind == "conv_mlp" else {}
-        return MuZeroMLPNetwork(observation_dim=math.prod(spec.observation_shape),
-                                action_space_size=spec.action_space_size,
-                                action_dim=spec.action_dim,
-                                latent_dim=m.latent_dim, hidden_sizes=m.hidden_sizes,
-                                value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                                projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim,
-                                layer_norm=m.layer_norm, **image)
+        image = (
+            dict(
+                image_shape=spec.observation_shape,
+                encoder_channels=m.num_channels,
+                encoder_res_blocks=m.num_res_blocks,
+                encoder_downsample=m.downsample,
+            )
+            if kind == "conv_mlp"
+            else {}
+        )
+        return MuZeroMLPNetwork(
+            observation_dim=math.prod(spec.observation_shape),
+            action_space_size=spec.action_space_size,
+            action_dim=spec.action_dim,
+            latent_dim=m.latent_dim,
+            hidden_sizes=m.hidden_sizes,
+            value_support_size=m.value_support_size,
+            reward_support_size=m.reward_support_size,
+            projection_dim=m.projection_dim,
+            projection_hidden_dim=m.projection_hidden_dim,
+            layer_norm=m.layer_norm,
+            **image,
+        )
     from lz_tune.models.conv import MuZeroConvNetwork
 
-    return MuZeroConvNetwork(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
-                             action_dim=spec.action_dim,
-                             num_channels=m.num_channels, num_res_blocks=m.num_res_blocks, downsample=m.downsample,
-                             value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                             projection_dim=m.projection_dim, projection_hidden_dim=m.projection_hidden_dim)
+    return MuZeroConvNetwork(
+        observation_shape=spec.observation_shape,
+        action_space_size=spec.action_space_size,
+        action_dim=spec.action_dim,
+        num_channels=m.num_channels,
+        num_res_blocks=m.num_res_blocks,
+        downsample=m.downsample,
+        value_support_size=m.value_support_size,
+        reward_support_size=m.reward_support_size,
+        projection_dim=m.projection_dim,
+        projection_hidden_dim=m.projection_hidden_dim,
+    )
 
 
 def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
@@ -97,8 +133,10 @@ def require_device(device: str, key: str) -> torch.device:
         raise ConfigError(f"{key}: {device!r} is not a torch device ({e})") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"{key}: asks for {device!r}, but torch sees no CUDA device here (CPU-only torch "
-                              f"build {torch.__version__}, or no GPU on this node)")
+            raise ConfigError(
+                f"{key}: asks for {device!r}, but torch sees no CUDA device here (CPU-only torch "
+                f"build {torch.__version__}, or no GPU on this node)"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ConfigError(f"{key}: {device!r}, but only {torch.cuda.device_count()} CUDA device(s) are visible")
     if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
@@ -110,8 +148,7 @@ def learner_autocast(cfg: Config, device: torch.device):
     """The context of the learner's forward pass and losses: ``torch.autocast`` to bfloat16
     when ``learner.precision=bfloat16`` (matrix products and convolutions in bfloat16; the
     loss helpers above upcast to float32), a no-op context for float32."""
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
-                          enabled=cfg.learner.precision == "bfloat16")
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cfg.learner.precision == "bfloat16")
 
 
 def use_channels_last(network: torch.nn.Module) -> None:

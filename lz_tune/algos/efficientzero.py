@@ -41,8 +41,16 @@ from lz_tune.models.efficientzero import EfficientZeroNetwork
 from lz_tune.models.efficientzero_inference import EfficientZeroSearchInference
 from lz_tune.models.support import support_to_scalar_np
 
-__all__ = ["EfficientZeroPolicy", "EfficientZeroLearner", "value_prefix_targets", "prefix_rewards",
-           "make_policy", "make_learner", "step_columns", "policy_target_size"]
+__all__ = [
+    "EfficientZeroPolicy",
+    "EfficientZeroLearner",
+    "value_prefix_targets",
+    "prefix_rewards",
+    "make_policy",
+    "make_learner",
+    "step_columns",
+    "policy_target_size",
+]
 
 
 def value_prefix_targets(rewards: np.ndarray, horizon: int) -> np.ndarray:
@@ -61,8 +69,9 @@ def value_prefix_targets(rewards: np.ndarray, horizon: int) -> np.ndarray:
     return out
 
 
-def prefix_rewards(parent_prefix: np.ndarray, parent_depth: np.ndarray, child_prefix: np.ndarray,
-                   horizon: int) -> np.ndarray:
+def prefix_rewards(
+    parent_prefix: np.ndarray, parent_depth: np.ndarray, child_prefix: np.ndarray, horizon: int
+) -> np.ndarray:
     """``[B]`` search rewards of edges parent -> child from value prefixes: the difference of the
     prefixes, or the child's prefix alone when the parent sits at a reset depth
     (``parent_depth % horizon == 0``, the root included)."""
@@ -73,8 +82,9 @@ def prefix_rewards(parent_prefix: np.ndarray, parent_depth: np.ndarray, child_pr
 class EfficientZeroPolicy(MuZeroPolicy):
     """EfficientZero network + pUCT search over per-node (latent, LSTM state, prefix, depth)."""
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None, **parts) -> None:
+    def __init__(
+        self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None, **parts
+    ) -> None:
         """``parts``: the search rule and acting of :class:`MuZeroPolicy` (the sampled type's)."""
         super().__init__(cfg, spec, device=device, network=network, **parts)
         self._prefix_engine = EfficientZeroSearchInference(cfg.efficientzero.lstm_horizon_len)
@@ -115,8 +125,13 @@ class EfficientZeroPolicy(MuZeroPolicy):
         reward = prefix_rewards(self.to_numpy(prefix)[:, 0], parent_depth, child_prefix, horizon)
         child_depth = depth + 1
         keep = (child_depth % horizon != 0).to(out.hidden[0].dtype)  # reset point: children start from zero
-        next_state = (out.latent, out.hidden[0] * keep, out.hidden[1] * keep,
-                      torch.from_numpy(child_prefix).to(self.device)[:, None], child_depth)
+        next_state = (
+            out.latent,
+            out.hidden[0] * keep,
+            out.hidden[1] * keep,
+            torch.from_numpy(child_prefix).to(self.device)[:, None],
+            child_depth,
+        )
         value = support_to_scalar_np(self.to_numpy(out.value_logits))
         return next_state, reward, value, self.to_numpy(out.policy_logits)
 
@@ -148,7 +163,6 @@ class EfficientZeroLearner(MuZeroLearner):
         if k % self.cfg.efficientzero.lstm_horizon_len == 0:
             h, c = torch.zeros_like(h), torch.zeros_like(c)
         return (next_latent, h, c), next_latent, prefix_logits
-
 
     def unroll_all(self, net, latent0: torch.Tensor, actions: torch.Tensor):
         """The latent chain step by step (it does not read the LSTM), then the value prefix of all

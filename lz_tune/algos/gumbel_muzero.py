@@ -37,8 +37,9 @@ def step_columns(cfg: Config, spec: EnvSpecInfo) -> tuple[StepColumn, ...]:
     return ()
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                network: Optional[torch.nn.Module] = None) -> MuZeroPolicy:
+def make_policy(
+    cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+) -> MuZeroPolicy:
     """The MuZero network with the Gumbel search."""
     return MuZeroPolicy(cfg, spec, device=device, network=network, search_rule=gumbel_rule)
 

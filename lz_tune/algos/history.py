@@ -55,8 +55,11 @@ class EnvHistory:
         envs and the current weights, the env acted since (:func:`acted`), and no restart is due."""
         if previous_action is None or self.version.shape[0] != num_envs:
             return np.zeros(num_envs, bool)
-        return ((self.version == self.weights_version) & acted(previous_action)
-                & (self.steps_since_restart + 1 < self.context_length))
+        return (
+            (self.version == self.weights_version)
+            & acted(previous_action)
+            & (self.steps_since_restart + 1 < self.context_length)
+        )
 
     def advance(self, carried: np.ndarray) -> None:
         """Record this step: ``carried`` envs count one more step, the others restarted; every

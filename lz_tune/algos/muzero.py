@@ -31,13 +31,40 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from lz_tune.algos.base import (Acting, ActResult, Learner, Policy, PolicyFactory, PolicyLoss, Reanalysis, SearchRoots,
-                                SearchRule, TargetBuilder, UnrollTerms)
+from lz_tune.algos.base import (
+    Acting,
+    ActResult,
+    Learner,
+    Policy,
+    PolicyFactory,
+    PolicyLoss,
+    Reanalysis,
+    SearchRoots,
+    SearchRule,
+    TargetBuilder,
+    UnrollTerms,
+)
 from lz_tune.algos.common import build_network, cosine, learning_rate_at, scale_gradient, soft_ce
-from lz_tune.algos.parts import (DiscreteActing, VisitPolicyLoss, check_action_space, float32_numpy, map_policy_target,
-                                 n_step_targets, obs_to_tensor, puct_rule, search_tree, simulations_per_search)
-from lz_tune.algos.update import (build_learner_networks, learner_state, load_learner_state, one_unroll_path_notice,
-                                  run_forward, unrolled_update)
+from lz_tune.algos.parts import (
+    DiscreteActing,
+    VisitPolicyLoss,
+    check_action_space,
+    float32_numpy,
+    map_policy_target,
+    n_step_targets,
+    obs_to_tensor,
+    puct_rule,
+    search_tree,
+    simulations_per_search,
+)
+from lz_tune.algos.update import (
+    build_learner_networks,
+    learner_state,
+    load_learner_state,
+    one_unroll_path_notice,
+    run_forward,
+    unrolled_update,
+)
 from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
@@ -54,9 +81,16 @@ class MuZeroPolicy(Policy):
     sampled types' :class:`lz_tune.algos.sampled_muzero.SampledActing`).
     """
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None, search_rule: SearchRule = puct_rule,
-                 acting: Acting = DiscreteActing()) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        spec: EnvSpecInfo,
+        *,
+        device: str = "cpu",
+        network: Optional[torch.nn.Module] = None,
+        search_rule: SearchRule = puct_rule,
+        acting: Acting = DiscreteActing(),
+    ) -> None:
         self.search_rule = search_rule
         self.acting = acting
         check_action_space(cfg, spec, acting)
@@ -106,8 +140,7 @@ class MuZeroPolicy(Policy):
         throughout. Call under inference mode.
         """
         if self.cfg.mcts.inference == "auto" and self._engine.try_bind(self.network):
-            latent = (self.network.representation(self.obs_tensor(obs)) if root_latent is None
-                      else root_latent).numpy()
+            latent = (self.network.representation(self.obs_tensor(obs)) if root_latent is None else root_latent).numpy()
             value, policy_logits = self._engine.prediction(latent)
             return SearchRoots(latent, value, policy_logits, self._engine)
         if root_latent is None:
@@ -124,13 +157,29 @@ class MuZeroPolicy(Policy):
         ``noise``: collection)."""
         return self.search_rule(self.cfg, noise=noise)
 
-    def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
-               noise: bool, rng: np.random.Generator,
-               root_latent: Optional[torch.Tensor] = None) -> tuple[SearchOutput, np.ndarray]:
+    def search(
+        self,
+        obs: np.ndarray,
+        action_mask: np.ndarray,
+        to_play: np.ndarray,
+        *,
+        num_simulations: int,
+        noise: bool,
+        rng: np.random.Generator,
+        root_latent: Optional[torch.Tensor] = None,
+    ) -> tuple[SearchOutput, np.ndarray]:
         """Batched search from stacked observations [K, *obs_shape] (or from ``root_latent``
         [K, *latent] when given); returns (SearchOutput, pred_value [K])."""
-        return search_tree(self, obs, action_mask, to_play, num_simulations=num_simulations, noise=noise, rng=rng,
-                           root_latent=root_latent)
+        return search_tree(
+            self,
+            obs,
+            action_mask,
+            to_play,
+            num_simulations=num_simulations,
+            noise=noise,
+            rng=rng,
+            root_latent=root_latent,
+        )
 
     def num_simulations(self, *, collect: bool) -> int:
         """Simulations per search: mcts.num_simulations, or mcts.eval_num_simulations when set
@@ -139,8 +188,15 @@ class MuZeroPolicy(Policy):
 
     # ------------------------------------------------------------------ Policy interface
 
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
+    def act(
+        self,
+        batch: EnvBatch,
+        *,
+        mode: str,
+        temperature: float,
+        rng: np.random.Generator,
+        previous_action: Optional[np.ndarray] = None,
+    ) -> ActResult:
         """The roots of :meth:`act_root` (or the observations), searched and acted on by ``acting``."""
         root = self.act_root(batch.observation, previous_action)
         return self.acting.act(self, batch, mode=mode, temperature=temperature, rng=rng, root=root)
@@ -156,8 +212,9 @@ class MuZeroPolicy(Policy):
             logits = self.network.initial_inference(self.obs_tensor(obs)).value_logits
             return support_to_scalar_np(logits.float().cpu().numpy())
 
-    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> Reanalysis:
+    def reanalyze(
+        self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, rng: np.random.Generator
+    ) -> Reanalysis:
         """A search without noise from the stored observations, read out by ``acting``."""
         return self.acting.reanalyze(self, obs, action_mask, to_play, rng)
 
@@ -177,13 +234,21 @@ class MuZeroLearner(Learner):
     batched_unroll = True
     """Whether :meth:`unroll_losses` has the batched path of ``learner.update_path=fused``."""
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, policy_factory: Optional[PolicyFactory] = None,
-                 policy_loss: Optional[PolicyLoss] = None, target_builder: Optional[TargetBuilder] = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        spec: EnvSpecInfo,
+        *,
+        policy_factory: Optional[PolicyFactory] = None,
+        policy_loss: Optional[PolicyLoss] = None,
+        target_builder: Optional[TargetBuilder] = None,
+    ) -> None:
         self.cfg = cfg
         self.policy_term: PolicyLoss = policy_loss or VisitPolicyLoss()
         self.target_builder: TargetBuilder = target_builder or n_step_targets
         self.policy, self.target_policy, self.optimizer = build_learner_networks(
-            cfg, spec, policy_factory or self.policy_class)
+            cfg, spec, policy_factory or self.policy_class
+        )
         self.train_iter = 0
         self.device = self.policy.device
 
@@ -306,7 +371,9 @@ class MuZeroLearner(Learner):
                 state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
                 policy_logits, value_logits = net.prediction(latent)
                 value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
+                policy_loss = policy_loss + self.policy_loss(
+                    policy_logits, map_policy_target(lambda t: t[:, k], target_policy)
+                )
                 reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
                 policy_entropy = policy_entropy + self.policy_entropy(policy_logits)
                 if lc.ssl_loss_weight > 0:
@@ -326,17 +393,17 @@ class MuZeroLearner(Learner):
         batch, num_unroll = actions.shape[:2]
         steps = num_unroll + 1
         latents, reward_logits = self.unroll_all(net, net.representation(obs[:, 0]), actions)
-        flat = torch.cat(latents)                                       # [(U+1) B, *latent]
+        flat = torch.cat(latents)  # [(U+1) B, *latent]
         if net.batch_independent_prediction:
             policy_logits, value_logits = net.prediction(flat)
         else:
             outs = [net.prediction(latent) for latent in latents]
             policy_logits, value_logits = torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])
 
-        def step_major(x: torch.Tensor) -> torch.Tensor:                # [B, S, ...] -> [S B, ...]
+        def step_major(x: torch.Tensor) -> torch.Tensor:  # [B, S, ...] -> [S B, ...]
             return x.transpose(0, 1).reshape(-1, *x.shape[2:])
 
-        def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:    # [S B] -> [B], summed over S
+        def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:  # [S B] -> [B], summed over S
             return x.view(count, batch).sum(0)
 
         value_loss = per_sample(soft_ce(value_logits, step_major(value_t)), steps)

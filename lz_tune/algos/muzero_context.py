@@ -32,20 +32,19 @@ import numpy as np
 import torch
 
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
-from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 
-__all__ = ["MuZeroContextPolicy", "make_policy", "make_learner", "step_columns",
-           "policy_target_size"]
+__all__ = ["MuZeroContextPolicy", "make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
 class MuZeroContextPolicy(MuZeroPolicy):
     """MuZero's network and search; the root latent of each env is carried between steps."""
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None) -> None:
+    def __init__(
+        self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+    ) -> None:
         super().__init__(cfg, spec, device=device, network=network)
         self.history = EnvHistory(cfg.context.context_length_init)
         self._latent: Optional[torch.Tensor] = None  # [N, *latent] each env's last root latent
@@ -72,8 +71,9 @@ class MuZeroContextPolicy(MuZeroPolicy):
             if not carried.any():
                 latent = self.network.representation(self.obs_tensor(obs))
             else:
-                latent = torch.empty((num_envs, *self._latent.shape[1:]), dtype=self._latent.dtype,
-                                     device=self._latent.device)
+                latent = torch.empty(
+                    (num_envs, *self._latent.shape[1:]), dtype=self._latent.dtype, device=self._latent.device
+                )
                 rows = torch.from_numpy(np.flatnonzero(carried)).to(self.device)
                 action = torch.from_numpy(np.asarray(previous_action)[carried].astype(np.int64)).to(self.device)
                 rolled, _ = self.network.dynamics(self._latent.index_select(0, rows), action)
@@ -91,8 +91,9 @@ class MuZeroContextPolicy(MuZeroPolicy):
         return self.root_latents(obs, previous_action)
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                network: Optional[torch.nn.Module] = None) -> MuZeroContextPolicy:
+def make_policy(
+    cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+) -> MuZeroContextPolicy:
     return MuZeroContextPolicy(cfg, spec, device=device, network=network)
 
 

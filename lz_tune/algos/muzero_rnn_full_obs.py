@@ -70,24 +70,23 @@ import torch
 from lz_tune.algos.base import SearchRoots, UnrollTerms
 from lz_tune.algos.common import build_network, cosine, entropy, scale_gradient, soft_ce
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
+from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy, policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.algos.parts import map_policy_target
-from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.rnn_full_obs import RNNFullObsNetwork
 from lz_tune.models.rnn_inference import RNNFullObsSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
-__all__ = ["RNNFullObsPolicy", "RNNFullObsLearner", "make_policy", "make_learner", "step_columns",
-           "policy_target_size"]
+__all__ = ["RNNFullObsPolicy", "RNNFullObsLearner", "make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
 class RNNFullObsPolicy(MuZeroPolicy):
     """RNN network + MuZero's search over ``(latent, history)`` node states."""
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None) -> None:
+    def __init__(
+        self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+    ) -> None:
         super().__init__(cfg, spec, device=device, network=network)
         self.history = EnvHistory(cfg.context.context_length_init)
         self._last_latent: Optional[torch.Tensor] = None  # [N, *latent] encoded obs of each env's last step
@@ -118,8 +117,9 @@ class RNNFullObsPolicy(MuZeroPolicy):
             if carried.any():
                 rows = torch.from_numpy(np.flatnonzero(carried)).to(self.device)
                 action = torch.from_numpy(np.asarray(previous_action)[carried].astype(np.int64)).to(self.device)
-                stepped = self.network.history_step(self._last_latent.index_select(0, rows), action,
-                                                    self._last_history.index_select(0, rows))
+                stepped = self.network.history_step(
+                    self._last_latent.index_select(0, rows), action, self._last_history.index_select(0, rows)
+                )
                 history.index_copy_(0, rows, stepped)
         self.history.advance(carried)
         self._last_latent, self._last_history = latent.clone(), history.clone()
@@ -152,8 +152,12 @@ class RNNFullObsPolicy(MuZeroPolicy):
         next_history = self.network.history_step(latent, a, history)
         next_latent, reward_logits = self.network.dynamics(latent, a)
         policy_logits, value_logits = self.network.prediction(next_latent, next_history)
-        return ((next_latent, next_history), support_to_scalar_np(self.to_numpy(reward_logits)),
-                support_to_scalar_np(self.to_numpy(value_logits)), self.to_numpy(policy_logits))
+        return (
+            (next_latent, next_history),
+            support_to_scalar_np(self.to_numpy(reward_logits)),
+            support_to_scalar_np(self.to_numpy(value_logits)),
+            self.to_numpy(policy_logits),
+        )
 
     def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """The roots of :meth:`root_state`: the encoded observations and each env's history."""
@@ -173,7 +177,7 @@ class RNNFullObsLearner(MuZeroLearner):
         batch, num_unroll = actions.shape[:2]
         steps = num_unroll + 1
         latents = net.representation(obs.reshape(batch * steps, *obs.shape[2:]))
-        latents = latents.view(batch, steps, *latents.shape[1:])           # [B, U+1, *L] true encodings
+        latents = latents.view(batch, steps, *latents.shape[1:])  # [B, U+1, *L] true encodings
         history = net.empty_history(batch, like=latents)
         zeros = latents.new_zeros(batch)
         policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy = (zeros.clone() for _ in range(5))
@@ -208,7 +212,9 @@ class RNNFullObsLearner(MuZeroLearner):
                 chain_latent = chain_next
                 policy_logits, value_logits = net.prediction(chain_latent, chain_history)
                 value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
+                policy_loss = policy_loss + self.policy_loss(
+                    policy_logits, map_policy_target(lambda t: t[:, k], target_policy)
+                )
                 policy_entropy = policy_entropy + entropy(policy_logits)
                 if k < num_unroll:
                     chain_next, reward_logits = net.dynamics(scale_gradient(chain_latent, 0.5), actions[:, k])

@@ -23,8 +23,9 @@ from lz_tune.envs.types import EnvSpecInfo
 __all__ = ["make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                network: Optional[torch.nn.Module] = None) -> EfficientZeroPolicy:
+def make_policy(
+    cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+) -> EfficientZeroPolicy:
     """EfficientZero network (Gaussian policy head for Box actions) with the sampled search."""
     return EfficientZeroPolicy(cfg, spec, device=device, network=network, acting=SampledActing(cfg, spec))
 

@@ -46,8 +46,15 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import RootInput, SearchOutput, run_search, select_action
 
-__all__ = ["SampledActing", "SampledPolicyLoss", "make_policy", "make_learner", "step_columns", "policy_target_size",
-           "check_num_samples"]
+__all__ = [
+    "SampledActing",
+    "SampledPolicyLoss",
+    "make_policy",
+    "make_learner",
+    "step_columns",
+    "policy_target_size",
+    "check_num_samples",
+]
 
 
 def check_num_samples(cfg: Config, spec: EnvSpecInfo) -> int:
@@ -55,8 +62,10 @@ def check_num_samples(cfg: Config, spec: EnvSpecInfo) -> int:
     distinct discrete actions cannot be drawn (K > A)."""
     k = cfg.sampled.num_samples
     if not spec.is_continuous and k > spec.action_space_size:
-        raise ConfigError(f"sampled.num_samples: K={k} distinct actions cannot be sampled from the "
-                          f"{spec.action_space_size} actions of env {cfg.env.env_id!r}; use K <= {spec.action_space_size}")
+        raise ConfigError(
+            f"sampled.num_samples: K={k} distinct actions cannot be sampled from the "
+            f"{spec.action_space_size} actions of env {cfg.env.env_id!r}; use K <= {spec.action_space_size}"
+        )
     return k
 
 
@@ -71,12 +80,22 @@ class SampledActing:
         self.num_samples = check_num_samples(cfg, spec)
         """K, the sampled actions per node."""
         s = cfg.sampled
-        self.sampler = make_sampler(action_dim=spec.action_dim, num_actions=spec.action_space_size,
-                                    min_std=s.min_std, max_std=s.max_std)
+        self.sampler = make_sampler(
+            action_dim=spec.action_dim, num_actions=spec.action_space_size, min_std=s.min_std, max_std=s.max_std
+        )
 
-    def search(self, policy: SearchModel, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *,
-               num_simulations: int, noise: bool, rng: np.random.Generator,
-               root_latent=None) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
+    def search(
+        self,
+        policy: SearchModel,
+        obs: np.ndarray,
+        action_mask: np.ndarray,
+        to_play: np.ndarray,
+        *,
+        num_simulations: int,
+        noise: bool,
+        rng: np.random.Generator,
+        root_latent=None,
+    ) -> tuple[SearchOutput, np.ndarray, np.ndarray]:
         """Batched sampled search from observations ``[B, *obs_shape]`` (or from the prepared
         roots ``root_latent`` of ``act_root``).
 
@@ -85,8 +104,10 @@ class SampledActing:
         k, sampler = self.num_samples, self.sampler
         with torch.inference_mode():
             inner_state, pred_value, policy_out, inner_fn = (
-                policy.search_backend(obs) if root_latent is None
-                else policy.search_backend(obs, root_latent=root_latent))
+                policy.search_backend(obs)
+                if root_latent is None
+                else policy.search_backend(obs, root_latent=root_latent)
+            )
             root_actions, root_logits, valid = sampler.sample(policy_out, k, rng, action_mask)
             is_tuple = isinstance(inner_state, tuple)
             parts = inner_state if is_tuple else (inner_state,)
@@ -108,8 +129,10 @@ class SampledActing:
                     child_out_buf[:, :-1] = child_out
                     next_parts = next_inner if is_tuple else (next_inner,)
                     return (*next_parts, child_out_buf), reward, value, uniform
+
                 node_state = node_out
             else:
+
                 def recurrent_fn(state, slot: np.ndarray):
                     """state = (*model state, sampled actions [B, K, ...]); slot: [B] chosen child slots."""
                     inner, sampled = state[:width], state[width]
@@ -118,35 +141,82 @@ class SampledActing:
                     child_actions, child_logits, _ = sampler.sample(child_out, k, rng)
                     next_parts = next_inner if is_tuple else (next_inner,)
                     return (*next_parts, child_actions), reward, value, child_logits
+
                 node_state = root_actions
 
-            root = RootInput(latent=(*parts, node_state), value=pred_value, policy_logits=root_logits,
-                             action_mask=valid, to_play=to_play)
-            out = run_search(strategy=policy.strategy(noise=noise), root=root, recurrent_fn=recurrent_fn,
-                             num_simulations=num_simulations, discount=policy.cfg.mcts.discount_factor, rng=rng)
+            root = RootInput(
+                latent=(*parts, node_state),
+                value=pred_value,
+                policy_logits=root_logits,
+                action_mask=valid,
+                to_play=to_play,
+            )
+            out = run_search(
+                strategy=policy.strategy(noise=noise),
+                root=root,
+                recurrent_fn=recurrent_fn,
+                num_simulations=num_simulations,
+                discount=policy.cfg.mcts.discount_factor,
+                rng=rng,
+            )
         return out, pred_value, root_actions
 
-    def act(self, policy: SearchModel, batch: EnvBatch, *, mode: str, temperature: float,
-            rng: np.random.Generator, root=None) -> ActResult:
+    def act(
+        self,
+        policy: SearchModel,
+        batch: EnvBatch,
+        *,
+        mode: str,
+        temperature: float,
+        rng: np.random.Generator,
+        root=None,
+    ) -> ActResult:
         """A root slot picked from the visit counts; its action is played; the K root actions
         are the step's ``sampled_actions`` column."""
         collect = mode == "collect"
-        out, pred_value, root_actions = self.search(policy, batch.observation, batch.action_mask, batch.to_play,
-                                                    num_simulations=policy.num_simulations(collect=collect),
-                                                    noise=collect, rng=rng, root_latent=root)
+        out, pred_value, root_actions = self.search(
+            policy,
+            batch.observation,
+            batch.action_mask,
+            batch.to_play,
+            num_simulations=policy.num_simulations(collect=collect),
+            noise=collect,
+            rng=rng,
+            root_latent=root,
+        )
         slot = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         action = root_actions[np.arange(slot.shape[0]), slot]
-        return ActResult(action=action, root_value=out.root_value, pred_value=pred_value,
-                         policy_target=out.policy_target, extras={"sampled_actions": root_actions})
+        return ActResult(
+            action=action,
+            root_value=out.root_value,
+            pred_value=pred_value,
+            policy_target=out.policy_target,
+            extras={"sampled_actions": root_actions},
+        )
 
-    def reanalyze(self, policy: SearchModel, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator, root=None) -> Reanalysis:
+    def reanalyze(
+        self,
+        policy: SearchModel,
+        obs: np.ndarray,
+        action_mask: np.ndarray,
+        to_play: np.ndarray,
+        rng: np.random.Generator,
+        root=None,
+    ) -> Reanalysis:
         """A fresh sampled search: new K root actions AND the visits over them, together."""
-        out, _, root_actions = self.search(policy, obs, action_mask, to_play,
-                                           num_simulations=policy.cfg.mcts.num_simulations, noise=False, rng=rng,
-                                           root_latent=root)
-        return Reanalysis(policy_target=out.policy_target, root_value=out.root_value,
-                          extras={"sampled_actions": root_actions})
+        out, _, root_actions = self.search(
+            policy,
+            obs,
+            action_mask,
+            to_play,
+            num_simulations=policy.cfg.mcts.num_simulations,
+            noise=False,
+            rng=rng,
+            root_latent=root,
+        )
+        return Reanalysis(
+            policy_target=out.policy_target, root_value=out.root_value, extras={"sampled_actions": root_actions}
+        )
 
 
 class SampledPolicyLoss:
@@ -154,21 +224,24 @@ class SampledPolicyLoss:
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         s = cfg.sampled
-        self.sampler = make_sampler(action_dim=spec.action_dim, num_actions=spec.action_space_size,
-                                    min_std=s.min_std, max_std=s.max_std)
+        self.sampler = make_sampler(
+            action_dim=spec.action_dim, num_actions=spec.action_space_size, min_std=s.min_std, max_std=s.max_std
+        )
         self.kl = s.policy_loss_type == "kl"
         """Whether the loss is the KL (``sampled.policy_loss_type=kl``) rather than the cross-entropy."""
 
     def targets(self, batch: TrainBatch, device: torch.device):
         """``(visit distribution [B, U+1, K], sampled actions [B, U+1, K, *action_shape])``."""
-        return (torch.from_numpy(batch.target_policy).to(device),
-                torch.from_numpy(batch.extras["sampled_actions"]).to(device))
+        return (
+            torch.from_numpy(batch.target_policy).to(device),
+            torch.from_numpy(batch.extras["sampled_actions"]).to(device),
+        )
 
     def loss(self, policy_out: torch.Tensor, target) -> torch.Tensor:
         """[N] ``-sum_k pi_hat_k log pi(a_k)`` (+ ``sum_k pi_hat_k log pi_hat_k`` for the KL);
         0 where the target is all zero (past an episode end)."""
         probs, actions = target
-        log_prob = self.sampler.log_prob(policy_out, actions)        # [N, K]
+        log_prob = self.sampler.log_prob(policy_out, actions)  # [N, K]
         loss = -(probs * log_prob).sum(-1)
         if self.kl:
             loss = loss + torch.xlogy(probs, probs).sum(-1)
@@ -192,8 +265,9 @@ def policy_target_size(cfg: Config, spec: EnvSpecInfo) -> int:
     return check_num_samples(cfg, spec)
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                network: Optional[torch.nn.Module] = None) -> MuZeroPolicy:
+def make_policy(
+    cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+) -> MuZeroPolicy:
     """The MuZero network (Gaussian policy head for Box actions) with the sampled search."""
     return MuZeroPolicy(cfg, spec, device=device, network=network, acting=SampledActing(cfg, spec))
 

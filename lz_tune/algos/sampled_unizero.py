@@ -15,8 +15,7 @@ from typing import Optional
 
 import torch
 
-from lz_tune.algos.sampled_muzero import SampledActing, SampledPolicyLoss
-from lz_tune.algos.sampled_muzero import policy_target_size, step_columns  # noqa: F401  (the K samples)
+from lz_tune.algos.sampled_muzero import SampledActing, SampledPolicyLoss, policy_target_size, step_columns  # noqa: F401  (the K samples)
 from lz_tune.algos.unizero import UniZeroLearner, UniZeroPolicy
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
@@ -24,8 +23,9 @@ from lz_tune.envs.types import EnvSpecInfo
 __all__ = ["SampledUniZeroLearner", "make_policy", "make_learner", "step_columns", "policy_target_size"]
 
 
-def make_policy(cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                network: Optional[torch.nn.Module] = None) -> UniZeroPolicy:
+def make_policy(
+    cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+) -> UniZeroPolicy:
     """UniZero world model + per-env caches with the sampled search (reanalysis from a stored
     context searches from that context's window)."""
     return UniZeroPolicy(cfg, spec, device=device, network=network, acting=SampledActing(cfg, spec))
@@ -38,9 +38,11 @@ class SampledUniZeroLearner(UniZeroLearner):
 
     def __init__(self, cfg: Config, spec: EnvSpecInfo) -> None:
         if cfg.unizero.use_adaptive_entropy_weight:
-            raise ConfigError("unizero.use_adaptive_entropy_weight: sampled_unizero has no adaptive entropy weight (the "
-                              "original's sampled UniZero has none, and its target ln(A) * ratio is an entropy over A "
-                              "discrete actions); set it to false")
+            raise ConfigError(
+                "unizero.use_adaptive_entropy_weight: sampled_unizero has no adaptive entropy weight (the "
+                "original's sampled UniZero has none, and its target ln(A) * ratio is an entropy over A "
+                "discrete actions); set it to false"
+            )
         super().__init__(cfg, spec, policy_factory=make_policy, policy_loss=SampledPolicyLoss(cfg, spec))
 
 

@@ -93,8 +93,13 @@ class TanhGaussian:
         d = self.action_dim
         return policy_out[..., :d], np.minimum(_softplus_np(policy_out[..., d:]) + self.min_std, self.max_std)
 
-    def sample(self, policy_out: np.ndarray, num_samples: int, rng: np.random.Generator,
-               action_mask: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def sample(
+        self,
+        policy_out: np.ndarray,
+        num_samples: int,
+        rng: np.random.Generator,
+        action_mask: Optional[np.ndarray] = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """K i.i.d. actions per row of ``policy_out [B, 2D]``.
 
         Returns ``(actions [B, K, D] float32 in (-1, 1), prior_logits [B, K] float32 (zeros: the
@@ -106,14 +111,23 @@ class TanhGaussian:
         actions = np.empty(shape, np.float32)
         size = actions.size
         scratch = np.empty(3 * size, np.float32)  # the tanh kernel's work [2n] and bits [n]
-        tanh_gaussian_into(np.asarray(policy_out, np.float32), noise, self.min_std, self.max_std, _ACTION_EPS, actions,
-                           scratch[:2 * size], scratch[2 * size:].view(np.int32))
+        tanh_gaussian_into(
+            np.asarray(policy_out, np.float32),
+            noise,
+            self.min_std,
+            self.max_std,
+            _ACTION_EPS,
+            actions,
+            scratch[: 2 * size],
+            scratch[2 * size :].view(np.int32),
+        )
         valid = np.empty((batch, num_samples), np.bool_)
         valid.fill(True)
         return actions, np.zeros((batch, num_samples), np.float32), valid
 
-    def edge_actions(self, node_out: np.ndarray, slot: np.ndarray, root_actions: np.ndarray,
-                     rng: np.random.Generator) -> np.ndarray:
+    def edge_actions(
+        self, node_out: np.ndarray, slot: np.ndarray, root_actions: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """``[B, D]`` float32 actions of B edges ``(node, slot)``: a fresh sample of the node's
         policy, or for a root (``node_out [B, 2D + 1]``: policy output, then a root flag) its
         pre-drawn sample ``root_actions[b, slot[b]]`` (``root_actions [B, K, D]``). One sample per
@@ -122,8 +136,18 @@ class TanhGaussian:
         noise = rng.standard_normal((batch, 1, dim))
         out = np.empty((batch, dim), np.float32)
         scratch = np.empty(3 * batch * dim, np.float32)
-        tanh_gaussian_edges_into(node_out, slot, root_actions, noise, self.min_std, self.max_std, _ACTION_EPS, out,
-                                 scratch[:2 * batch * dim], scratch[2 * batch * dim:].view(np.int32))
+        tanh_gaussian_edges_into(
+            node_out,
+            slot,
+            root_actions,
+            noise,
+            self.min_std,
+            self.max_std,
+            _ACTION_EPS,
+            out,
+            scratch[: 2 * batch * dim],
+            scratch[2 * batch * dim :].view(np.int32),
+        )
         return out
 
     def log_prob(self, policy_out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -161,8 +185,13 @@ class CategoricalSampler:
     def action_shape(self) -> tuple[int, ...]:
         return ()
 
-    def sample(self, policy_out: np.ndarray, num_samples: int, rng: np.random.Generator,
-               action_mask: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def sample(
+        self,
+        policy_out: np.ndarray,
+        num_samples: int,
+        rng: np.random.Generator,
+        action_mask: Optional[np.ndarray] = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """K distinct legal actions per row of the logits ``policy_out [B, A]``.
 
         action_mask: ``[B, A]`` bool legal actions (None: all legal).

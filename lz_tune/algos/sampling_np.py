@@ -56,8 +56,9 @@ def tanh_gaussian_edges_into(node_out, slot, root_actions, noise, min_std, max_s
     out: ``[B, D]`` float32 C-contiguous; ``work [>= 2 B D]`` float32, ``bits [>= B D]`` int32.
     """
     batch, dim = out.shape
-    tanh_gaussian_into(node_out[:, :2 * dim], noise, min_std, max_std, action_eps, out.reshape(batch, 1, dim), work,
-                       bits)
+    tanh_gaussian_into(
+        node_out[:, : 2 * dim], noise, min_std, max_std, action_eps, out.reshape(batch, 1, dim), work, bits
+    )
     for b in range(batch):
         if node_out[b, 2 * dim] != 0.0:
             src = root_actions[b, slot[b]]

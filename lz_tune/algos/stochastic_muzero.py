@@ -41,8 +41,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.common import build_network, cosine, entropy, full_precision, resolve_model_kind, scale_gradient, soft_ce
 from lz_tune.algos.base import SearchRoots, UnrollTerms
+from lz_tune.algos.common import (
+    build_network,
+    cosine,
+    entropy,
+    full_precision,
+    resolve_model_kind,
+    scale_gradient,
+    soft_ce,
+)
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
 from lz_tune.algos.parts import map_policy_target
 from lz_tune.buffer import StepColumn, TrainBatch
@@ -53,8 +61,18 @@ from lz_tune.models.stochastic import StochasticMuZeroNetwork, straight_through_
 from lz_tune.models.stochastic_inference import StochasticSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
-__all__ = ["StochasticMuZeroPolicy", "StochasticMuZeroLearner", "make_policy", "make_learner", "step_columns",
-           "policy_target_size", "check_chance_config", "code_usage_gap", "stochastic_puct_rule", "CHANCE_COLUMN"]
+__all__ = [
+    "StochasticMuZeroPolicy",
+    "StochasticMuZeroLearner",
+    "make_policy",
+    "make_learner",
+    "step_columns",
+    "policy_target_size",
+    "check_chance_config",
+    "code_usage_gap",
+    "stochastic_puct_rule",
+    "CHANCE_COLUMN",
+]
 
 CHANCE_COLUMN = "chance_outcome"
 """Name of the env's true chance outcome, in ``StepResult.info_columns`` and as a step column."""
@@ -64,32 +82,44 @@ def check_chance_config(cfg: Config, spec: EnvSpecInfo) -> None:
     """Raise ConfigError (naming the key and the env) for settings the env cannot serve."""
     st = cfg.stochastic
     if resolve_model_kind(cfg, spec) != "mlp":
-        raise ConfigError(f"model.kind: stochastic_muzero has an MLP network only; env {cfg.env.env_id!r} gives "
-                          f"observations {spec.observation_shape}; set model.kind=mlp (images are then flattened)")
+        raise ConfigError(
+            f"model.kind: stochastic_muzero has an MLP network only; env {cfg.env.env_id!r} gives "
+            f"observations {spec.observation_shape}; set model.kind=mlp (images are then flattened)"
+        )
     if st.use_true_chance_label:
         if spec.chance_space_size == 0:
-            raise ConfigError(f"stochastic.use_true_chance_label: env {cfg.env.env_id!r} reports no chance outcomes; "
-                              f"set it to false (learned chance codes)")
+            raise ConfigError(
+                f"stochastic.use_true_chance_label: env {cfg.env.env_id!r} reports no chance outcomes; "
+                f"set it to false (learned chance codes)"
+            )
         if st.chance_space_size < spec.chance_space_size:
-            raise ConfigError(f"stochastic.chance_space_size: {st.chance_space_size} codes cannot hold the "
-                              f"{spec.chance_space_size} chance outcomes of env {cfg.env.env_id!r}")
+            raise ConfigError(
+                f"stochastic.chance_space_size: {st.chance_space_size} codes cannot hold the "
+                f"{spec.chance_space_size} chance outcomes of env {cfg.env.env_id!r}"
+            )
 
 
 def stochastic_puct_rule(cfg: Config, *, noise: bool) -> StochasticPUCT:
     """pUCT at decision nodes, ``argmax sigma / (N + 1)`` at chance nodes (``mcts.*``,
     ``stochastic.chance_space_size`` / ``q_normalization``); root noise when ``noise``."""
     m = cfg.mcts
-    return StochasticPUCT(pb_c_base=m.pb_c_base, pb_c_init=m.pb_c_init, root_dirichlet_alpha=m.root_dirichlet_alpha,
-                          root_noise_weight=m.root_noise_weight if noise else 0.0,
-                          value_delta_max=m.value_delta_max, num_chance_outcomes=cfg.stochastic.chance_space_size,
-                          q_normalization=cfg.stochastic.q_normalization)
+    return StochasticPUCT(
+        pb_c_base=m.pb_c_base,
+        pb_c_init=m.pb_c_init,
+        root_dirichlet_alpha=m.root_dirichlet_alpha,
+        root_noise_weight=m.root_noise_weight if noise else 0.0,
+        value_delta_max=m.value_delta_max,
+        num_chance_outcomes=cfg.stochastic.chance_space_size,
+        q_normalization=cfg.stochastic.q_normalization,
+    )
 
 
 class StochasticMuZeroPolicy(MuZeroPolicy):
     """Stochastic MuZero network + the alternating decision / chance search."""
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None) -> None:
+    def __init__(
+        self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
+    ) -> None:
         check_chance_config(cfg, spec)
         super().__init__(cfg, spec, device=device, network=network, search_rule=stochastic_puct_rule)
         self.num_chance = cfg.stochastic.chance_space_size
@@ -144,7 +174,6 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
             reward[rows_c] = support_to_scalar_np(self.to_numpy(reward_logits))
             out = latent if rows_d.size == 0 else out.index_copy_(0, index, latent)
         return out, reward, value, logits
-
 
 
 class StochasticMuZeroLearner(MuZeroLearner):
@@ -209,13 +238,17 @@ class StochasticMuZeroLearner(MuZeroLearner):
             reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
             policy_logits, value_logits = net.prediction(latent)
             value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-            policy_loss = policy_loss + self.policy_loss(policy_logits, map_policy_target(lambda t: t[:, k], target_policy))
+            policy_loss = policy_loss + self.policy_loss(
+                policy_logits, map_policy_target(lambda t: t[:, k], target_policy)
+            )
             policy_entropy = policy_entropy + entropy(policy_logits)
             if lc.ssl_loss_weight > 0:
                 cos = cosine(net.project(latent, with_grad=True), target_proj[:, k - 1])
                 ssl_loss = ssl_loss + (-cos) * mask[:, k]
-        self._extra = {"loss/afterstate_value": (st.afterstate_value_loss_weight, q_loss),
-                       "loss/chance": (st.chance_loss_weight, chance_loss)}
+        self._extra = {
+            "loss/afterstate_value": (st.afterstate_value_loss_weight, q_loss),
+            "loss/chance": (st.chance_loss_weight, chance_loss),
+        }
         if not st.use_true_chance_label:
             self._extra["loss/commitment"] = (st.commitment_loss_weight, commitment)
             if st.code_usage_loss_weight > 0:

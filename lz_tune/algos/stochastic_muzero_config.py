@@ -49,5 +49,6 @@ class StochasticConfig(Section):
 
     def validate(self) -> None:
         self.require_positive("chance_space_size")
-        self.require_non_negative("chance_loss_weight", "afterstate_value_loss_weight", "commitment_loss_weight",
-                                  "code_usage_loss_weight")
+        self.require_non_negative(
+            "chance_loss_weight", "afterstate_value_loss_weight", "commitment_loss_weight", "code_usage_loss_weight"
+        )

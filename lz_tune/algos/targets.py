@@ -17,9 +17,15 @@ from lz_tune.buffer import GameBuffer, ReanalyzeFn, SampledIndex, TrainBatch, Va
 __all__ = ["make_train_batch", "with_extras"]
 
 
-def make_train_batch(buffer: GameBuffer, index: SampledIndex, *, value_fn: ValueFn | None,
-                     reanalyze_fn: ReanalyzeFn | None = None, reanalyze_ratio: float = 0.0,
-                     use_root_value: bool = False) -> TrainBatch:
+def make_train_batch(
+    buffer: GameBuffer,
+    index: SampledIndex,
+    *,
+    value_fn: ValueFn | None,
+    reanalyze_fn: ReanalyzeFn | None = None,
+    reanalyze_ratio: float = 0.0,
+    use_root_value: bool = False,
+) -> TrainBatch:
     """Unroll inputs and targets of the sampled positions (see `TrainBatch`).
 
     Args:
@@ -45,15 +51,30 @@ def make_train_batch(buffer: GameBuffer, index: SampledIndex, *, value_fn: Value
         if reanalyze_fn is None:
             raise ValueError("reanalyze_ratio > 0 needs a reanalyze_fn")
         sel = win.valid[:num_reanalyzed]
-        fresh = buffer.run_reanalysis(reanalyze_fn, win.obs[:num_reanalyzed][sel],
-                                      win.action_mask[:num_reanalyzed][sel], win.to_play[:num_reanalyzed][sel])
+        fresh = buffer.run_reanalysis(
+            reanalyze_fn,
+            win.obs[:num_reanalyzed][sel],
+            win.action_mask[:num_reanalyzed][sel],
+            win.to_play[:num_reanalyzed][sel],
+        )
         target_policy[:num_reanalyzed][sel] = fresh.policy_target
         for name, value in fresh.extras.items():
             extras[name][:num_reanalyzed][sel] = value
-    return TrainBatch(obs=win.obs, actions=win.actions, target_value=target_value, target_reward=win.rewards,
-                      target_policy=target_policy, mask=win.mask, weights=np.asarray(index.weights, np.float32),
-                      to_play=win.to_play, action_mask=win.action_mask, timesteps=win.timesteps, index=index,
-                      num_reanalyzed=num_reanalyzed, extras=extras)
+    return TrainBatch(
+        obs=win.obs,
+        actions=win.actions,
+        target_value=target_value,
+        target_reward=win.rewards,
+        target_policy=target_policy,
+        mask=win.mask,
+        weights=np.asarray(index.weights, np.float32),
+        to_play=win.to_play,
+        action_mask=win.action_mask,
+        timesteps=win.timesteps,
+        index=index,
+        num_reanalyzed=num_reanalyzed,
+        extras=extras,
+    )
 
 
 def with_extras(batch: TrainBatch, **extras: np.ndarray) -> TrainBatch:

@@ -69,15 +69,40 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lz_tune.algos.base import (Acting, ActResult, Learner, Policy, PolicyFactory, PolicyLoss, Reanalysis, SearchRoots,
-                                SearchRule, UnrollTerms)
+from lz_tune.algos.base import (
+    Acting,
+    ActResult,
+    Learner,
+    Policy,
+    PolicyFactory,
+    PolicyLoss,
+    Reanalysis,
+    SearchRoots,
+    SearchRule,
+    UnrollTerms,
+)
 from lz_tune.algos.common import learning_rate_at, resolve_model_kind, soft_ce
 from lz_tune.algos.history import EnvHistory
-from lz_tune.algos.parts import (DiscreteActing, VisitPolicyLoss, check_action_space, float32_numpy, map_policy_target,
-                                 obs_to_tensor, puct_rule, search_tree, simulations_per_search)
-from lz_tune.algos.update import (build_learner_networks, learner_state, load_learner_state, one_unroll_path_notice,
-                                  run_forward, unrolled_update)
 from lz_tune.algos.muzero import policy_target_size, step_columns  # noqa: F401  (same as MuZero's)
+from lz_tune.algos.parts import (
+    DiscreteActing,
+    VisitPolicyLoss,
+    check_action_space,
+    float32_numpy,
+    map_policy_target,
+    obs_to_tensor,
+    puct_rule,
+    search_tree,
+    simulations_per_search,
+)
+from lz_tune.algos.update import (
+    build_learner_networks,
+    learner_state,
+    load_learner_state,
+    one_unroll_path_notice,
+    run_forward,
+    unrolled_update,
+)
 from lz_tune.buffer import GameBuffer, History, SampledIndex, TrainBatch
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
@@ -86,8 +111,15 @@ from lz_tune.models.transformer import KVWindow
 from lz_tune.models.transformer_inference import TransformerSearchInference
 from lz_tune.models.unizero import UniZeroWorldModel
 
-__all__ = ["UniZeroPolicy", "UniZeroLearner", "make_policy", "make_learner", "step_columns", "policy_target_size",
-           "build_world_model"]
+__all__ = [
+    "UniZeroPolicy",
+    "UniZeroLearner",
+    "make_policy",
+    "make_learner",
+    "step_columns",
+    "policy_target_size",
+    "build_world_model",
+]
 
 _NEVER = np.iinfo(np.int64).max // 4
 _log = logging.getLogger(__name__)
@@ -112,14 +144,24 @@ def annealed(start: float, end: float, steps: int, train_iter: int, kind: str = 
 
 
 #: head clip name -> the world model's module (``observations``: the next-latent head)
-HEAD_MODULES = {"policy": "policy_head", "value": "value_head", "reward": "reward_head",
-                "observations": "latent_head"}
+HEAD_MODULES = {"policy": "policy_head", "value": "value_head", "reward": "reward_head", "observations": "latent_head"}
 #: monitored modules (the original's groups): parameter norms, gradient norms
-PARAM_NORM_MODULES = {"encoder": "encoder", "transformer": "transformer", "head_value": "value_head",
-                      "head_reward": "reward_head", "head_policy": "policy_head"}
-GRAD_NORM_MODULES = {"encoder": "encoder", "transformer": "transformer", "action_embedding": "action_embedding",
-                     "head_observation": "latent_head", "head_reward": "reward_head", "head_value": "value_head",
-                     "head_policy": "policy_head"}
+PARAM_NORM_MODULES = {
+    "encoder": "encoder",
+    "transformer": "transformer",
+    "head_value": "value_head",
+    "head_reward": "reward_head",
+    "head_policy": "policy_head",
+}
+GRAD_NORM_MODULES = {
+    "encoder": "encoder",
+    "transformer": "transformer",
+    "action_embedding": "action_embedding",
+    "head_observation": "latent_head",
+    "head_reward": "reward_head",
+    "head_value": "value_head",
+    "head_policy": "policy_head",
+}
 
 
 def stability_warnings(m: dict[str, float]) -> list[str]:
@@ -136,8 +178,10 @@ def stability_warnings(m: dict[str, float]) -> list[str]:
         std_mean, constant = m["activation/x_token_feature_std_mean"], m["activation/x_token_near_constant_fraction"]
         if std_mean < 1e-2 or constant > 0.9:
             level = "CRITICAL" if std_mean < 1e-3 or constant > 0.99 else "WARNING"
-            out.append(f"{level}: transformer-output feature std mean {std_mean:.4g}, "
-                       f"{constant:.0%} of the features nearly constant")
+            out.append(
+                f"{level}: transformer-output feature std mean {std_mean:.4g}, "
+                f"{constant:.0%} of the features nearly constant"
+            )
     return out
 
 
@@ -159,11 +203,20 @@ def build_world_model(cfg: Config, spec: EnvSpecInfo) -> UniZeroWorldModel:
     encoder follows the observation rank, and ``model.kind`` must agree with it)."""
     u, m = cfg.unizero, cfg.model
     resolve_model_kind(cfg, spec)  # model.kind must fit the observations (mlp: vectors, conv: images)
-    return UniZeroWorldModel(observation_shape=spec.observation_shape, action_space_size=spec.action_space_size,
-                             action_dim=spec.action_dim, embed_dim=u.embed_dim, num_layers=u.num_layers,
-                             num_heads=u.num_heads, context_tokens=2 * u.infer_context_length,
-                             value_support_size=m.value_support_size, reward_support_size=m.reward_support_size,
-                             hidden_sizes=m.hidden_sizes, num_channels=m.num_channels, dropout=u.dropout)
+    return UniZeroWorldModel(
+        observation_shape=spec.observation_shape,
+        action_space_size=spec.action_space_size,
+        action_dim=spec.action_dim,
+        embed_dim=u.embed_dim,
+        num_layers=u.num_layers,
+        num_heads=u.num_heads,
+        context_tokens=2 * u.infer_context_length,
+        value_support_size=m.value_support_size,
+        reward_support_size=m.reward_support_size,
+        hidden_sizes=m.hidden_sizes,
+        num_channels=m.num_channels,
+        dropout=u.dropout,
+    )
 
 
 def history_token_valid(valid: np.ndarray) -> np.ndarray:
@@ -182,9 +235,16 @@ class UniZeroPolicy(Policy):
     :class:`~lz_tune.algos.sampled_muzero.SampledActing`.
     """
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu",
-                 network: Optional[torch.nn.Module] = None, search_rule: SearchRule = puct_rule,
-                 acting: Acting = DiscreteActing()) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        spec: EnvSpecInfo,
+        *,
+        device: str = "cpu",
+        network: Optional[torch.nn.Module] = None,
+        search_rule: SearchRule = puct_rule,
+        acting: Acting = DiscreteActing(),
+    ) -> None:
         self.search_rule = search_rule
         self.acting = acting
         check_action_space(cfg, spec, acting)
@@ -218,21 +278,46 @@ class UniZeroPolicy(Policy):
     def num_simulations(self, *, collect: bool) -> int:
         return simulations_per_search(self.cfg, collect=collect)
 
-    def search(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, *, num_simulations: int,
-               noise: bool, rng: np.random.Generator, root_latent: Optional[tuple] = None):
+    def search(
+        self,
+        obs: np.ndarray,
+        action_mask: np.ndarray,
+        to_play: np.ndarray,
+        *,
+        num_simulations: int,
+        noise: bool,
+        rng: np.random.Generator,
+        root_latent: Optional[tuple] = None,
+    ):
         """Batched search from observations [K, *obs_shape] (or prepared roots); returns
         (SearchOutput, pred_value [K])."""
-        return search_tree(self, obs, action_mask, to_play, num_simulations=num_simulations, noise=noise, rng=rng,
-                           root_latent=root_latent)
+        return search_tree(
+            self,
+            obs,
+            action_mask,
+            to_play,
+            num_simulations=num_simulations,
+            noise=noise,
+            rng=rng,
+            root_latent=root_latent,
+        )
 
-    def act(self, batch: EnvBatch, *, mode: str, temperature: float, rng: np.random.Generator,
-            previous_action: Optional[np.ndarray] = None) -> ActResult:
+    def act(
+        self,
+        batch: EnvBatch,
+        *,
+        mode: str,
+        temperature: float,
+        rng: np.random.Generator,
+        previous_action: Optional[np.ndarray] = None,
+    ) -> ActResult:
         """Search from the per-env caches' roots (:meth:`act_root`), acted on by ``acting``."""
         root = self.act_root(batch.observation, previous_action)
         return self.acting.act(self, batch, mode=mode, temperature=temperature, rng=rng, root=root)
 
-    def reanalyze(self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray,
-                  rng: np.random.Generator) -> Reanalysis:
+    def reanalyze(
+        self, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray, rng: np.random.Generator
+    ) -> Reanalysis:
         """A search without noise from a context of each observation alone (the learner
         reanalyses from stored contexts: :meth:`reanalyze_history`)."""
         return self.acting.reanalyze(self, obs, action_mask, to_play, rng)
@@ -306,27 +391,35 @@ class UniZeroPolicy(Policy):
         None: a context of the observation alone), root value [K], policy logits [K, A] and the
         recurrent function over window node states."""
         if root_latent is None:
-            policy_logits, value_logits, window = self.network.root_step(None, None,
-                                                                         self.network.encode(self.obs_tensor(obs)))
+            policy_logits, value_logits, window = self.network.root_step(
+                None, None, self.network.encode(self.obs_tensor(obs))
+            )
         else:
             window, policy_logits, value_logits = root_latent
         value = support_to_scalar_np(self.to_numpy(value_logits))
         if not self.cfg.unizero.search_cache:
-            return SearchRoots(self._uncached_root(window), value, self.to_numpy(policy_logits),
-                               self._recurrent_uncached)
+            return SearchRoots(
+                self._uncached_root(window), value, self.to_numpy(policy_logits), self._recurrent_uncached
+            )
         engine = self._window_engine  # node windows in the engine's arena, one engine call per simulation
         if self.cfg.mcts.inference == "auto" and engine.try_bind(self.network):
-            return SearchRoots(engine.root(tuple(t.numpy() for t in window.as_tuple())), value,
-                               self.to_numpy(policy_logits), engine)
+            return SearchRoots(
+                engine.root(tuple(t.numpy() for t in window.as_tuple())), value, self.to_numpy(policy_logits), engine
+            )
         return SearchRoots(window.as_tuple(), value, self.to_numpy(policy_logits), self.recurrent_inference)
 
     def recurrent_inference(self, state: tuple, action: np.ndarray):
         """The torch model step over window node states (``KVWindow.as_tuple()``): the action
         token and the predicted observation token appended to the node's window."""
         window, reward_logits, policy_logits, value_logits, _ = self.network.recurrent_step(
-            KVWindow.from_tuple(state), torch.from_numpy(action).to(self.device))
-        return (window.as_tuple(), support_to_scalar_np(self.to_numpy(reward_logits)),
-                support_to_scalar_np(self.to_numpy(value_logits)), self.to_numpy(policy_logits))
+            KVWindow.from_tuple(state), torch.from_numpy(action).to(self.device)
+        )
+        return (
+            window.as_tuple(),
+            support_to_scalar_np(self.to_numpy(reward_logits)),
+            support_to_scalar_np(self.to_numpy(value_logits)),
+            self.to_numpy(policy_logits),
+        )
 
     # the uncached reference (unizero.search_cache=False): node state = (root window, path tokens)
 
@@ -340,8 +433,7 @@ class UniZeroPolicy(Policy):
     def _run_path(self, window: KVWindow, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Outputs [B, E] at the last path token, recomputing the whole (left-padded) path after
         the root window; positions as if the path followed the window directly."""
-        shifted = KVWindow(window.keys, window.values, window.key_pos, window.valid,
-                           window.next_pos - (~valid).sum(1))
+        shifted = KVWindow(window.keys, window.values, window.key_pos, window.valid, window.next_pos - (~valid).sum(1))
         out, _ = self.network.transformer(tokens, shifted, token_valid=valid)
         return out[:, -1]
 
@@ -357,8 +449,12 @@ class UniZeroPolicy(Policy):
         reward_logits, next_latent = net.action_heads(self._run_path(window, tokens, valid))
         tokens, valid = append(tokens, valid, next_latent)
         policy_logits, value_logits = net.observation_heads(self._run_path(window, tokens, valid))
-        return ((*window.as_tuple(), tokens, valid), support_to_scalar_np(self.to_numpy(reward_logits)),
-                support_to_scalar_np(self.to_numpy(value_logits)), self.to_numpy(policy_logits))
+        return (
+            (*window.as_tuple(), tokens, valid),
+            support_to_scalar_np(self.to_numpy(reward_logits)),
+            support_to_scalar_np(self.to_numpy(value_logits)),
+            self.to_numpy(policy_logits),
+        )
 
     def act_root(self, obs: np.ndarray, previous_action: Optional[np.ndarray]):
         """The per-env caches' roots (:meth:`root_windows`)."""
@@ -397,8 +493,9 @@ class UniZeroPolicy(Policy):
         with torch.inference_mode():
             return self.to_numpy(self.network.encode(self.obs_tensor(obs)).float())
 
-    def reanalyze_history(self, hist: History, action_mask: np.ndarray, to_play: np.ndarray,
-                          rng: np.random.Generator) -> Reanalysis:
+    def reanalyze_history(
+        self, hist: History, action_mask: np.ndarray, to_play: np.ndarray, rng: np.random.Generator
+    ) -> Reanalysis:
         """Fresh search (no root noise) from each stored context."""
         with torch.inference_mode():
             root = self.history_roots(hist)
@@ -421,12 +518,19 @@ class UniZeroLearner(Learner):
     reward_loss_name = "loss/reward"
     ssl_loss_name = "loss/latent"
 
-    def __init__(self, cfg: Config, spec: EnvSpecInfo, *, policy_factory: Optional[PolicyFactory] = None,
-                 policy_loss: Optional[PolicyLoss] = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        spec: EnvSpecInfo,
+        *,
+        policy_factory: Optional[PolicyFactory] = None,
+        policy_loss: Optional[PolicyLoss] = None,
+    ) -> None:
         self.cfg = cfg
         self.policy_term: PolicyLoss = policy_loss or VisitPolicyLoss()
-        self.policy, self.target_policy, self.optimizer = build_learner_networks(cfg, spec,
-                                                                                 policy_factory or UniZeroPolicy)
+        self.policy, self.target_policy, self.optimizer = build_learner_networks(
+            cfg, spec, policy_factory or UniZeroPolicy
+        )
         self.train_iter = 0
         self.device = self.policy.device
         self._schedule_iter = 0
@@ -491,24 +595,35 @@ class UniZeroLearner(Learner):
     def target_entropy_ratio(self, train_iter: int) -> float:
         """The adaptive entropy weight's target, as a fraction of ln(A), at ``train_iter``."""
         u = self.cfg.unizero
-        return annealed(u.target_entropy_start_ratio, u.target_entropy_end_ratio, u.target_entropy_decay_steps,
-                        train_iter)
+        return annealed(
+            u.target_entropy_start_ratio, u.target_entropy_end_ratio, u.target_entropy_decay_steps, train_iter
+        )
 
     def encoder_clip_threshold(self, train_iter: int) -> float:
         """The encoder latent-norm clip threshold at ``train_iter`` (0: no clipping)."""
         u = self.cfg.unizero
         if not u.use_encoder_clip_annealing:
             return u.latent_norm_clip_threshold
-        return annealed(u.encoder_clip_start_value, u.encoder_clip_end_value, u.encoder_clip_anneal_steps,
-                        train_iter, u.encoder_clip_anneal_type)
+        return annealed(
+            u.encoder_clip_start_value,
+            u.encoder_clip_end_value,
+            u.encoder_clip_anneal_steps,
+            train_iter,
+            u.encoder_clip_anneal_type,
+        )
 
     def head_clip_threshold(self, train_iter: int) -> float:
         """The head clip threshold at ``train_iter``."""
         u = self.cfg.unizero
         if not u.head_clip_use_annealing:
             return u.head_clip_threshold
-        return annealed(u.head_clip_start_value, u.head_clip_end_value, u.head_clip_anneal_steps, train_iter,
-                        u.head_clip_anneal_type)
+        return annealed(
+            u.head_clip_start_value,
+            u.head_clip_end_value,
+            u.head_clip_anneal_steps,
+            train_iter,
+            u.head_clip_anneal_type,
+        )
 
     def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None):
         t = self._schedule_iter = self.train_iter if train_iter is None else int(train_iter)
@@ -554,7 +669,9 @@ class UniZeroLearner(Learner):
         total, count = self._all_reduce(torch.stack(self._update["entropy"]), "sum")
         ratio = self.target_entropy_ratio(self._schedule_iter)
         with torch.enable_grad():
-            alpha_loss = (self.log_alpha * (total / count.clamp_min(1.0) - math.log(self.action_space_size) * ratio)).sum()
+            alpha_loss = (
+                self.log_alpha * (total / count.clamp_min(1.0) - math.log(self.action_space_size) * ratio)
+            ).sum()
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
         for group in self.alpha_optimizer.param_groups:
@@ -563,8 +680,9 @@ class UniZeroLearner(Learner):
         with torch.no_grad():
             self.log_alpha.clamp_(math.log(u.adaptive_entropy_alpha_min), math.log(u.adaptive_entropy_alpha_max))
         alpha = self.log_alpha.detach().exp()
-        self._update["logs"].update({"entropy/adaptive_alpha": alpha, "entropy/target_ratio": ratio,
-                                     "entropy/alpha_loss": alpha_loss.detach()})
+        self._update["logs"].update(
+            {"entropy/adaptive_alpha": alpha, "entropy/target_ratio": ratio, "entropy/alpha_loss": alpha_loss.detach()}
+        )
         return alpha
 
     def before_optimizer_step(self) -> None:
@@ -588,10 +706,16 @@ class UniZeroLearner(Learner):
                 norm = net.encoder_final_norm  # it sets the latents' scale; else the whole encoder (the original's)
                 for p in (norm if norm is not None else net.encoder).parameters():
                     p.mul_(scale)
-        self._update["logs"].update({
-            "encoder_clip/enabled": float(threshold > 0), "encoder_clip/applied": float(scale < 1.0),
-            "encoder_clip/apply_count": float(self.encoder_clip_count), "encoder_clip/scale_factor": scale,
-            "encoder_clip/max_latent_norm": largest, "encoder_clip/threshold": threshold})
+        self._update["logs"].update(
+            {
+                "encoder_clip/enabled": float(threshold > 0),
+                "encoder_clip/applied": float(scale < 1.0),
+                "encoder_clip/apply_count": float(self.encoder_clip_count),
+                "encoder_clip/scale_factor": scale,
+                "encoder_clip/max_latent_norm": largest,
+                "encoder_clip/threshold": threshold,
+            }
+        )
 
     def _clip_heads(self, train_iter: int) -> None:
         u, outputs = self.cfg.unizero, self._update["head_abs_max"]
@@ -682,45 +806,68 @@ class UniZeroLearner(Learner):
         ends = win.positions[:, -1] + buffer.td_steps
         seq = buffer.gather_history(seg_ids, ends, seq_len)
         chunk = max(1, buffer.mini_infer_size // seq_len)
-        passes = [target.sequence_values_and_latents(History(seq.obs[i:i + chunk], seq.actions[i:i + chunk],
-                                                             seq.valid[i:i + chunk]))
-                  for i in range(0, len(seg_ids), chunk)]
+        passes = [
+            target.sequence_values_and_latents(
+                History(seq.obs[i : i + chunk], seq.actions[i : i + chunk], seq.valid[i : i + chunk])
+            )
+            for i in range(0, len(seg_ids), chunk)
+        ]
         seq_values = np.concatenate([values for values, _ in passes])
         first = ends - seq_len + 1
         target_latent = self._latent_targets(win, seq.valid, first, np.concatenate([lat for _, lat in passes]))
         covered_pos = (first[:, None] + np.arange(length - 1, seq_len)).ravel()
         covered_seg = np.repeat(seg_ids, seq_len - length + 1)
-        covered_ok = seq.valid[:, length - 1:].ravel()
-        table = {(s_, p_): v for s_, p_, v, ok in zip(covered_seg.tolist(), covered_pos.tolist(),
-                                                       seq_values[:, length - 1:].ravel().tolist(), covered_ok) if ok}
+        covered_ok = seq.valid[:, length - 1 :].ravel()
+        table = {
+            (s_, p_): v
+            for s_, p_, v, ok in zip(
+                covered_seg.tolist(), covered_pos.tolist(), seq_values[:, length - 1 :].ravel().tolist(), covered_ok
+            )
+            if ok
+        }
 
         def bootstrap(segment_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
-            out = np.array([table.get(key, np.nan) for key in zip(segment_ids.tolist(), positions.tolist())],
-                           np.float32)
+            out = np.array(
+                [table.get(key, np.nan) for key in zip(segment_ids.tolist(), positions.tolist())], np.float32
+            )
             missing = np.flatnonzero(np.isnan(out))
             if missing.size:
-                out[missing] = target.history_values(buffer.gather_history(segment_ids[missing],
-                                                                           positions[missing], length))
+                out[missing] = target.history_values(
+                    buffer.gather_history(segment_ids[missing], positions[missing], length)
+                )
             return out
 
-        target_value = buffer.n_step_values(win, value_fn=None, use_root_value=b.use_root_value,
-                                            bootstrap_fn=None if b.use_root_value else bootstrap)
+        target_value = buffer.n_step_values(
+            win, value_fn=None, use_root_value=b.use_root_value, bootstrap_fn=None if b.use_root_value else bootstrap
+        )
         target_policy, extras = win.policy_targets, dict(win.extras)
         num_reanalyzed = int(len(index) * b.reanalyze_ratio)
         if num_reanalyzed > 0:
             sel = win.valid[:num_reanalyzed]
             seg_ids = np.broadcast_to(np.asarray(index.segment_ids, np.int64)[:num_reanalyzed, None], sel.shape)[sel]
             hist = buffer.gather_history(seg_ids, win.positions[:num_reanalyzed][sel], length)
-            fresh = target.reanalyze_history(hist, win.action_mask[:num_reanalyzed][sel],
-                                             win.to_play[:num_reanalyzed][sel], rng)
+            fresh = target.reanalyze_history(
+                hist, win.action_mask[:num_reanalyzed][sel], win.to_play[:num_reanalyzed][sel], rng
+            )
             target_policy[:num_reanalyzed][sel] = fresh.policy_target
             for name, value in fresh.extras.items():  # sampled_unizero: the new K root actions too
                 extras[name][:num_reanalyzed][sel] = value
         extras[TARGET_LATENT] = target_latent
-        return TrainBatch(obs=win.obs, actions=win.actions, target_value=target_value, target_reward=win.rewards,
-                          target_policy=target_policy, mask=win.mask, weights=np.asarray(index.weights, np.float32),
-                          to_play=win.to_play, action_mask=win.action_mask, timesteps=win.timesteps, index=index,
-                          num_reanalyzed=num_reanalyzed, extras=extras)
+        return TrainBatch(
+            obs=win.obs,
+            actions=win.actions,
+            target_value=target_value,
+            target_reward=win.rewards,
+            target_policy=target_policy,
+            mask=win.mask,
+            weights=np.asarray(index.weights, np.float32),
+            to_play=win.to_play,
+            action_mask=win.action_mask,
+            timesteps=win.timesteps,
+            index=index,
+            num_reanalyzed=num_reanalyzed,
+            extras=extras,
+        )
 
     def _latent_targets(self, win, seq_valid: np.ndarray, first: np.ndarray, seq_latents: np.ndarray) -> np.ndarray:
         """``[B, U, E]`` float32: the target model's latents of o_{t+1} .. o_{t+U}, the latent loss's
@@ -730,13 +877,13 @@ class UniZeroLearner(Learner):
         are never prepared ahead of the update before them); the others are encoded here. Steps
         past the episode end (mask 0, never read by the loss) hold the latent of the nearest
         stored frame."""
-        positions = win.positions[:, 1:]                                     # [B, U]
+        positions = win.positions[:, 1:]  # [B, U]
         seq_len = seq_valid.shape[1]
         index = positions - first[:, None]
         inside = (index >= 0) & (index < seq_len)
         index = np.clip(index, 0, seq_len - 1)
         have = inside & np.take_along_axis(seq_valid, index, 1)
-        out = np.take_along_axis(seq_latents, index[..., None], 1)          # [B, U, E]
+        out = np.take_along_axis(seq_latents, index[..., None], 1)  # [B, U, E]
         missing = ~have & (win.mask[:, 1:] > 0)
         if missing.any():
             out[missing] = self.target_policy.encode_numpy(win.obs[:, 1:][missing])
@@ -747,10 +894,12 @@ class UniZeroLearner(Learner):
         model from the H stored steps ending at it (as the policy had when it acted there; cut at
         the segment's first step), H = unizero.infer_context_length."""
         target = self.target_policy
-        buffer.reanalyze_segments(segment_ids, lambda hist, mask, to_play: target.reanalyze_history(hist, mask, to_play,
-                                                                                                    rng),
-                                  history_length=self.cfg.unizero.infer_context_length,
-                                  write_root_values=self.cfg.reanalyze_writes_root_values)
+        buffer.reanalyze_segments(
+            segment_ids,
+            lambda hist, mask, to_play: target.reanalyze_history(hist, mask, to_play, rng),
+            history_length=self.cfg.unizero.infer_context_length,
+            write_root_values=self.cfg.reanalyze_writes_root_values,
+        )
 
     # ------------------------------------------------------------------ loss
 
@@ -763,7 +912,7 @@ class UniZeroLearner(Learner):
         h_obs, h_act, _ = net.sequence(latents, actions)
         policy_logits, value_logits = net.observation_heads(h_obs.reshape(batch * steps, -1))
 
-        def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:     # [B * count] -> [B]
+        def per_sample(x: torch.Tensor, count: int) -> torch.Tensor:  # [B * count] -> [B]
             return x.view(batch, count).sum(1)
 
         real = mask.reshape(batch * steps)  # 1 where o_{t+k} is a real observation, 0 past the episode end
@@ -774,24 +923,33 @@ class UniZeroLearner(Learner):
         policy_entropy = per_sample(step_entropy * real, steps)
         with torch.no_grad():
             pred_value0 = support_to_scalar(value_logits.view(batch, steps, -1)[:, 0])
-        reward_logits, next_latent = (net.action_heads(h_act.reshape(batch * num_unroll, -1)) if num_unroll
-                                      else (None, None))
+        reward_logits, next_latent = (
+            net.action_heads(h_act.reshape(batch * num_unroll, -1)) if num_unroll else (None, None)
+        )
         if self._update:  # inside learn: what the schedules and checks of this update read
-            self._note_forward(latents, h_obs, h_act, step_entropy, mask,
-                               {"policy": policy_logits, "value": value_logits, "reward": reward_logits,
-                                "observations": next_latent})
+            self._note_forward(
+                latents,
+                h_obs,
+                h_act,
+                step_entropy,
+                mask,
+                {"policy": policy_logits, "value": value_logits, "reward": reward_logits, "observations": next_latent},
+            )
         if num_unroll == 0:
             zeros = torch.zeros_like(value_loss)
             return UnrollTerms(policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0)
-        reward_loss = per_sample(soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1))
-                                 * mask[:, :num_unroll].reshape(-1), num_unroll)
+        reward_loss = per_sample(
+            soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)) * mask[:, :num_unroll].reshape(-1),
+            num_unroll,
+        )
         shared = self._update.get(TARGET_LATENT) if self._update else None
         if shared is not None:  # make_batch's, from its bootstrap pass (same target model, same frames)
             target_latent = shared.reshape(batch * num_unroll, -1)
         else:
             with torch.no_grad():
-                target_latent = self.target_policy.network.encode(obs[:, 1:].reshape(batch * num_unroll,
-                                                                                     *obs.shape[2:]))
+                target_latent = self.target_policy.network.encode(
+                    obs[:, 1:].reshape(batch * num_unroll, *obs.shape[2:])
+                )
         latent_mse = F.mse_loss(next_latent, target_latent, reduction="none").mean(-1).view(batch, num_unroll)
         latent_loss = (latent_mse * mask[:, 1:]).sum(1)
         return UnrollTerms(policy_loss, value_loss, reward_loss, latent_loss, policy_entropy, pred_value0)
@@ -808,16 +966,20 @@ class UniZeroLearner(Learner):
         entropy = _wide(step_entropy)
         valid = mask.reshape(-1).to(entropy.dtype)
         up["entropy"] = [(entropy * valid).sum(), valid.sum()]
-        up["head_abs_max"] = {name: _wide(heads[name]).abs().max() for name in u.head_clip_heads
-                              if heads[name] is not None}
+        up["head_abs_max"] = {
+            name: _wide(heads[name]).abs().max() for name in u.head_clip_heads if heads[name] is not None
+        }
         if not self._monitor_now:
             return
         x = _wide(torch.cat((h_obs.reshape(-1, h_obs.shape[-1]), h_act.reshape(-1, h_act.shape[-1]))))
         feature_std = x.std(0, unbiased=False)
-        monitor = {**_stats("norm/x_token", x.norm(dim=-1)), "activation/x_token_feature_std_mean": feature_std.mean(),
-                   "activation/x_token_feature_std_min": feature_std.min(),
-                   "activation/x_token_near_constant_fraction": (feature_std < 1e-3).float().mean(),
-                   **_stats("embeddings/obs_norm", latent_norms)}
+        monitor = {
+            **_stats("norm/x_token", x.norm(dim=-1)),
+            "activation/x_token_feature_std_mean": feature_std.mean(),
+            "activation/x_token_feature_std_min": feature_std.min(),
+            "activation/x_token_near_constant_fraction": (feature_std < 1e-3).float().mean(),
+            **_stats("embeddings/obs_norm", latent_norms),
+        }
         for name in ("value", "policy", "reward"):
             if heads[name] is not None:
                 monitor.update(_stats(f"logits/{name}", heads[name]))

@@ -125,21 +125,46 @@ class UniZeroConfig(Section):
     repeated in every update's logs until the next check; 0 disables it."""
 
     def validate(self) -> None:
-        self.require_positive("embed_dim", "num_layers", "num_heads", "infer_context_length",
-                              "policy_ls_eps_decay_steps")
+        self.require_positive(
+            "embed_dim", "num_layers", "num_heads", "infer_context_length", "policy_ls_eps_decay_steps"
+        )
         self.require_non_negative("kv_cache_clear_interval")
         self.require(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
         self.require(0.0 < self.target_momentum <= 1.0, "target_momentum", "must be in (0, 1]")
-        self.require(self.label_smoothing_eps is None or 0.0 <= self.label_smoothing_eps < 1.0, "label_smoothing_eps",
-                     "must be None or in [0, 1)")
-        self.require_fraction("policy_ls_eps_start", "policy_ls_eps_end", "continuous_ls_eps",
-                              "target_entropy_start_ratio", "target_entropy_end_ratio")
-        self.require_positive("adaptive_entropy_alpha_lr", "adaptive_entropy_alpha_min", "adaptive_entropy_alpha_max",
-                              "target_entropy_decay_steps", "encoder_clip_start_value", "encoder_clip_end_value",
-                              "encoder_clip_anneal_steps", "head_clip_start_value", "head_clip_end_value",
-                              "head_clip_anneal_steps", "head_clip_threshold", "head_clip_monitor_freq")
-        self.require(self.adaptive_entropy_alpha_min <= self.adaptive_entropy_alpha_max, "adaptive_entropy_alpha_min",
-                     f"must be <= unizero.adaptive_entropy_alpha_max={self.adaptive_entropy_alpha_max}")
+        self.require(
+            self.label_smoothing_eps is None or 0.0 <= self.label_smoothing_eps < 1.0,
+            "label_smoothing_eps",
+            "must be None or in [0, 1)",
+        )
+        self.require_fraction(
+            "policy_ls_eps_start",
+            "policy_ls_eps_end",
+            "continuous_ls_eps",
+            "target_entropy_start_ratio",
+            "target_entropy_end_ratio",
+        )
+        self.require_positive(
+            "adaptive_entropy_alpha_lr",
+            "adaptive_entropy_alpha_min",
+            "adaptive_entropy_alpha_max",
+            "target_entropy_decay_steps",
+            "encoder_clip_start_value",
+            "encoder_clip_end_value",
+            "encoder_clip_anneal_steps",
+            "head_clip_start_value",
+            "head_clip_end_value",
+            "head_clip_anneal_steps",
+            "head_clip_threshold",
+            "head_clip_monitor_freq",
+        )
+        self.require(
+            self.adaptive_entropy_alpha_min <= self.adaptive_entropy_alpha_max,
+            "adaptive_entropy_alpha_min",
+            f"must be <= unizero.adaptive_entropy_alpha_max={self.adaptive_entropy_alpha_max}",
+        )
         self.require_non_negative("latent_norm_clip_threshold", "monitor_norm_freq")
-        self.require(self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
-                     "embed_dim", f"must split into unizero.num_heads={self.num_heads} heads of even width")
+        self.require(
+            self.embed_dim % self.num_heads == 0 and (self.embed_dim // self.num_heads) % 2 == 0,
+            "embed_dim",
+            f"must split into unizero.num_heads={self.num_heads} heads of even width",
+        )

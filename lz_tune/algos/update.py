@@ -21,12 +21,19 @@ from lz_tune.config import Config
 from lz_tune.envs.types import EnvSpecInfo
 from lz_tune.models.support import scalar_to_support
 
-__all__ = ["build_learner_networks", "unrolled_update", "one_unroll_path_notice", "run_forward", "learner_state",
-           "load_learner_state"]
+__all__ = [
+    "build_learner_networks",
+    "unrolled_update",
+    "one_unroll_path_notice",
+    "run_forward",
+    "learner_state",
+    "load_learner_state",
+]
 
 
-def build_learner_networks(cfg: Config, spec: EnvSpecInfo,
-                           make_policy: Callable[..., Policy]) -> tuple[Policy, Policy, torch.optim.Optimizer]:
+def build_learner_networks(
+    cfg: Config, spec: EnvSpecInfo, make_policy: Callable[..., Policy]
+) -> tuple[Policy, Policy, torch.optim.Optimizer]:
     """The learner's policy on ``learner.device``, its target policy (a deep copy of the network)
     and the optimizer (``learner.optim_type``; the fused kernel and channels-last conv weights
     under ``learner.update_path=fused``)."""
@@ -71,18 +78,18 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
     buffers = [b.detach().clone() for b in net.buffers()]  # (a skipped update restores BatchNorm's statistics)
     net.train()
     dev = learner.device
-    obs = torch.from_numpy(batch.obs).to(dev)                       # [B, U+1, *obs]
-    actions = torch.from_numpy(batch.actions).to(dev)               # [B, U] ([B, U, D] continuous)
-    target_value = torch.from_numpy(batch.target_value).to(dev)     # [B, U+1]
-    target_reward = learner.reward_targets(batch)                   # [B, U]
-    target_policy = learner.policy_targets(batch)                   # [B, U+1, ...], tensor or tuple
-    mask = torch.from_numpy(batch.mask).to(dev)                     # [B, U+1]
-    weights = torch.from_numpy(batch.weights).to(dev)               # [B]
+    obs = torch.from_numpy(batch.obs).to(dev)  # [B, U+1, *obs]
+    actions = torch.from_numpy(batch.actions).to(dev)  # [B, U] ([B, U, D] continuous)
+    target_value = torch.from_numpy(batch.target_value).to(dev)  # [B, U+1]
+    target_reward = learner.reward_targets(batch)  # [B, U]
+    target_policy = learner.policy_targets(batch)  # [B, U+1, ...], tensor or tuple
+    mask = torch.from_numpy(batch.mask).to(dev)  # [B, U+1]
+    weights = torch.from_numpy(batch.weights).to(dev)  # [B]
     num_unroll = batch.actions.shape[1]
     vs, rs = cfg.model.value_support_size, cfg.model.reward_support_size
 
-    value_t = scalar_to_support(target_value, vs)                   # [B, U+1, 2vs+1]
-    reward_t = scalar_to_support(target_reward, rs)                 # [B, U, 2rs+1]
+    value_t = scalar_to_support(target_value, vs)  # [B, U+1, 2vs+1]
+    reward_t = scalar_to_support(target_reward, rs)  # [B, U, 2rs+1]
     eps = learner.value_reward_label_smoothing
     if eps > 0:  # (1 - eps) two_hot + eps / K over the K bins
         value_t = (1.0 - eps) * value_t + eps / value_t.shape[-1]
@@ -90,12 +97,17 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
 
     def forward():
         with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
-            terms = tuple(t.float() for t in learner.unroll_losses(net, obs, actions, value_t, reward_t,
-                                                                   target_policy, mask))
+            terms = tuple(
+                t.float() for t in learner.unroll_losses(net, obs, actions, value_t, reward_t, target_policy, mask)
+            )
             policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, _ = terms
-            per_sample = (lc.policy_loss_weight * policy_loss + lc.value_loss_weight * value_loss
-                          + learner.reward_loss_weight * reward_loss + lc.ssl_loss_weight * ssl_loss
-                          - learner.policy_entropy_weight_now() * policy_entropy)
+            per_sample = (
+                lc.policy_loss_weight * policy_loss
+                + lc.value_loss_weight * value_loss
+                + learner.reward_loss_weight * reward_loss
+                + lc.ssl_loss_weight * ssl_loss
+                - learner.policy_entropy_weight_now() * policy_entropy
+            )
             extra = learner.extra_losses(batch)  # the type's own terms of this forward pass
             for weight, term in extra.values():
                 per_sample = per_sample + weight * term
@@ -111,8 +123,9 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
         loss.backward()
     with record_function("learn/optimizer"):
         learner.before_optimizer_step()
-        grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), lc.grad_clip_value,
-                                                   foreach=lc.update_path == "fused")
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            net.parameters(), lc.grad_clip_value, foreach=lc.update_path == "fused"
+        )
         in_process = getattr(learner, "data_parallel", None) is None  # (ranks' losses differ; their grads do not)
         finite = bool(torch.isfinite(grad_norm)) and (not in_process or bool(torch.isfinite(loss.detach())))
         if finite:
@@ -130,12 +143,32 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
 
     with torch.no_grad():  # one host sync for all the scalar logs
         priorities = (pred_value0 - target_value[:, 0]).abs().cpu().numpy().astype(np.float32) + 1e-6
-        scalars = torch.stack([loss.detach(), policy_loss.mean(), value_loss.mean(), reward_loss.mean(),
-                               ssl_loss.mean(), policy_entropy.mean(), grad_norm.to(loss.dtype),
-                               target_value[:, 0].mean(), pred_value0.mean(),
-                               *(term.detach().mean() for _, term in extra.values())]).tolist()
-    names = ["loss/total", "loss/policy", "loss/value", learner.reward_loss_name, learner.ssl_loss_name, "policy/entropy",
-             "learner/grad_norm", "learner/target_value_mean", "learner/pred_value_mean", *extra]
+        scalars = torch.stack(
+            [
+                loss.detach(),
+                policy_loss.mean(),
+                value_loss.mean(),
+                reward_loss.mean(),
+                ssl_loss.mean(),
+                policy_entropy.mean(),
+                grad_norm.to(loss.dtype),
+                target_value[:, 0].mean(),
+                pred_value0.mean(),
+                *(term.detach().mean() for _, term in extra.values()),
+            ]
+        ).tolist()
+    names = [
+        "loss/total",
+        "loss/policy",
+        "loss/value",
+        learner.reward_loss_name,
+        learner.ssl_loss_name,
+        "policy/entropy",
+        "learner/grad_norm",
+        "learner/target_value_mean",
+        "learner/pred_value_mean",
+        *extra,
+    ]
     logs = dict(zip(names, scalars))
     logs["learner/lr"] = learner.optimizer.param_groups[0]["lr"]
     logs["learner/nonfinite_update"] = 0.0 if finite else 1.0  # (the driver then keeps the old priorities)
@@ -147,8 +180,10 @@ def one_unroll_path_notice(cfg: Config) -> Optional[str]:
     is asked for (it gets the fused optimizer kernel and conv layout only); None otherwise."""
     if cfg.learner.update_path != "fused":
         return None
-    return (f"policy_type={cfg.policy_type} has one unroll path: learner.update_path=fused gives it the "
-            "fused optimizer kernel (and channels-last conv weights) but not the batched unroll")
+    return (
+        f"policy_type={cfg.policy_type} has one unroll path: learner.update_path=fused gives it the "
+        "fused optimizer kernel (and channels-last conv weights) but not the batched unroll"
+    )
 
 
 def run_forward(learner: Any, forward: Callable[[], Any]) -> Any:
@@ -177,7 +212,7 @@ def load_learner_state(learner: Any, state: dict[str, Any]) -> None:
     learner.target_policy.load_weights(state["target_network"])
     learner.optimizer.load_state_dict(state["optimizer"])
     for param, slots in learner.optimizer.state.items():  # moments in their parameter's layout
-        for key, value in slots.items():               # (a checkpoint of the other update path)
+        for key, value in slots.items():  # (a checkpoint of the other update path)
             if torch.is_tensor(value) and value.shape == param.shape and value.stride() != param.stride():
                 slots[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)
     learner.train_iter = int(state["train_iter"])

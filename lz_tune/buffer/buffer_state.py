@@ -61,7 +61,9 @@ def load_state_dict(tables: ReplayTables, state: dict, *, alpha: float, copy: bo
     if config != mine:
         raise ValueError(f"buffer state was saved with {config}, this buffer has {mine}")
     segments = state["tables"]["segments"]
-    if segments["columns"] and "truncated" not in segments["columns"]:  # files before truncation bootstrap: no segment was truncated
+    if (
+        segments["columns"] and "truncated" not in segments["columns"]
+    ):  # files before truncation bootstrap: no segment was truncated
         count = len(next(iter(segments["columns"].values()))) if segments["columns"] else 0
         columns = {**segments["columns"], "truncated": np.zeros(count, bool)}
         state = {**state, "tables": {**state["tables"], "segments": {**segments, "columns": columns}}}

@@ -26,8 +26,16 @@ import numpy as np
 
 from lz_tune.atomic_file import TMP_PREFIX, atomic_write, sync_dir
 
-__all__ = ["ChunkError", "ChunkStore", "LocalChunkStore", "ArrowChunkStore", "chunk_name", "encode_chunk",
-           "decode_chunk", "open_store"]
+__all__ = [
+    "ChunkError",
+    "ChunkStore",
+    "LocalChunkStore",
+    "ArrowChunkStore",
+    "chunk_name",
+    "encode_chunk",
+    "decode_chunk",
+    "open_store",
+]
 
 #: suffix of every chunk file (anything else in a store folder is not a chunk)
 SUFFIX = ".chunk"
@@ -116,7 +124,7 @@ class ChunkStore(abc.ABC):
     def names(self) -> set[str]:
         """Chunk names in the folder (without suffix)."""
         if self._names is None:
-            self._names = {n[:-len(SUFFIX)] for n in self._list() if n.endswith(SUFFIX)}
+            self._names = {n[: -len(SUFFIX)] for n in self._list() if n.endswith(SUFFIX)}
         return self._names
 
     def put(self, name: str, data: bytes) -> int:
@@ -133,8 +141,9 @@ class ChunkStore(abc.ABC):
         try:
             return self._read(name + SUFFIX)
         except (FileNotFoundError, OSError) as e:
-            raise ChunkError(f"{self.location}/{name}{SUFFIX}: chunk file missing or unreadable "
-                             f"({type(e).__name__}: {e})") from e
+            raise ChunkError(
+                f"{self.location}/{name}{SUFFIX}: chunk file missing or unreadable ({type(e).__name__}: {e})"
+            ) from e
 
     def remove_except(self, keep: set[str], *, spare_since: float | None = None) -> int:
         """Delete every chunk not in ``keep`` and leftover temporary files; returns the number
@@ -143,7 +152,7 @@ class ChunkStore(abc.ABC):
         has not written its manifest yet)."""
         removed = 0
         for file in list(self._list()):
-            garbage = file.startswith(TMP_PREFIX) or (file.endswith(SUFFIX) and file[:-len(SUFFIX)] not in keep)
+            garbage = file.startswith(TMP_PREFIX) or (file.endswith(SUFFIX) and file[: -len(SUFFIX)] not in keep)
             if not garbage:
                 continue
             if spare_since is not None:
@@ -152,7 +161,7 @@ class ChunkStore(abc.ABC):
                     continue
             self._delete(file)
             if file.endswith(SUFFIX):
-                self.names().discard(file[:-len(SUFFIX)])
+                self.names().discard(file[: -len(SUFFIX)])
                 removed += 1
         return removed
 

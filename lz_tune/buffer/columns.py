@@ -44,8 +44,9 @@ class StepColumn:
         return [self.name, list(self.shape), self.dtype]
 
 
-def check_extras(columns: Sequence[StepColumn], extras: Mapping[str, np.ndarray], *, rows: int,
-                 where: str) -> dict[str, np.ndarray]:
+def check_extras(
+    columns: Sequence[StepColumn], extras: Mapping[str, np.ndarray], *, rows: int, where: str
+) -> dict[str, np.ndarray]:
     """``extras`` cast to the declared dtypes, checked to hold exactly ``columns`` with
     ``[rows, *shape]`` each; raises ValueError naming ``where`` and the column."""
     names = {c.name for c in columns}

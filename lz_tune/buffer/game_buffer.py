@@ -45,7 +45,6 @@ from .tables import EXTRA_PREFIX, BufferLayout, ReplayTables
 __all__ = ["GameBuffer"]
 
 
-
 class GameBuffer:
     """Replay buffer of `GameSegment`s; capacity counted in owned positions."""
 
@@ -74,10 +73,15 @@ class GameBuffer:
         if alpha < 0 or beta < 0 or not priority_eps > 0:
             raise ValueError("need alpha >= 0, beta >= 0, priority_eps > 0")
         self.layout = BufferLayout(
-            num_unroll_steps=int(num_unroll_steps), td_steps=int(td_steps), discount=float(discount),
-            frame_stack=int(frame_stack), action_space_size=int(action_space_size),
-            policy_target_size=int(policy_target_size or action_space_size), action_dim=int(action_dim),
-            mini_infer_size=int(mini_infer_size), step_columns=tuple(step_columns),
+            num_unroll_steps=int(num_unroll_steps),
+            td_steps=int(td_steps),
+            discount=float(discount),
+            frame_stack=int(frame_stack),
+            action_space_size=int(action_space_size),
+            policy_target_size=int(policy_target_size or action_space_size),
+            action_dim=int(action_dim),
+            mini_infer_size=int(mini_infer_size),
+            step_columns=tuple(step_columns),
         )
         self.capacity_transitions = int(capacity_transitions)
         self.use_priority = bool(use_priority)
@@ -233,8 +237,9 @@ class GameBuffer:
         if segment.action_space_size != self.action_space_size:
             raise ValueError(f"segment has A={segment.action_space_size}, buffer A={self.action_space_size}")
         if segment.policy_target_size != self.policy_target_size:
-            raise ValueError(f"segment has policy targets of width {segment.policy_target_size}, "
-                             f"buffer {self.policy_target_size}")
+            raise ValueError(
+                f"segment has policy targets of width {segment.policy_target_size}, buffer {self.policy_target_size}"
+            )
         if segment.action_dim != self.action_dim:
             raise ValueError(f"segment has action_dim={segment.action_dim}, buffer action_dim={self.action_dim}")
         stored = self.tables.frame_spec
@@ -385,23 +390,37 @@ class GameBuffer:
         """The common per-step data over the unroll window of every sampled position."""
         return window.gather_window(self.tables, index)
 
-    def n_step_values(self, win: "window.UnrollWindow", *, value_fn: "window.ValueFn | None",
-                      use_root_value: bool = False, bootstrap_fn: "window.BootstrapFn | None" = None) -> np.ndarray:
+    def n_step_values(
+        self,
+        win: "window.UnrollWindow",
+        *,
+        value_fn: "window.ValueFn | None",
+        use_root_value: bool = False,
+        bootstrap_fn: "window.BootstrapFn | None" = None,
+    ) -> np.ndarray:
         """`[B, U+1] float32` n-step value targets over a window (see `targets`)."""
-        return window.n_step_values(self.tables, win, value_fn=value_fn, use_root_value=use_root_value,
-                                    bootstrap_fn=bootstrap_fn)
+        return window.n_step_values(
+            self.tables, win, value_fn=value_fn, use_root_value=use_root_value, bootstrap_fn=bootstrap_fn
+        )
 
     def gather_history(self, segment_ids: np.ndarray, positions: np.ndarray, length: int) -> "window.History":
         """Observations and actions of the `length` steps ending at each position (see `window`)."""
         return window.gather_history(self.tables, segment_ids, positions, length)
 
     # -- buffer reanalyze (see `reanalysis`) -------------------------------------------------------
-    def choose_stale_segments(self, *, num_segments: int, partition: float = 0.75, staleness_decay: float = 100.0,
-                              rng: np.random.Generator | None = None) -> np.ndarray:
+    def choose_stale_segments(
+        self,
+        *,
+        num_segments: int,
+        partition: float = 0.75,
+        staleness_decay: float = 100.0,
+        rng: np.random.Generator | None = None,
+    ) -> np.ndarray:
         """Draws segments for a buffer reanalyze among the oldest, the least reanalysed first, and
         counts it; their global ids `[k] int64` (see `reanalysis.choose_stale_segments`)."""
-        return reanalysis.choose_stale_segments(self.tables, num_segments=num_segments, partition=partition,
-                                                staleness_decay=staleness_decay, rng=rng)
+        return reanalysis.choose_stale_segments(
+            self.tables, num_segments=num_segments, partition=partition, staleness_decay=staleness_decay, rng=rng
+        )
 
     def enough_for_reanalysis(self, *, num_sequences: int, partition: float) -> bool:
         """The reference's precondition of a buffer reanalyze (see `reanalysis.enough_for_reanalysis`)."""
@@ -409,22 +428,27 @@ class GameBuffer:
 
     def reanalyze_counts(self) -> np.ndarray:
         """`[num_segments] int64` how often each live segment was chosen by a buffer reanalyze, oldest first."""
-        return self.tables.segments.live("reanalyze_count").copy() if len(self.tables.segments) else np.zeros(0, np.int64)
+        return (
+            self.tables.segments.live("reanalyze_count").copy() if len(self.tables.segments) else np.zeros(0, np.int64)
+        )
 
     def segment_steps(self, segment_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`(segment_ids [K], positions [K])` of every step of these segments (see `reanalysis`)."""
         return reanalysis.segment_steps(self.tables, segment_ids)
 
-    def reanalyze_segments(self, segment_ids: np.ndarray, fn: ReanalyzeFn, *, history_length: int = 0,
-                           write_root_values: bool = True) -> None:
+    def reanalyze_segments(
+        self, segment_ids: np.ndarray, fn: ReanalyzeFn, *, history_length: int = 0, write_root_values: bool = True
+    ) -> None:
         """Re-searches every step of these segments with `fn` and stores the results (root values
         only when ``write_root_values``); with ``history_length`` H, `fn` gets each step's H-step
         `History` in place of obs (see `reanalysis`)."""
-        reanalysis.reanalyze_segments(self.tables, segment_ids, fn, history_length=history_length,
-                                      write_root_values=write_root_values)
+        reanalysis.reanalyze_segments(
+            self.tables, segment_ids, fn, history_length=history_length, write_root_values=write_root_values
+        )
 
-    def run_reanalysis(self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
-                       to_play: np.ndarray) -> Reanalysis:
+    def run_reanalysis(
+        self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray
+    ) -> Reanalysis:
         """`fn` over K rows in chunks of mini_infer_size, checked (see `reanalysis.run_reanalysis`)."""
         return reanalysis.run_reanalysis(self.tables, fn, obs, action_mask, to_play)
 

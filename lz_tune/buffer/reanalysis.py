@@ -29,8 +29,16 @@ from .priority import gumbel_top_k
 from .tables import EXTRA_PREFIX, ReplayTables
 from .window import gather_history
 
-__all__ = ["ReanalyzeFn", "segments_for_sequences", "enough_for_reanalysis", "choose_stale_segments", "segment_steps",
-           "reanalyze_segments", "run_reanalysis", "check_reanalysis"]
+__all__ = [
+    "ReanalyzeFn",
+    "segments_for_sequences",
+    "enough_for_reanalysis",
+    "choose_stale_segments",
+    "segment_steps",
+    "reanalyze_segments",
+    "run_reanalysis",
+    "check_reanalysis",
+]
 
 ReanalyzeFn = Callable[[np.ndarray, np.ndarray, np.ndarray], Reanalysis]
 """`fn(obs [K, *obs_shape], action_mask [K, A] bool, to_play [K] int64) -> Reanalysis`."""
@@ -53,8 +61,14 @@ def enough_for_reanalysis(tables: ReplayTables, *, num_sequences: int, partition
     return len(tables.positions) // max(1, tables.layout.num_unroll_steps) > int(num_sequences / partition)
 
 
-def choose_stale_segments(tables: ReplayTables, *, num_segments: int, partition: float = 0.75,
-                          staleness_decay: float = 100.0, rng: np.random.Generator | None = None) -> np.ndarray:
+def choose_stale_segments(
+    tables: ReplayTables,
+    *,
+    num_segments: int,
+    partition: float = 0.75,
+    staleness_decay: float = 100.0,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Draws up to ``num_segments`` distinct segments among the P = int(partition * live) oldest,
     without replacement, with probability ∝ exp(-(staleness_decay / P) * reanalyze_count), and
     counts the reanalyze of each (module docstring). Returns their global ids, `[k] int64`,
@@ -87,8 +101,14 @@ def segment_steps(tables: ReplayTables, segment_ids: np.ndarray) -> tuple[np.nda
     return np.repeat(np.asarray(segment_ids, np.int64), m), local.astype(np.int64)
 
 
-def reanalyze_segments(tables: ReplayTables, segment_ids: np.ndarray, fn: ReanalyzeFn, *,
-                       history_length: int = 0, write_root_values: bool = True) -> None:
+def reanalyze_segments(
+    tables: ReplayTables,
+    segment_ids: np.ndarray,
+    fn: ReanalyzeFn,
+    *,
+    history_length: int = 0,
+    write_root_values: bool = True,
+) -> None:
     """Re-searches every step of the given segments with `fn` (in chunks of mini_infer_size) and
     writes the results (module docstring): the policy targets and declared extras always, the
     root values only when ``write_root_values`` (``Config.reanalyze_writes_root_values``).
@@ -101,8 +121,14 @@ def reanalyze_segments(tables: ReplayTables, segment_ids: np.ndarray, fn: Reanal
     step_rows = table.array("step_start")[rows] - steps.base + local
     action_mask, to_play = steps.array("action_mask")[step_rows], steps.array("to_play")[step_rows]
     if history_length > 0:
-        parts = [fn(gather_history(tables, ids[i:i + size], local[i:i + size], history_length),
-                    action_mask[i:i + size], to_play[i:i + size]) for i in range(0, len(ids), size)]
+        parts = [
+            fn(
+                gather_history(tables, ids[i : i + size], local[i : i + size], history_length),
+                action_mask[i : i + size],
+                to_play[i : i + size],
+            )
+            for i in range(0, len(ids), size)
+        ]
         result = check_reanalysis(tables, parts, len(ids))
     else:
         frame_rows = table.array("frame_start")[rows] - tables.frames.base + local
@@ -114,12 +140,15 @@ def reanalyze_segments(tables: ReplayTables, segment_ids: np.ndarray, fn: Reanal
         steps.array(EXTRA_PREFIX + name)[step_rows] = value
 
 
-def run_reanalysis(tables: ReplayTables, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray,
-                   to_play: np.ndarray) -> Reanalysis:
+def run_reanalysis(
+    tables: ReplayTables, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray
+) -> Reanalysis:
     """Calls `fn` over K rows in chunks of mini_infer_size and checks what it returns
     (`check_reanalysis`)."""
     size = tables.layout.mini_infer_size
-    parts = [fn(obs[i:i + size], action_mask[i:i + size], to_play[i:i + size]) for i in range(0, obs.shape[0], size)]
+    parts = [
+        fn(obs[i : i + size], action_mask[i : i + size], to_play[i : i + size]) for i in range(0, obs.shape[0], size)
+    ]
     return check_reanalysis(tables, parts, obs.shape[0])
 
 
@@ -128,22 +157,32 @@ def check_reanalysis(tables: ReplayTables, parts: list[Reanalysis], count: int) 
     values `[K]` finite, extras among the declared columns with `[K, *shape]`."""
     if not all(isinstance(p, Reanalysis) for p in parts):
         raise TypeError("a reanalysis function must return a Reanalysis")
-    policy = np.concatenate([np.asarray(p.policy_target, np.float32) for p in parts]) if parts else \
-        np.zeros((0, tables.layout.policy_target_size), np.float32)
+    policy = (
+        np.concatenate([np.asarray(p.policy_target, np.float32) for p in parts])
+        if parts
+        else np.zeros((0, tables.layout.policy_target_size), np.float32)
+    )
     if policy.shape != (count, tables.layout.policy_target_size):
-        raise ValueError(f"reanalysis must return [{count}, {tables.layout.policy_target_size}] policy targets, "
-                         f"got {policy.shape}")
+        raise ValueError(
+            f"reanalysis must return [{count}, {tables.layout.policy_target_size}] policy targets, got {policy.shape}"
+        )
     if not np.all(np.isfinite(policy)) or (policy < 0).any():
         raise ValueError("reanalysed policy targets must be finite and >= 0")
-    values = np.concatenate([np.asarray(p.root_value, np.float32).reshape(-1) for p in parts]) if parts else \
-        np.zeros(0, np.float32)
+    values = (
+        np.concatenate([np.asarray(p.root_value, np.float32).reshape(-1) for p in parts])
+        if parts
+        else np.zeros(0, np.float32)
+    )
     if values.shape[0] != count or not np.all(np.isfinite(values)):
         raise ValueError(f"reanalysis must return {count} finite root values, got {values.shape}")
     names = set(parts[0].extras) if parts else set()
     declared = {c.name: c for c in tables.layout.step_columns}
     if any(set(p.extras) != names for p in parts) or not names <= set(declared):
         raise ValueError(f"reanalysis extras {sorted(names)} are not among the declared columns {sorted(declared)}")
-    extras = check_extras([declared[n] for n in sorted(names)],
-                          {n: np.concatenate([np.asarray(p.extras[n]) for p in parts]) for n in names},
-                          rows=count, where="reanalysis")
+    extras = check_extras(
+        [declared[n] for n in sorted(names)],
+        {n: np.concatenate([np.asarray(p.extras[n]) for p in parts]) for n in names},
+        rows=count,
+        where="reanalysis",
+    )
     return Reanalysis(policy_target=policy, root_value=values, extras=extras)

@@ -44,7 +44,7 @@ def stack_frames(frames: np.ndarray, *, frame_ndim: int) -> np.ndarray:
     if frame_ndim < 1 or frames.ndim < frame_ndim + 1:
         raise ValueError(f"frames {frames.shape} cannot hold a stack of rank-{frame_ndim} frames")
     split = frames.ndim - frame_ndim - 1
-    lead, stack, frame_shape = frames.shape[:split], frames.shape[split], frames.shape[split + 1:]
+    lead, stack, frame_shape = frames.shape[:split], frames.shape[split], frames.shape[split + 1 :]
     return frames.reshape(lead + (stack * frame_shape[0],) + frame_shape[1:])
 
 
@@ -128,8 +128,10 @@ class GameSegment:
                 raise ValueError(f"GameSegment.{name} has {getattr(self, name).shape[0]} steps, actions has {m}")
         num_actions = self.action_mask.shape[1]
         if num_actions < 1 or self.policy_targets.shape[1] < 1:
-            raise ValueError(f"policy_targets {self.policy_targets.shape} and action_mask {self.action_mask.shape} "
-                             "need at least one column")
+            raise ValueError(
+                f"policy_targets {self.policy_targets.shape} and action_mask {self.action_mask.shape} "
+                "need at least one column"
+            )
         extras = {}
         for name, value in dict(self.extras).items():
             value = np.asarray(value)
@@ -208,7 +210,7 @@ class GameSegment:
         """Stacked observation at `position` (0 <= position < n_obs): `[*obs_shape]`, a view."""
         if not 0 <= position < self.num_obs:
             raise IndexError(f"position {position} outside [0, {self.num_obs})")
-        return stack_frames(self.frames[position:position + self.frame_stack], frame_ndim=self.frames.ndim - 1)
+        return stack_frames(self.frames[position : position + self.frame_stack], frame_ndim=self.frames.ndim - 1)
 
     def stacked_obs(self, positions: np.ndarray) -> np.ndarray:
         """Stacked observations at `positions [K]` (each < n_obs): `[K, *obs_shape]`, a copy."""
@@ -375,7 +377,9 @@ class SegmentBuilder:
         policy_target = np.array(policy_target, dtype=np.float32)
         action_mask = np.array(action_mask, dtype=np.bool_)
         if policy_target.shape != (self.policy_target_size,) or action_mask.shape != (self.action_space_size,):
-            raise ValueError(f"policy_target must be [P={self.policy_target_size}], action_mask [A={self.action_space_size}]")
+            raise ValueError(
+                f"policy_target must be [P={self.policy_target_size}], action_mask [A={self.action_space_size}]"
+            )
         if self.action_dim:
             action = np.array(action, dtype=np.float32)
             if action.shape != (self.action_dim,):
@@ -384,11 +388,23 @@ class SegmentBuilder:
             action = int(action)
         row: dict[str, np.ndarray] = {}
         if self.step_columns or extras:  # the collector's hot loop: nothing to check for a type without columns
-            checked = check_extras(self.step_columns, {k: np.asarray(v)[None] for k, v in (extras or {}).items()},
-                                   rows=1, where="SegmentBuilder.add_step")
+            checked = check_extras(
+                self.step_columns,
+                {k: np.asarray(v)[None] for k, v in (extras or {}).items()},
+                rows=1,
+                where="SegmentBuilder.add_step",
+            )
             row = {k: v[0] for k, v in checked.items()}
-        step = (action, float(reward), float(root_value), float(pred_value), policy_target, action_mask,
-                int(to_play), int(timestep))
+        step = (
+            action,
+            float(reward),
+            float(root_value),
+            float(pred_value),
+            policy_target,
+            action_mask,
+            int(to_play),
+            int(timestep),
+        )
         drafts = self._pending + [self._current]
         for draft in drafts:
             draft.steps.append(step)
@@ -405,14 +421,15 @@ class SegmentBuilder:
                 draft.frames.append(frame)
         if done:
             self._current, self._pending = None, []
-            return [draft.build(terminal=not keep_last, truncated=keep_last, columns=self.step_columns)
-                    for draft in drafts]
+            return [
+                draft.build(terminal=not keep_last, truncated=keep_last, columns=self.step_columns) for draft in drafts
+            ]
 
         current = self._current
         if len(current.steps) == self.segment_length:
             current.num_owned = self.segment_length
             self._pending.append(current)
-            self._current = _Draft(current.frames[-self.frame_stack:])
+            self._current = _Draft(current.frames[-self.frame_stack :])
 
         emitted = []
         while self._pending and len(self._pending[0].steps) - self._pending[0].num_owned >= self.num_padding:

@@ -42,8 +42,18 @@ from lz_tune.atomic_file import atomic_write
 
 from .chunk_store import ChunkError, ChunkStore, chunk_name, decode_chunk, encode_chunk
 
-__all__ = ["FORMAT", "CHUNK_BYTES", "SaveStats", "SnapshotWriter", "read_state", "referenced_chunks",
-           "state_digest", "write_manifest", "read_manifest", "ManifestError"]
+__all__ = [
+    "FORMAT",
+    "CHUNK_BYTES",
+    "SaveStats",
+    "SnapshotWriter",
+    "read_state",
+    "referenced_chunks",
+    "state_digest",
+    "write_manifest",
+    "read_manifest",
+    "ManifestError",
+]
 
 FORMAT = "lz_tune.buffer_snapshot"
 VERSION = 1
@@ -94,7 +104,7 @@ def _pieces(array: np.ndarray, row0: int, chunk_bytes: int) -> list[tuple[int, i
     lo = row0
     while lo < row0 + n:
         hi = min((lo // size + 1) * size, row0 + n)
-        out.append((lo, hi, np.ascontiguousarray(array[lo - row0:hi - row0])))
+        out.append((lo, hi, np.ascontiguousarray(array[lo - row0 : hi - row0])))
         lo = hi
     return out
 
@@ -104,8 +114,9 @@ class SnapshotWriter:
     :func:`state_digest`). Keeps, for ``append_only`` arrays (paths of keys from the state's
     root), the chunk name of each logical row range it has stored or loaded."""
 
-    def __init__(self, store: Optional[ChunkStore], *, append_only: Collection[Path] = (),
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(
+        self, store: Optional[ChunkStore], *, append_only: Collection[Path] = (), chunk_bytes: int = CHUNK_BYTES
+    ) -> None:
         if chunk_bytes < 1:
             raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
         self.store = store
@@ -151,16 +162,27 @@ class SnapshotWriter:
             for lo, hi, rows in _pieces(obj, row0 if obj.ndim else 0, self.chunk_bytes):
                 jobs.append((path, lo, hi, rows))
                 chunks.append([None, lo, hi])
-            return {_TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape), "row0": row0 if obj.ndim else 0,
-                    "chunks": chunks}
+            return {
+                _TAG: "ndarray",
+                "dtype": obj.dtype.str,
+                "shape": list(obj.shape),
+                "row0": row0 if obj.ndim else 0,
+                "chunks": chunks,
+            }
         if isinstance(obj, dict):
             for k in obj:
                 if not isinstance(k, str) or k == _TAG:
                     raise TypeError(f"buffer state key {'/'.join(path + (str(k),))}: keys must be str (not {_TAG!r})")
             first = obj.get("first")
             if isinstance(first, (int, np.integer)) and isinstance(obj.get("columns"), dict):  # a FIFO table
-                return {k: ({c: self._encode(a, path + (k, c), jobs, int(first)) for c, a in v.items()}
-                            if k == "columns" else self._encode(v, path + (k,), jobs)) for k, v in obj.items()}
+                return {
+                    k: (
+                        {c: self._encode(a, path + (k, c), jobs, int(first)) for c, a in v.items()}
+                        if k == "columns"
+                        else self._encode(v, path + (k,), jobs)
+                    )
+                    for k, v in obj.items()
+                }
             return {k: self._encode(v, path + (k,), jobs) for k, v in obj.items()}
         if isinstance(obj, tuple):
             return {_TAG: "tuple", "items": [self._encode(v, path + (str(i),), jobs) for i, v in enumerate(obj)]}
@@ -209,7 +231,7 @@ def _fill_names(obj: Any, names) -> None:
             for entry in obj["chunks"]:
                 entry[0] = next(names)
             return
-        for v in (obj["items"] if obj.get(_TAG) == "tuple" else obj.values()):
+        for v in obj["items"] if obj.get(_TAG) == "tuple" else obj.values():
             _fill_names(v, names)
     elif isinstance(obj, list):
         for v in obj:
@@ -266,8 +288,10 @@ def check_encoded_state(encoded_state: Any, *, max_bytes: Optional[int] = None) 
             chunks = entry["chunks"]
             if dtype.hasobject:
                 raise ValueError("object arrays are not data")
-            if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                                    for n in shape)):
+            if not (
+                isinstance(shape, list)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+            ):
                 raise ValueError(f"shape {shape!r}")
             if not (isinstance(row0, int) and row0 >= 0 and isinstance(chunks, list)):
                 raise ValueError(f"row0 {row0!r} or chunks")
@@ -281,8 +305,10 @@ def check_encoded_state(encoded_state: Any, *, max_bytes: Optional[int] = None) 
             raise ManifestError(f"array {where}: not a valid entry ({e})") from None
         total += math.prod(shape) * dtype.itemsize  # (Python ints: a crafted shape cannot overflow)
         if max_bytes is not None and total > max_bytes:
-            raise ManifestError(f"array {where}: the arrays would hold more than {max_bytes / 2**30:.2f} GB "
-                                f"(buffer.checkpoint_max_gb); refusing to allocate them")
+            raise ManifestError(
+                f"array {where}: the arrays would hold more than {max_bytes / 2**30:.2f} GB "
+                f"(buffer.checkpoint_max_gb); refusing to allocate them"
+            )
     return total
 
 
@@ -294,8 +320,9 @@ def read_state(encoded_state: Any, store: ChunkStore, *, max_bytes: Optional[int
     entries = list(_walk_arrays(encoded_state, ()))
     try:
         with ThreadPoolExecutor(_THREADS) as pool:
-            arrays = dict(zip((id(e) for _, e in entries), pool.map(lambda pe: _read_array(pe[1], pe[0], store),
-                                                                       entries)))
+            arrays = dict(
+                zip((id(e) for _, e in entries), pool.map(lambda pe: _read_array(pe[1], pe[0], store), entries))
+            )
     except (ValueError, MemoryError) as e:  # a shape numpy cannot allocate (no size cap configured)
         raise ManifestError(f"the manifest's arrays cannot be allocated ({type(e).__name__}: {e})") from None
     return _decode(encoded_state, arrays)
@@ -307,14 +334,14 @@ def _read_array(entry: dict, path: Path, store: ChunkStore) -> np.ndarray:
     if not shape:
         if len(entry["chunks"]) != 1:
             raise ManifestError(f"array {where}: a scalar needs one chunk, the manifest lists {len(entry['chunks'])}")
-        (name, _, _), = entry["chunks"]
+        ((name, _, _),) = entry["chunks"]
         return _verified_chunk(store, name, dtype, (1,), where).reshape(())
     out = np.empty(shape, dtype)
     expected = row0
     for name, lo, hi in entry["chunks"]:
         if lo != expected or hi <= lo or hi > row0 + shape[0]:
             raise ManifestError(f"array {where}: chunk rows [{lo}, {hi}) do not follow row {expected}")
-        out[lo - row0:hi - row0] = _verified_chunk(store, name, dtype, (hi - lo,) + shape[1:], where)
+        out[lo - row0 : hi - row0] = _verified_chunk(store, name, dtype, (hi - lo,) + shape[1:], where)
         expected = hi
     if expected != row0 + shape[0]:
         raise ManifestError(f"array {where}: chunks cover rows up to {expected}, the array ends at {row0 + shape[0]}")
@@ -347,6 +374,7 @@ def _decode(obj: Any, arrays: dict[int, np.ndarray]) -> Any:
 
 # ------------------------------------------------------------------------------- manifest files
 
+
 def write_manifest(path: str | os.PathLike, manifest: dict[str, Any]) -> None:
     """Write ``manifest`` (JSON) atomically (:func:`lz_tune.atomic_file.atomic_write`)."""
     data = json.dumps({"format": FORMAT, "version": VERSION, **manifest}, separators=(",", ":")).encode()
@@ -366,8 +394,10 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ManifestError(f"{path}: not an lz_tune replay buffer manifest")
     if manifest.get("version") != VERSION:
-        raise ManifestError(f"{path}: buffer manifest version {manifest.get('version')} is not supported "
-                            f"(this lz_tune reads version {VERSION})")
+        raise ManifestError(
+            f"{path}: buffer manifest version {manifest.get('version')} is not supported "
+            f"(this lz_tune reads version {VERSION})"
+        )
     for key in ("state", "chunks"):
         if key not in manifest:
             raise ManifestError(f"{path}: manifest lacks {key!r}")

@@ -59,7 +59,7 @@ class ColumnStore:
 
     def live(self, name: str) -> np.ndarray:
         """View of the live rows of column `name`, oldest first."""
-        return self._arrays[name][self._start:self._stop]
+        return self._arrays[name][self._start : self._stop]
 
     @property
     def nbytes(self) -> int:
@@ -83,11 +83,13 @@ class ColumnStore:
             raise ValueError(f"expected columns {sorted(self._arrays)}, got {sorted(columns)}")
         for name, value in columns.items():
             if np.shape(value)[1:] != self._arrays[name].shape[1:]:
-                raise ValueError(f"column {name}: rows of shape {np.shape(value)[1:]}, expected {self._arrays[name].shape[1:]}")
+                raise ValueError(
+                    f"column {name}: rows of shape {np.shape(value)[1:]}, expected {self._arrays[name].shape[1:]}"
+                )
         self._reserve(count)
         first = self.end
         for name, value in columns.items():
-            self._arrays[name][self._stop:self._stop + count] = value
+            self._arrays[name][self._stop : self._stop + count] = value
         self._stop += count
         return first
 
@@ -109,11 +111,11 @@ class ColumnStore:
         target = max(needed + 1, math.ceil(needed * (1.0 + self._slack)))
         if target <= capacity:  # enough dead rows at the front: compact in place
             for array in self._arrays.values():
-                array[:live] = array[self._start:self._stop]
+                array[:live] = array[self._start : self._stop]
         else:
             for name, array in self._arrays.items():
                 grown = np.empty((target,) + array.shape[1:], dtype=array.dtype)
-                grown[:live] = array[self._start:self._stop]
+                grown[:live] = array[self._start : self._stop]
                 self._arrays[name] = grown
         self._base += self._start
         self._start, self._stop = 0, live
@@ -122,8 +124,10 @@ class ColumnStore:
     def state_dict(self, *, copy: bool = True) -> dict:
         """Copies of the live rows (``copy=False``: views, valid until the next mutation) and the
         logical index of the first one."""
-        return {"first": self.first, "columns": {k: self.live(k).copy() if copy else self.live(k)
-                                                 for k in self._arrays}}
+        return {
+            "first": self.first,
+            "columns": {k: self.live(k).copy() if copy else self.live(k) for k in self._arrays},
+        }
 
     def load_state_dict(self, state: dict, *, copy: bool = True) -> None:
         """Take the rows of a `state_dict` (``copy=False``: its arrays themselves, when writable)."""

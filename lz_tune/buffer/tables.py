@@ -65,8 +65,7 @@ class BufferLayout:
     step_columns: tuple[StepColumn, ...] = ()
 
     def __post_init__(self) -> None:
-        if (self.num_unroll_steps < 0 or self.td_steps < 1 or self.frame_stack < 1
-                or self.action_space_size < 1):
+        if self.num_unroll_steps < 0 or self.td_steps < 1 or self.frame_stack < 1 or self.action_space_size < 1:
             raise ValueError("need num_unroll_steps >= 0, td_steps >= 1, frame_stack >= 1, action_space_size >= 1")
         if not 0.0 <= self.discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {self.discount}")

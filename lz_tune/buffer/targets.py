@@ -66,7 +66,11 @@ class ValueTargetPlan:
 
 
 def plan_value_targets(
-    positions: np.ndarray, num_steps: np.ndarray, num_obs: np.ndarray, *, td_steps: int,
+    positions: np.ndarray,
+    num_steps: np.ndarray,
+    num_obs: np.ndarray,
+    *,
+    td_steps: int,
     truncated: np.ndarray | None = None,
 ) -> ValueTargetPlan:
     """Index plan of the n-step targets.
@@ -99,8 +103,9 @@ def plan_value_targets(
     )
 
 
-def player_signs(plan: ValueTargetPlan, positions: np.ndarray, num_steps: np.ndarray,
-                 to_play_at: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def player_signs(
+    plan: ValueTargetPlan, positions: np.ndarray, num_steps: np.ndarray, to_play_at: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """Signs that turn rewards and bootstrap values into the view of the player to move at t.
 
     Args:
@@ -164,7 +169,7 @@ def chunked_call(fn: Callable[..., np.ndarray], *arrays: np.ndarray, chunk_size:
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     total = arrays[0].shape[0]
-    outputs = [np.asarray(fn(*(a[i:i + chunk_size] for a in arrays))) for i in range(0, total, chunk_size)]
+    outputs = [np.asarray(fn(*(a[i : i + chunk_size] for a in arrays))) for i in range(0, total, chunk_size)]
     return np.concatenate(outputs) if outputs else np.zeros((0,), dtype=np.float32)
 
 
@@ -185,14 +190,18 @@ def segment_value_targets(
     positions = np.asarray(positions, dtype=np.int64)
     count = positions.shape[0]
     plan = plan_value_targets(
-        positions, np.full(count, segment.num_steps), np.full(count, segment.num_obs), td_steps=td_steps,
+        positions,
+        np.full(count, segment.num_steps),
+        np.full(count, segment.num_obs),
+        td_steps=td_steps,
         truncated=np.full(count, segment.truncated),
     )
     rewards = segment.rewards[plan.reward_index]
     bootstrap_sign = 1.0
     if np.any(segment.to_play >= 0):  # two-player: every term from the view of the player to move at t
-        reward_sign, bootstrap_sign = player_signs(plan, positions, np.full(count, segment.num_steps),
-                                                   lambda index: segment.to_play[index])
+        reward_sign, bootstrap_sign = player_signs(
+            plan, positions, np.full(count, segment.num_steps), lambda index: segment.to_play[index]
+        )
         rewards = rewards * reward_sign
     needed = plan.bootstrap_mask > 0
     mask = plan.bootstrap_mask
@@ -210,5 +219,11 @@ def segment_value_targets(
             raise ValueError("value_fn is required unless use_root_value")
         else:
             values[needed] = np.asarray(value_fn(segment.stacked_obs(where)), dtype=np.float32).reshape(-1)
-    return n_step_value_targets(rewards, plan.reward_mask, values * bootstrap_sign, mask, discount=discount,
-                                bootstrap_steps=plan.bootstrap_steps)
+    return n_step_value_targets(
+        rewards,
+        plan.reward_mask,
+        values * bootstrap_sign,
+        mask,
+        discount=discount,
+        bootstrap_steps=plan.bootstrap_steps,
+    )

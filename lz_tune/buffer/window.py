@@ -61,7 +61,7 @@ def gather_history(tables: ReplayTables, segment_ids: np.ndarray, positions: np.
         raise ValueError("positions must be >= 0")
     n_obs = table.array("num_obs")[seg_rows][:, None]
     m = table.array("num_steps")[seg_rows][:, None]
-    ctx = p[:, None] + np.arange(1 - length, 1)                                # [K, H]
+    ctx = p[:, None] + np.arange(1 - length, 1)  # [K, H]
     valid = (ctx >= 0) & (ctx < n_obs)
     frame0 = table.array("frame_start")[seg_rows] - tables.frames.base
     obs = tables.gather_obs(frame0[:, None] + np.clip(ctx, 0, n_obs - 1))
@@ -72,8 +72,9 @@ def gather_history(tables: ReplayTables, segment_ids: np.ndarray, positions: np.
     actions = steps.array("action")[step0[:, None] + np.clip(ctx[:, :-1], 0, m - 1)]
     zero = np.zeros((), actions.dtype)
     actions = np.where(act_valid.reshape(act_valid.shape + (1,) * (actions.ndim - 2)), actions, zero)
-    return History(obs=obs, actions=actions.astype(np.float32 if tables.layout.action_dim else np.int64, copy=False),
-                   valid=valid)
+    return History(
+        obs=obs, actions=actions.astype(np.float32 if tables.layout.action_dim else np.int64, copy=False), valid=valid
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,8 +172,14 @@ def gather_window(tables: ReplayTables, index: SampledIndex) -> UnrollWindow:
     )
 
 
-def n_step_values(tables: ReplayTables, win: UnrollWindow, *, value_fn: ValueFn | None,
-                  use_root_value: bool = False, bootstrap_fn: BootstrapFn | None = None) -> np.ndarray:
+def n_step_values(
+    tables: ReplayTables,
+    win: UnrollWindow,
+    *,
+    value_fn: ValueFn | None,
+    use_root_value: bool = False,
+    bootstrap_fn: BootstrapFn | None = None,
+) -> np.ndarray:
     """`[B, U+1] float32` n-step value targets at every window position (see `targets`).
 
     value_fn: target-network values of bootstrap observations, called once per batch over the
@@ -186,16 +193,22 @@ def n_step_values(tables: ReplayTables, win: UnrollWindow, *, value_fn: ValueFn 
     pos, m, n_obs = win.positions, win.num_steps, win.num_obs
     shape = pos.shape
     truncated = tables.segments.array("truncated")[tables.segment_row(win.index.segment_ids)]  # [B]
-    plan = plan_value_targets(pos.ravel(), np.broadcast_to(m, shape).ravel(), np.broadcast_to(n_obs, shape).ravel(),
-                              td_steps=tables.layout.td_steps, truncated=np.repeat(truncated, shape[1]))
+    plan = plan_value_targets(
+        pos.ravel(),
+        np.broadcast_to(m, shape).ravel(),
+        np.broadcast_to(n_obs, shape).ravel(),
+        td_steps=tables.layout.td_steps,
+        truncated=np.repeat(truncated, shape[1]),
+    )
     step0_flat = np.repeat(win.step0, shape[1])
     steps = tables.steps
     rewards = steps.array("reward")[step0_flat[:, None] + plan.reward_index]
     bootstrap_sign = None
     if (win.to_play >= 0).any():  # two-player: rewards and values from the view of the player to move at t
         to_play = steps.array("to_play")
-        reward_sign, bootstrap_sign = player_signs(plan, pos.ravel(), np.broadcast_to(m, shape).ravel(),
-                                                   lambda index: to_play[step0_flat[:, None] + index])
+        reward_sign, bootstrap_sign = player_signs(
+            plan, pos.ravel(), np.broadcast_to(m, shape).ravel(), lambda index: to_play[step0_flat[:, None] + index]
+        )
         rewards = rewards * reward_sign
     needed = plan.bootstrap_mask > 0
     bootstrap_mask = plan.bootstrap_mask
@@ -226,6 +239,12 @@ def n_step_values(tables: ReplayTables, win: UnrollWindow, *, value_fn: ValueFn 
             values[needed] = out[inverse]
     if bootstrap_sign is not None:
         values *= bootstrap_sign
-    targets = n_step_value_targets(rewards, plan.reward_mask, values, bootstrap_mask, discount=tables.layout.discount,
-                                   bootstrap_steps=plan.bootstrap_steps)
+    targets = n_step_value_targets(
+        rewards,
+        plan.reward_mask,
+        values,
+        bootstrap_mask,
+        discount=tables.layout.discount,
+        bootstrap_steps=plan.bootstrap_steps,
+    )
     return targets.reshape(shape)

@@ -11,8 +11,17 @@ import importlib.util
 import sys
 from pathlib import Path
 
-__all__ = ["ZOO_DIR", "int_at_least", "positive_int", "non_negative_int", "zoo_configs", "zoo_epilog",
-           "CONFIG_HELP", "POLICY_TYPE_HELP", "config_from_args"]
+__all__ = [
+    "ZOO_DIR",
+    "int_at_least",
+    "positive_int",
+    "non_negative_int",
+    "zoo_configs",
+    "zoo_epilog",
+    "CONFIG_HELP",
+    "POLICY_TYPE_HELP",
+    "config_from_args",
+]
 
 
 def _zoo_dir() -> Path:
@@ -26,17 +35,22 @@ def _zoo_dir() -> Path:
 #: the zoo's folder, located through the lz_tune.zoo package
 ZOO_DIR = _zoo_dir()
 
-CONFIG_HELP = ("zoo config: a short name (cartpole_muzero), a .py file with make_config() or a dotted module name "
-               "(lz_tune.zoo.classic_control.cartpole_muzero); or a LightZero config file (main_config / "
-               "create_config; docs/coming_from_lightzero.md); leave it out and give --env ENV_ID to derive a "
-               "config from the env")
+CONFIG_HELP = (
+    "zoo config: a short name (cartpole_muzero), a .py file with make_config() or a dotted module name "
+    "(lz_tune.zoo.classic_control.cartpole_muzero); or a LightZero config file (main_config / "
+    "create_config; docs/coming_from_lightzero.md); leave it out and give --env ENV_ID to derive a "
+    "config from the env"
+)
 
-POLICY_TYPE_HELP = ("policy_type (muzero, efficientzero, gumbel_muzero, sampled_muzero, ...); with --env and no "
-                    "config: which type the derived config is for")
+POLICY_TYPE_HELP = (
+    "policy_type (muzero, efficientzero, gumbel_muzero, sampled_muzero, ...); with --env and no "
+    "config: which type the derived config is for"
+)
 
 
 def int_at_least(minimum: int):
     """argparse type: an integer >= ``minimum`` (a clear message otherwise)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -57,8 +71,11 @@ def _zoo_files() -> list[tuple[str, Path]]:
     """(short name, file) of each zoo config (the :mod:`lz_tune.zoo` package's ``*/*.py``)."""
     from lz_tune.config_loader import ZOO_PACKAGE, named_modules
 
-    return [(m.name, m.path.resolve()) for m in named_modules(ZOO_PACKAGE)
-            if m.module.count(".") == ZOO_PACKAGE.count(".") + 2]
+    return [
+        (m.name, m.path.resolve())
+        for m in named_modules(ZOO_PACKAGE)
+        if m.module.count(".") == ZOO_PACKAGE.count(".") + 2
+    ]
 
 
 def _usable_here(path: Path) -> str:
@@ -79,9 +96,11 @@ def zoo_epilog() -> str:
     if not files:
         return f"zoo configs: none found (looked in {ZOO_DIR})"
     width = max(len(name) for name, _ in files) + 2
-    return ("zoo configs (CONFIG of train / config): the short name, the file, or the dotted module\n"
-            "(lz_tune.zoo.classic_control.cartpole_muzero):\n"
-            + "\n".join(f"  {name:<{width}}{_usable_here(path)}" for name, path in files))
+    return (
+        "zoo configs (CONFIG of train / config): the short name, the file, or the dotted module\n"
+        "(lz_tune.zoo.classic_control.cartpole_muzero):\n"
+        + "\n".join(f"  {name:<{width}}{_usable_here(path)}" for name, path in files)
+    )
 
 
 def config_from_args(args: argparse.Namespace):
@@ -100,13 +119,13 @@ def config_from_args(args: argparse.Namespace):
         args.config = None
     policy_type = getattr(args, "policy_type", None)
     if args.config is None and not getattr(args, "env", None) and getattr(args, "resume", None):
-        return _config_of_run(args.resume, args.overrides, given_flags(args),
-                              allow_imports=getattr(args, "allow_imports", False))
+        return _config_of_run(
+            args.resume, args.overrides, given_flags(args), allow_imports=getattr(args, "allow_imports", False)
+        )
     if args.config is None:
         if not getattr(args, "env", None):
             raise ConfigError("CONFIG: give a config file, or --env ENV_ID to derive a config from the env")
-        return build_config_for_env(args.env, args.overrides, given_flags(args), policy_type=policy_type,
-                                    report=report)
+        return build_config_for_env(args.env, args.overrides, given_flags(args), policy_type=policy_type, report=report)
     overrides = list(args.overrides) + ([f"policy_type={policy_type!r}"] if policy_type else [])
     return build_config(args.config, overrides, given_flags(args), report=report)
 
@@ -118,4 +137,3 @@ def _config_of_run(resume: str, overrides, flags, *, allow_imports: bool = False
     from lz_tune.lightzero.flags import flag_updates
 
     return config_of_run(resume, overrides, flag_updates(flags), allow_imports=allow_imports)
-

@@ -20,15 +20,20 @@ __all__ = ["add_parser", "run", "describe_config"]
 
 def add_parser(sub, *, epilog: str) -> argparse.ArgumentParser:
     """The ``config`` sub-command's parser (``epilog``: the zoo list)."""
-    p = sub.add_parser("config", help="print every config field: value, type, default and its documentation",
-                       description="Print every field of a zoo config (dotted key) after the overrides, with\nits "
-                                   "type, its default and its documentation, grouped by section.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
+    p = sub.add_parser(
+        "config",
+        help="print every config field: value, type, default and its documentation",
+        description="Print every field of a zoo config (dotted key) after the overrides, with\nits "
+        "type, its default and its documentation, grouped by section.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog,
+    )
     p.add_argument("config", nargs="?", default=None, help=CONFIG_HELP)
     p.add_argument("--policy-type", default=None, metavar="TYPE", help=POLICY_TYPE_HELP)
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. mcts.num_simulations=7")
-    p.add_argument("--changed", action="store_true",
-                   help="only the fields whose value differs from the dataclass default")
+    p.add_argument(
+        "--changed", action="store_true", help="only the fields whose value differs from the dataclass default"
+    )
     from lz_tune.lightzero.flags import add_reference_flags
 
     add_reference_flags(p, seed_and_async=True)  # as train takes them
@@ -48,8 +53,13 @@ def _field_docs(cls: type) -> dict[str, str]:
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
     for stmt, nxt in zip(body, body[1:]):
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr) \
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             docs[stmt.target.id] = inspect.cleandoc(nxt.value.value)
     return docs
 
@@ -87,10 +97,21 @@ def describe_config(cfg: Any) -> list[dict[str, Any]]:
         for f in dataclasses.fields(obj):
             if f.name not in names:
                 continue
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-            rows.append({"section": section, "key": prefix + f.name, "value": getattr(obj, f.name),
-                         "type": _type_text(hints[f.name]), "default": default, "doc": docs.get(f.name, "")})
+            default = (
+                f.default
+                if f.default is not dataclasses.MISSING
+                else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            )  # type: ignore[misc]
+            rows.append(
+                {
+                    "section": section,
+                    "key": prefix + f.name,
+                    "value": getattr(obj, f.name),
+                    "type": _type_text(hints[f.name]),
+                    "default": default,
+                    "doc": docs.get(f.name, ""),
+                }
+            )
     return rows
 
 
@@ -125,9 +146,13 @@ def _print_config(args: argparse.Namespace, cfg: Any, rows: list[dict[str, Any]]
     section_docs = _section_docs(cfg)
     shown = [r for r in rows if not args.changed or r["value"] != r["default"]]
     source = args.config if args.config is not None else f"derived from --env {args.env}"
-    print(f"# {source}" + (f" with {' '.join(args.overrides)}" if args.overrides else "")
-          + f": {len(shown)} of {len(rows)} fields" + (" (changed from the defaults)" if args.changed else "")
-          + "; '*' marks a value that differs from the default")
+    print(
+        f"# {source}"
+        + (f" with {' '.join(args.overrides)}" if args.overrides else "")
+        + f": {len(shown)} of {len(rows)} fields"
+        + (" (changed from the defaults)" if args.changed else "")
+        + "; '*' marks a value that differs from the default"
+    )
     current = None
     for r in shown:
         if r["section"] != current:

@@ -34,8 +34,9 @@ __all__ = ["main", "build_parser", "run_as_process"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m lz_tune``: train, tune, evaluate, config, verify; the zoo list in --help."""
-    parser = argparse.ArgumentParser(prog="python -m lz_tune",
-                                     description="Train MuZero-family agents (sync or async on Ray).")
+    parser = argparse.ArgumentParser(
+        prog="python -m lz_tune", description="Train MuZero-family agents (sync or async on Ray)."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     epilog = zoo_epilog()
     for p in (parser, train_command.add_parser(sub)):
@@ -58,8 +59,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = list(args.overrides) + extra
-    commands = {"train": train_command, "tune": tune_command, "evaluate": evaluate_command,
-                "config": config_command, "verify": verify_command}
+    commands = {
+        "train": train_command,
+        "tune": tune_command,
+        "evaluate": evaluate_command,
+        "config": config_command,
+        "verify": verify_command,
+    }
     try:
         return commands[args.command].run(args)
     except KeyboardInterrupt:  # while starting (imports, env probe): nothing to close yet

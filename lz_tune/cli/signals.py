@@ -52,6 +52,7 @@ class SignalGuard:
     def install(self) -> None:
         """SIGTERM raises :class:`Terminated`, SIGINT KeyboardInterrupt; both are recorded, and a
         KeyboardInterrupt swallowed inside a C callback prints no traceback. Main thread only."""
+
         def on_term(signum, frame):
             self.sigterm_seen = self.signal_seen = True
             raise Terminated()
@@ -126,6 +127,7 @@ class SignalGuard:
         """After the command's close: a SIGTERM / Ctrl-C during the teardown that follows ends the
         process at once with ``code`` (or 143 / 130 after a clean run), rather than with the default
         handler's raw signal status or a traceback from a half-torn-down interpreter."""
+
         def exit_now(signum, frame):
             flush_streams()
             os._exit(code if code else (143 if signum == signal.SIGTERM else 130))

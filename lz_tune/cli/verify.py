@@ -26,9 +26,14 @@ __all__ = ["add_parser", "run", "verify_checkpoint", "checkpoints_in"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("verify", help="check every checkpoint, manifest and chunk of a run or trial",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("path", metavar="PATH", help="train run folder, Tune trial or checkpoint folder, or a checkpoint file")
+    p = sub.add_parser(
+        "verify",
+        help="check every checkpoint, manifest and chunk of a run or trial",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument(
+        "path", metavar="PATH", help="train run folder, Tune trial or checkpoint folder, or a checkpoint file"
+    )
     return p
 
 
@@ -49,7 +54,7 @@ def checkpoints_in(path: str) -> list[Path]:
 
 
 def verify_checkpoint(path: Path) -> str:
-    """"" when the checkpoint file and its replay buffer verify, else what is wrong."""
+    """ "" when the checkpoint file and its replay buffer verify, else what is wrong."""
     from lz_tune.buffer.chunk_store import ChunkError
     from lz_tune.buffer.snapshot import ManifestError, read_manifest, read_state, state_digest
     from lz_tune.checkpoint import CheckpointError, load_checkpoint
@@ -78,8 +83,11 @@ def verify_checkpoint(path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     files = checkpoints_in(args.path)
     if not files:
-        print(f"error: {args.path}: no checkpoint found (a run folder's ckpt/, a Tune trial's checkpoint_*/, or a "
-              f"checkpoint file)", flush=True)
+        print(
+            f"error: {args.path}: no checkpoint found (a run folder's ckpt/, a Tune trial's checkpoint_*/, or a "
+            f"checkpoint file)",
+            flush=True,
+        )
         return 2
     good = []
     for file in files:

@@ -48,8 +48,9 @@ def atari_action_space_size(game: str, *, full_action_space: bool) -> int:
     return len(actions)
 
 
-def make_ale_vector_env(env_id: str, num_envs: int, options: AtariOptions, *, num_threads: int | None = None,
-                        screen: bool = False):
+def make_ale_vector_env(
+    env_id: str, num_envs: int, options: AtariOptions, *, num_threads: int | None = None, screen: bool = False
+):
     """The ``ale_py`` vector env behind :class:`AtariVectorEnv` (module docstring: same-step
     autoreset, one frame per step, no episodic life, no reward clipping): the game, action set,
     sticky actions, no-op starts, fire reset, frame skip and frame cap of ``env_id`` and
@@ -69,8 +70,9 @@ def make_ale_vector_env(env_id: str, num_envs: int, options: AtariOptions, *, nu
         height, width = ale.getScreenDims()
         image = dict(img_height=int(height), img_width=int(width), grayscale=False, maxpool=False)
     else:
-        image = dict(img_height=options.image_size, img_width=options.image_size, grayscale=options.grayscale,
-                     maxpool=True)
+        image = dict(
+            img_height=options.image_size, img_width=options.image_size, grayscale=options.grayscale, maxpool=True
+        )
     return AleVectorEnv(
         resolved.atari_game,
         num_envs,

@@ -147,7 +147,5 @@ class VectorEnv(abc.ABC):
         if not np.issubdtype(actions.dtype, np.integer):
             raise ValueError(f"actions must be integers, got dtype {actions.dtype}")
         if actions.size and (actions.min() < 0 or actions.max() >= self.action_space_size):
-            raise ValueError(
-                f"actions must lie in [0, {self.action_space_size}), got {actions.tolist()}"
-            )
+            raise ValueError(f"actions must lie in [0, {self.action_space_size}), got {actions.tolist()}")
         return actions.astype(np.int64, copy=False)

@@ -51,9 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rgb", action="store_true", help="RGB frames instead of grayscale")
     parser.add_argument("--mode", choices=("collect", "eval"), default="collect")
     args = parser.parse_args(argv)
-    atari = AtariOptions(
-        num_threads=args.num_threads, image_size=args.image_size, grayscale=not args.rgb
-    )
+    atari = AtariOptions(num_threads=args.num_threads, image_size=args.image_size, grayscale=not args.rgb)
     rate = measure_steps_per_second(
         env_id=args.env_id, num_envs=args.num_envs, steps=args.steps, mode=args.mode, atari=atari
     )

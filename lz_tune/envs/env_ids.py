@@ -69,8 +69,10 @@ def _register_ale(*, needed: bool = True) -> None:
         import ale_py
     except Exception as e:  # missing, or a broken install (an ImportError of its compiled part)
         if needed:
-            raise ValueError(f"Atari ids need ale-py (the emulator, with its ROMs), which does not import here "
-                             f"({type(e).__name__}: {e}); pip install 'ale-py>=0.11'") from e
+            raise ValueError(
+                f"Atari ids need ale-py (the emulator, with its ROMs), which does not import here "
+                f"({type(e).__name__}: {e}); pip install 'ale-py>=0.11'"
+            ) from e
         return
     gymnasium.register_envs(ale_py)
     _ale_registered = True
@@ -91,8 +93,10 @@ def _register_minatar(env_id: str) -> None:
     try:
         import minatar.gym
     except ImportError as e:
-        raise ValueError(f"env id {env_id!r} needs the MinAtar package, which is not installed here: "
-                         f"pip install minatar (or the project's extra: pip install -e \".[minatar]\"); {e}") from e
+        raise ValueError(
+            f"env id {env_id!r} needs the MinAtar package, which is not installed here: "
+            f'pip install minatar (or the project\'s extra: pip install -e ".[minatar]"); {e}'
+        ) from e
     minatar.gym.register_envs()
 
 
@@ -105,8 +109,10 @@ def _unknown_id_error(env_id: str) -> ValueError:
         if close
         else "gymnasium.pprint_registry() lists the known ids."
     )
-    return ValueError(f"unknown env id {env_id!r}: {hint} (an env that a function of yours registers: name it in "
-                      f"env.import_modules, e.g. env.import_modules=('my_package.envs:register',))")
+    return ValueError(
+        f"unknown env id {env_id!r}: {hint} (an env that a function of yours registers: name it in "
+        f"env.import_modules, e.g. env.import_modules=('my_package.envs:register',))"
+    )
 
 
 def resolve_env_id(env_id: str) -> ResolvedEnvId:
@@ -140,7 +146,6 @@ def resolve_env_id(env_id: str) -> ResolvedEnvId:
     is_atari = spec.namespace == "ALE" or spec.entry_point == ALE_ENTRY_POINT
     if is_atari and spec.kwargs.get("obs_type", "rgb") != "rgb":
         raise ValueError(
-            f"env id {name!r} has obs_type={spec.kwargs['obs_type']!r}; "
-            "only image (rgb) Atari envs are supported"
+            f"env id {name!r} has obs_type={spec.kwargs['obs_type']!r}; only image (rgb) Atari envs are supported"
         )
     return ResolvedEnvId(env_id=name, spec=spec, is_atari=is_atari)

@@ -105,18 +105,21 @@ def make_vector_env(
     check_mode(mode)
     if is_openspiel_id(env_id):
         _check_openspiel_action_repeat(env_id, action_repeat)
-        return OpenSpielVectorEnv(env_id=env_id, num_envs=num_envs, seed=seed, mode=mode, planes=openspiel_planes,
-                                  opponent=opponent, frame_stack=1 if frame_stack is None else frame_stack,
-                                  max_episode_steps=max_episode_steps)
+        return OpenSpielVectorEnv(
+            env_id=env_id,
+            num_envs=num_envs,
+            seed=seed,
+            mode=mode,
+            planes=openspiel_planes,
+            opponent=opponent,
+            frame_stack=1 if frame_stack is None else frame_stack,
+            max_episode_steps=max_episode_steps,
+        )
     resolved = resolve_env_id(env_id)
     _check_action_repeat(resolved, action_repeat)
     if resolved.is_atari:
-        options = atari_options_for(
-            atari, frame_stack=frame_stack, max_episode_steps=max_episode_steps
-        )
-        return AtariVectorEnv(
-            env_id=resolved.env_id, num_envs=num_envs, mode=mode, options=options, seed=seed
-        )
+        options = atari_options_for(atari, frame_stack=frame_stack, max_episode_steps=max_episode_steps)
+        return AtariVectorEnv(env_id=resolved.env_id, num_envs=num_envs, mode=mode, options=options, seed=seed)
     if resolved.is_game_2048:
         return Game2048VectorEnv(
             num_envs=num_envs,
@@ -146,8 +149,10 @@ def _check_action_repeat(resolved, action_repeat: int) -> None:
 
 def _check_openspiel_action_repeat(env_id: str, action_repeat: int) -> None:
     if action_repeat != 1:
-        raise ValueError(f"env.action_repeat={action_repeat} is for gymnasium envs; env {env_id!r} is a board game "
-                         "(one move per step)")
+        raise ValueError(
+            f"env.action_repeat={action_repeat} is for gymnasium envs; env {env_id!r} is a board game "
+            "(one move per step)"
+        )
 
 
 def probe_env_spec(
@@ -176,12 +181,15 @@ def probe_env_spec(
     if resolved.is_atari:
         options = atari_options_for(atari, frame_stack=frame_stack)
         try:
-            action_space_size = atari_action_space_size(resolved.atari_game,
-                                                        full_action_space=resolved.atari_full_action_space)
+            action_space_size = atari_action_space_size(
+                resolved.atari_game, full_action_space=resolved.atari_full_action_space
+            )
         except Exception as e:  # a ROM that is missing or does not load, a broken ale-py
-            raise ValueError(f"{env_id}: the Atari ROM {resolved.atari_game!r} does not load here "
-                             f"({type(e).__name__}: {e}); reinstall ale-py (pip install --force-reinstall "
-                             f"'ale-py>=0.11'), which ships the ROMs") from e
+            raise ValueError(
+                f"{env_id}: the Atari ROM {resolved.atari_game!r} does not load here "
+                f"({type(e).__name__}: {e}); reinstall ale-py (pip install --force-reinstall "
+                f"'ale-py>=0.11'), which ships the ROMs"
+            ) from e
         return EnvSpecInfo(
             observation_shape=options.observation_shape,
             frame_shape=options.frame_shape,
@@ -210,15 +218,24 @@ def probe_env_spec(
         metadata = dict(env.unwrapped.metadata or {})
     finally:
         env.close()
-    fmt = observation_format(resolved.env_id, tuple(observation_space.shape or ()), layout=observation_layout,
-                             flatten=flatten, entry_point=resolved.spec.entry_point, metadata=metadata,
-                             space=observation_space)
+    fmt = observation_format(
+        resolved.env_id,
+        tuple(observation_space.shape or ()),
+        layout=observation_layout,
+        flatten=flatten,
+        entry_point=resolved.spec.entry_point,
+        metadata=metadata,
+        space=observation_space,
+    )
     frame_shape = fmt.frame_shape
     dtype = observation_dtype_of(observation_space)
     if isinstance(action_space, gymnasium.spaces.Box):
-        continuous = dict(action_space_size=1, action_dim=int(action_space.shape[0]),
-                          action_low=tuple(float(x) for x in action_space.low),
-                          action_high=tuple(float(x) for x in action_space.high))
+        continuous = dict(
+            action_space_size=1,
+            action_dim=int(action_space.shape[0]),
+            action_low=tuple(float(x) for x in action_space.low),
+            action_high=tuple(float(x) for x in action_space.high),
+        )
     else:
         continuous = dict(action_space_size=int(action_space.n))
     return EnvSpecInfo(

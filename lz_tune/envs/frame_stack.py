@@ -26,9 +26,7 @@ class FrameStack:
         dtype: dtype of frames and observations.
     """
 
-    def __init__(
-        self, *, num_envs: int, frame_shape: tuple[int, ...], stack: int, dtype: np.dtype
-    ) -> None:
+    def __init__(self, *, num_envs: int, frame_shape: tuple[int, ...], stack: int, dtype: np.dtype) -> None:
         self.observation_shape = stacked_shape(frame_shape, stack)
         self.stack = stack
         self.channels = int(frame_shape[0])

@@ -478,8 +478,10 @@ class Game2048VectorEnv(VectorEnv):
             i = int(np.flatnonzero(~changed)[0])
             a = int(actions[i])
             legal = [ACTION_NAMES[j] for j in np.flatnonzero(self._action_mask[i])]
-            raise ValueError(f"Game2048VectorEnv: env {i}: action {a} ({ACTION_NAMES[a]}) is illegal, it does not "
-                             f"change the board (legal moves: {legal})")
+            raise ValueError(
+                f"Game2048VectorEnv: env {i}: action {a} ({ACTION_NAMES[a]}) is illegal, it does not "
+                f"change the board (legal moves: {legal})"
+            )
         chance_outcome = _outcomes_from_uniforms(afterstates, self._uniforms.take(self._all_envs, 2))
         boards = _place_tiles(afterstates, chance_outcome)
         mask = _legal_moves(boards)

@@ -26,14 +26,15 @@ def check_gym_spaces(env_id: str, env: gymnasium.Env) -> tuple[spaces.Discrete |
         if len(action_space.shape) != 1 or action_space.shape[0] < 1:
             raise ValueError(f"env {env_id!r} has action space {action_space}; Box action spaces must be 1-D")
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ValueError(f"env {env_id!r} has infinite action bounds {action_space}; continuous actions are "
-                             "normalised to [-1, 1] and scaled to the bounds, which must be finite")
+            raise ValueError(
+                f"env {env_id!r} has infinite action bounds {action_space}; continuous actions are "
+                "normalised to [-1, 1] and scaled to the bounds, which must be finite"
+            )
         if not np.all(action_space.high > action_space.low):
             raise ValueError(f"env {env_id!r} has empty action bounds {action_space}")
     elif not isinstance(action_space, spaces.Discrete):
         raise ValueError(
-            f"env {env_id!r} has action space {action_space}; only Discrete and Box action spaces "
-            "are supported"
+            f"env {env_id!r} has action space {action_space}; only Discrete and Box action spaces are supported"
         )
     discrete = discrete_components(observation_space) is not None
     if not discrete and (not isinstance(observation_space, spaces.Box) or len(observation_space.shape) < 1):
@@ -127,9 +128,14 @@ class GymVectorEnv(VectorEnv):
         self.observation_dtype = observation_dtype_of(observation_space)
         try:
             self.observation_format: ObservationFormat = observation_format(
-                env_id, tuple(observation_space.shape or ()), layout=observation_layout, flatten=flatten,
+                env_id,
+                tuple(observation_space.shape or ()),
+                layout=observation_layout,
+                flatten=flatten,
                 entry_point=first.spec.entry_point if first.spec is not None else None,
-                metadata=first.unwrapped.metadata, space=observation_space)
+                metadata=first.unwrapped.metadata,
+                space=observation_space,
+            )
         except BaseException:
             self.close()
             raise
@@ -151,8 +157,10 @@ class GymVectorEnv(VectorEnv):
         """Reset every env, env ``i`` with seed ``seed + i``; returns ``[N, ...]`` batches."""
         self.check_open()
         seed = self.take_seed(seed)
-        frames = np.empty((self.num_envs, *self.observation_format.raw_shape),
-                          dtype=self.observation_format.raw_dtype or self.observation_dtype)
+        frames = np.empty(
+            (self.num_envs, *self.observation_format.raw_shape),
+            dtype=self.observation_format.raw_dtype or self.observation_dtype,
+        )
         for i, env in enumerate(self.gym_envs):
             obs, info = env.reset(seed=None if seed is None else seed + i)
             frames[i] = obs
@@ -165,11 +173,15 @@ class GymVectorEnv(VectorEnv):
         self.check_ready()
         actions = self.check_actions(actions)
         if self.action_dim:
-            scaled = np.clip(self._action_low + (actions.astype(np.float64) + 1.0) * self._action_scale,
-                             self._action_low, self._action_low + 2.0 * self._action_scale).astype(np.float32)
+            scaled = np.clip(
+                self._action_low + (actions.astype(np.float64) + 1.0) * self._action_scale,
+                self._action_low,
+                self._action_low + 2.0 * self._action_scale,
+            ).astype(np.float32)
         n = self.num_envs
-        frames = np.empty((n, *self.observation_format.raw_shape),
-                          dtype=self.observation_format.raw_dtype or self.observation_dtype)
+        frames = np.empty(
+            (n, *self.observation_format.raw_shape), dtype=self.observation_format.raw_dtype or self.observation_dtype
+        )
         final = np.empty_like(frames)
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)

@@ -18,8 +18,15 @@ from typing import Literal, Optional
 
 import numpy as np
 
-__all__ = ["LAYOUTS", "DECLARED_LAYOUTS", "ObservationFormat", "discrete_components", "resolve_observation_layout", "declared_layout",
-           "observation_format"]
+__all__ = [
+    "LAYOUTS",
+    "DECLARED_LAYOUTS",
+    "ObservationFormat",
+    "discrete_components",
+    "resolve_observation_layout",
+    "declared_layout",
+    "observation_format",
+]
 
 Layout = Literal["auto", "chw", "hwc"]
 
@@ -56,8 +63,9 @@ def _looks_like_channels(shape: tuple[int, ...], channel_axis: int) -> bool:
     return h == w and c < h
 
 
-def resolve_observation_layout(env_id: str, shape: tuple[int, ...], requested: str = "auto",
-                               declared: Optional[str] = None) -> tuple[Optional[str], str]:
+def resolve_observation_layout(
+    env_id: str, shape: tuple[int, ...], requested: str = "auto", declared: Optional[str] = None
+) -> tuple[Optional[str], str]:
     """The layout of ``env_id``'s observations of ``shape``, and why.
 
     Returns ``(layout, reason)``: layout ``"chw"`` / ``"hwc"`` for a 3-D observation, None for
@@ -74,8 +82,10 @@ def resolve_observation_layout(env_id: str, shape: tuple[int, ...], requested: s
         raise ValueError(f"env.observation_layout: {requested!r} is not one of {list(LAYOUTS)}")
     if len(shape) != 3:
         if requested != "auto":
-            raise ValueError(f"env.observation_layout={requested!r}: {env_id} gives observations of shape "
-                             f"{tuple(shape)}, not images (a layout is for 3-D observations only); leave it 'auto'")
+            raise ValueError(
+                f"env.observation_layout={requested!r}: {env_id} gives observations of shape "
+                f"{tuple(shape)}, not images (a layout is for 3-D observations only); leave it 'auto'"
+            )
         return None, f"{len(shape)}-D observation, not an image"
     if requested != "auto":
         return requested, "env.observation_layout"
@@ -86,10 +96,12 @@ def resolve_observation_layout(env_id: str, shape: tuple[int, ...], requested: s
         layout = "chw" if chw else "hwc"
         c = shape[0] if chw else shape[2]
         return layout, f"shape {tuple(shape)}: {c} channels on axis {0 if chw else 2}"
-    raise ValueError(f"env.observation_layout: {env_id} gives observations of shape {tuple(shape)}, which "
-                     f"could be channels-first [C, H, W] or channels-last [H, W, C] "
-                     f"({'both fit' if chw else 'neither fits a clear rule'}); set env.observation_layout=chw "
-                     f"or env.observation_layout=hwc")
+    raise ValueError(
+        f"env.observation_layout: {env_id} gives observations of shape {tuple(shape)}, which "
+        f"could be channels-first [C, H, W] or channels-last [H, W, C] "
+        f"({'both fit' if chw else 'neither fits a clear rule'}); set env.observation_layout=chw "
+        f"or env.observation_layout=hwc"
+    )
 
 
 def discrete_components(space: object) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -159,7 +171,9 @@ class ObservationFormat:
             index = frames.reshape(frames.shape[0], -1) - np.asarray(self.one_hot_starts)
             sizes = np.asarray(self.one_hot_sizes)
             if (index < 0).any() or (index >= sizes).any():
-                raise ValueError(f"observation {frames.tolist()} outside the discrete space's sizes {self.one_hot_sizes}")
+                raise ValueError(
+                    f"observation {frames.tolist()} outside the discrete space's sizes {self.one_hot_sizes}"
+                )
             out = np.zeros((frames.shape[0], int(sizes.sum())), np.float32)
             offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             out[np.arange(frames.shape[0])[:, None], offsets + index] = 1.0
@@ -169,9 +183,16 @@ class ObservationFormat:
         return np.ascontiguousarray(frames).reshape(frames.shape[0], *self.frame_shape)
 
 
-def observation_format(env_id: str, raw_shape: tuple[int, ...], *, layout: str = "auto",
-                       flatten: Optional[bool] = None, entry_point: object = None,
-                       metadata: Optional[dict] = None, space: object = None) -> ObservationFormat:
+def observation_format(
+    env_id: str,
+    raw_shape: tuple[int, ...],
+    *,
+    layout: str = "auto",
+    flatten: Optional[bool] = None,
+    entry_point: object = None,
+    metadata: Optional[dict] = None,
+    space: object = None,
+) -> ObservationFormat:
     """The :class:`ObservationFormat` of an env.
 
     Args:
@@ -188,10 +209,16 @@ def observation_format(env_id: str, raw_shape: tuple[int, ...], *, layout: str =
     parts = discrete_components(space) if space is not None else None
     if parts is not None:
         if layout != "auto":
-            raise ValueError(f"env.observation_layout={layout!r}: {env_id} has discrete observations {space}, "
-                             "not images; leave it 'auto'")
-        return ObservationFormat(raw_shape=(len(parts[0]),), one_hot_sizes=parts[0], one_hot_starts=parts[1],
-                                 reason=f"discrete observations {space}, one-hot")
+            raise ValueError(
+                f"env.observation_layout={layout!r}: {env_id} has discrete observations {space}, "
+                "not images; leave it 'auto'"
+            )
+        return ObservationFormat(
+            raw_shape=(len(parts[0]),),
+            one_hot_sizes=parts[0],
+            one_hot_starts=parts[1],
+            reason=f"discrete observations {space}, one-hot",
+        )
     declared = declared_layout(entry_point, metadata) if len(raw_shape) == 3 else None
     try:
         resolved, reason = resolve_observation_layout(env_id, tuple(raw_shape), layout, declared)
@@ -202,5 +229,6 @@ def observation_format(env_id: str, raw_shape: tuple[int, ...], *, layout: str =
         resolved, reason = None, f"shape {tuple(raw_shape)} flattened as the env gives it"
     if flatten is None:
         flatten = len(raw_shape) not in (1, 3)
-    return ObservationFormat(raw_shape=tuple(int(d) for d in raw_shape), layout=resolved, flatten=bool(flatten),
-                             reason=reason)
+    return ObservationFormat(
+        raw_shape=tuple(int(d) for d in raw_shape), layout=resolved, flatten=bool(flatten), reason=reason
+    )

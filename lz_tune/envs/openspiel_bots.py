@@ -86,10 +86,11 @@ class MCTSOpponent:
         import pyspiel
 
         o = self._options
-        seed = int(seed) % (2 ** 31 - 1)
+        seed = int(seed) % (2**31 - 1)
         evaluator = pyspiel.RandomRolloutEvaluator(o.mcts_rollouts, seed)
-        self._bot = pyspiel.MCTSBot(self._game, evaluator, float(o.mcts_uct_c), int(o.mcts_simulations),
-                                    _MCTS_MEMORY_MB, True, seed + 1, False)
+        self._bot = pyspiel.MCTSBot(
+            self._game, evaluator, float(o.mcts_uct_c), int(o.mcts_simulations), _MCTS_MEMORY_MB, True, seed + 1, False
+        )
 
     def choose(self, state: Any) -> int:
         return int(self._bot.step(state))

@@ -62,8 +62,13 @@ class OpenSpielEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
 
-    def __init__(self, game: str, opponent: Optional[dict[str, Any]] = None, planes: bool = False,
-                 render_mode: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        game: str,
+        opponent: Optional[dict[str, Any]] = None,
+        planes: bool = False,
+        render_mode: Optional[str] = None,
+    ) -> None:
         env_id = game if game.startswith(OPENSPIEL_PREFIX) else OPENSPIEL_PREFIX + game
         self.info = load_openspiel_game(env_id)
         self.planes = bool(planes)
@@ -74,8 +79,7 @@ class OpenSpielEnv(gymnasium.Env):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
         self.opponent_options = None if opponent is None else OpponentOptions(**opponent)
-        self._opponent = (None if self.opponent_options is None
-                          else make_opponent(self.info.game, self.opponent_options))
+        self._opponent = None if self.opponent_options is None else make_opponent(self.info.game, self.opponent_options)
         self._state: Any = None
         self._seat = 0
         self._first_seat = 0
@@ -107,7 +111,7 @@ class OpenSpielEnv(gymnasium.Env):
         self._games_since_seed += 1
         self._state = self.info.game.new_initial_state()
         if self._opponent is not None:
-            self._opponent.new_game(int(self.np_random.integers(0, 2 ** 31 - 1)))
+            self._opponent.new_game(int(self.np_random.integers(0, 2**31 - 1)))
             self._play_opponent()
             if self._state.is_terminal():
                 raise RuntimeError(f"{self.info.env_id}: the game ended before the agent's first move")
@@ -120,8 +124,9 @@ class OpenSpielEnv(gymnasium.Env):
         action = int(action)
         mover = state.current_player()
         if action not in state.legal_actions():
-            raise ValueError(f"{self.info.env_id}: action {action} is illegal for player {mover} "
-                             f"(legal: {state.legal_actions()})")
+            raise ValueError(
+                f"{self.info.env_id}: action {action} is illegal for player {mover} (legal: {state.legal_actions()})"
+            )
         view = mover if self._opponent is None else self._seat
         state.apply_action(action)
         reward = float(state.rewards()[view])
@@ -136,8 +141,9 @@ class OpenSpielEnv(gymnasium.Env):
             return text
         if self.render_mode == "rgb_array":  # one frame size per game: board lines + a status line
             board = text.split("\n")
-            return render_text(f"{text}\n{self._status()}", columns=max(_STATUS_WIDTH, *map(len, board)),
-                               rows=len(board) + 1)
+            return render_text(
+                f"{text}\n{self._status()}", columns=max(_STATUS_WIDTH, *map(len, board)), rows=len(board) + 1
+            )
         return None
 
     # -------------------------------------------------------------------------- internals
@@ -195,16 +201,30 @@ class OpenSpielVectorEnv(GymVectorEnv):
     is the first player's return in self-play, the agent's against a bot.
     """
 
-    def __init__(self, *, env_id: str, num_envs: int, seed: Optional[int], mode: str, planes: bool = False,
-                 opponent: Optional[OpponentOptions] = None, frame_stack: int = 1,
-                 max_episode_steps: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        *,
+        env_id: str,
+        num_envs: int,
+        seed: Optional[int],
+        mode: str,
+        planes: bool = False,
+        opponent: Optional[OpponentOptions] = None,
+        frame_stack: int = 1,
+        max_episode_steps: Optional[int] = None,
+    ) -> None:
         info = load_openspiel_game(env_id)  # a bad or unsupported game fails here, before any env exists
         info.observation_shape(planes)
         self.against_bot = mode == "eval"
         bot = dataclasses.asdict(opponent or OpponentOptions()) if self.against_bot else None
-        super().__init__(env_id=GYM_ID, num_envs=num_envs, seed=seed, frame_stack=frame_stack,
-                         max_episode_steps=max_episode_steps,
-                         make_kwargs={"game": info.game_string, "opponent": bot, "planes": planes})
+        super().__init__(
+            env_id=GYM_ID,
+            num_envs=num_envs,
+            seed=seed,
+            frame_stack=frame_stack,
+            max_episode_steps=max_episode_steps,
+            make_kwargs={"game": info.game_string, "opponent": bot, "planes": planes},
+        )
         self.env_id = env_id
         self.game_info = info
 
@@ -233,6 +253,12 @@ def probe_openspiel(env_id: str, *, frame_stack: int = 1, planes: bool = False) 
         raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
     info = load_openspiel_game(env_id)
     frame_shape = info.observation_shape(planes)
-    return EnvSpecInfo(observation_shape=stacked_shape(frame_shape, frame_stack), frame_shape=frame_shape,
-                       frame_stack=frame_stack, action_space_size=info.num_actions, is_atari=False,
-                       observation_dtype=np.dtype(np.float32), num_players=NUM_PLAYERS)
+    return EnvSpecInfo(
+        observation_shape=stacked_shape(frame_shape, frame_stack),
+        frame_shape=frame_shape,
+        frame_stack=frame_stack,
+        action_space_size=info.num_actions,
+        is_atari=False,
+        observation_dtype=np.dtype(np.float32),
+        num_players=NUM_PLAYERS,
+    )

@@ -29,8 +29,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OPENSPIEL_PREFIX", "OpenSpielGameInfo", "is_openspiel_id", "load_openspiel_game", "encode_observation",
-           "observation_shape", "NUM_PLAYERS"]
+__all__ = [
+    "OPENSPIEL_PREFIX",
+    "OpenSpielGameInfo",
+    "is_openspiel_id",
+    "load_openspiel_game",
+    "encode_observation",
+    "observation_shape",
+    "NUM_PLAYERS",
+]
 
 OPENSPIEL_PREFIX = "openspiel:"
 """Env ids that start with this name an OpenSpiel game (``openspiel:tic_tac_toe``)."""
@@ -51,8 +58,10 @@ def import_pyspiel() -> Any:
     try:
         import pyspiel
     except ImportError as e:
-        raise ValueError("openspiel:* env ids need OpenSpiel, which is not installed: "
-                         f'pip install -e ".[games]" (the open_spiel wheel) ({e})') from None
+        raise ValueError(
+            "openspiel:* env ids need OpenSpiel, which is not installed: "
+            f'pip install -e ".[games]" (the open_spiel wheel) ({e})'
+        ) from None
     return pyspiel
 
 
@@ -90,8 +99,10 @@ def observation_shape(tensor_shape: tuple[int, ...], planes: bool) -> tuple[int,
         return (1 + NUM_PLAYERS, *tensor_shape)
     if len(tensor_shape) == 3:
         return (tensor_shape[0] + NUM_PLAYERS, *tensor_shape[1:])
-    raise ValueError(f"env.openspiel_planes: the game's observation tensor has shape {tuple(tensor_shape)}, "
-                     "not [H, W] or [C, H, W] planes; use env.openspiel_planes=False")
+    raise ValueError(
+        f"env.openspiel_planes: the game's observation tensor has shape {tuple(tensor_shape)}, "
+        "not [H, W] or [C, H, W] planes; use env.openspiel_planes=False"
+    )
 
 
 def encode_observation(state: Any, player: int, tensor_shape: tuple[int, ...], planes: bool) -> np.ndarray:
@@ -100,20 +111,22 @@ def encode_observation(state: Any, player: int, tensor_shape: tuple[int, ...], p
     tensor = np.asarray(state.observation_tensor(player), dtype=np.float32)
     if not planes:
         out = np.zeros(tensor.size + NUM_PLAYERS, np.float32)
-        out[:tensor.size] = tensor
+        out[: tensor.size] = tensor
         out[tensor.size + player] = 1.0
         return out
     board = tensor.reshape((1, *tensor_shape) if len(tensor_shape) == 2 else tensor_shape)
     out = np.zeros((board.shape[0] + NUM_PLAYERS, *board.shape[1:]), np.float32)
-    out[:board.shape[0]] = board
+    out[: board.shape[0]] = board
     out[board.shape[0] + player] = 1.0
     return out
 
 
 def _refuse(env_id: str, why: str) -> ValueError:
-    return ValueError(f"env id {env_id!r}: {why}; lz_tune serves two-player zero-sum OpenSpiel games with "
-                      "sequential moves, perfect information, no chance nodes and an observation tensor "
-                      "(e.g. openspiel:tic_tac_toe, openspiel:connect_four)")
+    return ValueError(
+        f"env id {env_id!r}: {why}; lz_tune serves two-player zero-sum OpenSpiel games with "
+        "sequential moves, perfect information, no chance nodes and an observation tensor "
+        "(e.g. openspiel:tic_tac_toe, openspiel:connect_four)"
+    )
 
 
 def load_openspiel_game(env_id: str) -> OpenSpielGameInfo:
@@ -125,7 +138,7 @@ def load_openspiel_game(env_id: str) -> OpenSpielGameInfo:
     """
     if not is_openspiel_id(env_id):
         raise ValueError(f"env id {env_id!r} does not start with {OPENSPIEL_PREFIX!r}")
-    game_string = env_id[len(OPENSPIEL_PREFIX):].strip()
+    game_string = env_id[len(OPENSPIEL_PREFIX) :].strip()
     match = _GAME_NAME.match(game_string)
     if not match:
         raise ValueError(f"env id {env_id!r}: expected openspiel:<game> or openspiel:<game>(param=value,...)")
@@ -134,14 +147,18 @@ def load_openspiel_game(env_id: str) -> OpenSpielGameInfo:
     names = list(pyspiel.registered_names())
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-        hint = ("did you mean " + ", ".join(f"'openspiel:{c}'" for c in close) + "?" if close
-                else "pyspiel.registered_names() lists the games")
+        hint = (
+            "did you mean " + ", ".join(f"'openspiel:{c}'" for c in close) + "?"
+            if close
+            else "pyspiel.registered_names() lists the games"
+        )
         raise ValueError(f"env id {env_id!r}: unknown OpenSpiel game {name!r}; {hint}")
     try:
         game = pyspiel.load_game(game_string)
     except pyspiel.SpielError as e:
-        raise ValueError(f"env id {env_id!r}: OpenSpiel cannot load {game_string!r}: "
-                         f"{str(e).splitlines()[0]}") from None
+        raise ValueError(
+            f"env id {env_id!r}: OpenSpiel cannot load {game_string!r}: {str(e).splitlines()[0]}"
+        ) from None
     kind = game.get_type()
     GameType = pyspiel.GameType
     if game.num_players() != NUM_PLAYERS:
@@ -151,12 +168,20 @@ def load_openspiel_game(env_id: str) -> OpenSpielGameInfo:
     if kind.information != GameType.Information.PERFECT_INFORMATION:
         raise _refuse(env_id, f"{name} has imperfect information ({kind.information.name})")
     if kind.chance_mode != GameType.ChanceMode.DETERMINISTIC:
-        raise _refuse(env_id, f"{name} has chance nodes ({kind.chance_mode.name}); no policy type here plans over "
-                              "chance outcomes in a two-player game")
+        raise _refuse(
+            env_id,
+            f"{name} has chance nodes ({kind.chance_mode.name}); no policy type here plans over "
+            "chance outcomes in a two-player game",
+        )
     if kind.utility != GameType.Utility.ZERO_SUM:
         raise _refuse(env_id, f"{name} is not zero-sum ({kind.utility.name}); the search's sign flip needs it")
     if not kind.provides_observation_tensor:
         raise _refuse(env_id, f"{name} provides no observation tensor")
-    return OpenSpielGameInfo(env_id=env_id, game_string=game_string, game=game,
-                             tensor_shape=tuple(int(d) for d in game.observation_tensor_shape()),
-                             num_actions=int(game.num_distinct_actions()), max_game_length=int(game.max_game_length()))
+    return OpenSpielGameInfo(
+        env_id=env_id,
+        game_string=game_string,
+        game=game,
+        tensor_shape=tuple(int(d) for d in game.observation_tensor_shape()),
+        num_actions=int(game.num_distinct_actions()),
+        max_game_length=int(game.max_game_length()),
+    )

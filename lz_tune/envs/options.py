@@ -67,13 +67,10 @@ class AtariOptions:
             raise ValueError(f"AtariOptions.noop_max must be >= 0, got {self.noop_max}")
         if not 0.0 <= self.repeat_action_probability <= 1.0:
             raise ValueError(
-                "AtariOptions.repeat_action_probability must be in [0, 1], "
-                f"got {self.repeat_action_probability}"
+                f"AtariOptions.repeat_action_probability must be in [0, 1], got {self.repeat_action_probability}"
             )
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
-            raise ValueError(
-                f"AtariOptions.max_episode_steps must be >= 1 or None, got {self.max_episode_steps}"
-            )
+            raise ValueError(f"AtariOptions.max_episode_steps must be >= 1 or None, got {self.max_episode_steps}")
         if self.num_threads < 0:
             raise ValueError(f"AtariOptions.num_threads must be >= 0, got {self.num_threads}")
 

@@ -25,8 +25,18 @@ import numpy as np
 from lz_tune.envs.atari_vector import AtariVectorEnv, make_ale_vector_env
 from lz_tune.envs.gym_vector import GymVectorEnv
 
-__all__ = ["RenderError", "FrameRecorder", "EpisodeFrames", "GymScreenRecorder", "RenderOnStep",
-           "AtariScreenRecorder", "full_screen_mirror", "screen_recorder", "write_gif", "as_image"]
+__all__ = [
+    "RenderError",
+    "FrameRecorder",
+    "EpisodeFrames",
+    "GymScreenRecorder",
+    "RenderOnStep",
+    "AtariScreenRecorder",
+    "full_screen_mirror",
+    "screen_recorder",
+    "write_gif",
+    "as_image",
+]
 
 
 class RenderError(ValueError):
@@ -82,8 +92,10 @@ def screen_recorder(env: Any, max_frames: int, seed: Optional[int]) -> Any:
         return AtariScreenRecorder(env, max_frames)
     if isinstance(env, GymVectorEnv):
         return GymScreenRecorder(env, max_frames, seed)
-    raise RenderError(f"render: env {getattr(env, 'env_id', type(env).__name__)!r} ({type(env).__name__}) "
-                      "has no RGB rendering; only gymnasium envs and Atari can be recorded")
+    raise RenderError(
+        f"render: env {getattr(env, 'env_id', type(env).__name__)!r} ({type(env).__name__}) "
+        "has no RGB rendering; only gymnasium envs and Atari can be recorded"
+    )
 
 
 class EpisodeFrames:
@@ -128,16 +140,18 @@ class GymScreenRecorder(EpisodeFrames):
         try:
             renderable = gymnasium.make(inner[0].spec, render_mode="rgb_array")
         except Exception as e:  # noqa: BLE001 - gymnasium raises many kinds
-            raise RenderError(f"render: {env.env_id} cannot be made with render_mode='rgb_array' "
-                              f"({type(e).__name__}: {e})") from None
+            raise RenderError(
+                f"render: {env.env_id} cannot be made with render_mode='rgb_array' ({type(e).__name__}: {e})"
+            ) from None
         try:  # a first frame now, so that a missing renderer fails before any episode is played
             renderable.reset(seed=seed)
             probe = renderable.render()
         except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
             renderable.close()
             hint = "" if "pip install" in str(e) else '; classic control: pip install "gymnasium[classic-control]"'
-            raise RenderError(f"render: rendering {env.env_id} needs a package that is not installed: {e}{hint}") \
-                from None
+            raise RenderError(
+                f"render: rendering {env.env_id} needs a package that is not installed: {e}{hint}"
+            ) from None
         except Exception as e:  # noqa: BLE001 - e.g. MuJoCo without an OpenGL context (set MUJOCO_GL=egl)
             renderable.close()
             raise RenderError(f"render: {env.env_id} cannot render ({type(e).__name__}: {e})") from None
@@ -227,9 +241,11 @@ class AtariScreenRecorder(EpisodeFrames):
             ended = bool(terminated[0] or truncated[0])
             if float(reward[0]) != float(res.reward[0]) or ended != bool(res.real_episode_end[0]):
                 self._close_mirror()
-                raise RuntimeError(f"render: the mirrored game of {self.env.env_id} left env 0's game at step "
-                                   f"{len(self.frames)} (reward {reward[0]} vs {res.reward[0]}, end {ended} vs "
-                                   f"{bool(res.real_episode_end[0])})")
+                raise RuntimeError(
+                    f"render: the mirrored game of {self.env.env_id} left env 0's game at step "
+                    f"{len(self.frames)} (reward {reward[0]} vs {res.reward[0]}, end {ended} vs "
+                    f"{bool(res.real_episode_end[0])})"
+                )
             self.keep((info["final_obs"] if ended and "final_obs" in info else obs)[0, -1])
             self.stepped(float(reward[0]), ended)
             if ended:
@@ -295,8 +311,7 @@ def write_gif(frames: Any, path: str | os.PathLike, *, fps: float) -> Path:
             header, _ = GifImagePlugin.getheader(paletted(frames[0]), info={"loop": 0})
             f.write(b"".join(header))
             for frame in frames:
-                f.write(b"".join(GifImagePlugin.getdata(paletted(frame), duration=delay_ms,
-                                                         include_color_table=True)))
+                f.write(b"".join(GifImagePlugin.getdata(paletted(frame), duration=delay_ms, include_color_table=True)))
             f.write(b";")  # GIF trailer
         os.replace(tmp, path)
     except BaseException:

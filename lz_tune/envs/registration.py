@@ -34,8 +34,10 @@ def run_env_imports(names: Sequence[str]) -> None:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise ValueError(f"{key}: cannot import {module_name!r} ({e}); is its package installed in this "
-                             "environment (and on every node of a cluster)?") from e
+            raise ValueError(
+                f"{key}: cannot import {module_name!r} ({e}); is its package installed in this "
+                "environment (and on every node of a cluster)?"
+            ) from e
         if function_name:
             function = getattr(module, function_name, None)
             if not callable(function):

@@ -31,8 +31,9 @@ class LightZeroConfigWarning(UserWarning):
     ``report`` function takes its lines."""
 
 
-def load_lightzero_config(path: str, flags: Optional[Mapping[str, Any]] = None, *,
-                          report: Optional[Callable[[str], None]] = None) -> Config:
+def load_lightzero_config(
+    path: str, flags: Optional[Mapping[str, Any]] = None, *, report: Optional[Callable[[str], None]] = None
+) -> Config:
     """The :class:`Config` of the LightZero config file at ``path``.
 
     ``flags``: the reference's flags by argparse dest name (``{"env": "ALE/Pong-v5", "seed": 0,

@@ -22,10 +22,15 @@ from lz_tune.config import AsyncPipelineConfig
 __all__ = ["add_reference_flags", "given_flags", "flag_updates", "ASYNC_FLAG_KEYS"]
 
 #: async_pipeline keys that are flags (``enabled`` is ``--async-pipeline``)
-ASYNC_FLAG_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(AsyncPipelineConfig)
-                                         if f.name != "enabled" and not f.name.startswith("_"))
-_TOP_LEVEL = {"env": "env.env_id", "seed": "seed", "max_env_step": "max_env_step",
-              "async_pipeline": "async_pipeline.enabled"}
+ASYNC_FLAG_KEYS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(AsyncPipelineConfig) if f.name != "enabled" and not f.name.startswith("_")
+)
+_TOP_LEVEL = {
+    "env": "env.env_id",
+    "seed": "seed",
+    "max_env_step": "max_env_step",
+    "async_pipeline": "async_pipeline.enabled",
+}
 
 
 def _bool(text: str) -> bool:
@@ -49,9 +54,11 @@ def add_reference_flags(parser: argparse.ArgumentParser, *, seed_and_async: bool
     """Add the flags to ``parser`` (``seed_and_async``: also ``--seed`` and ``--async-pipeline``,
     for a parser that does not have them yet)."""
     group = parser.add_argument_group(
-        "LightZero's flags", "as LightZero's Atari async configs take them; each is a shorthand for an override "
-                             "(--env X is env.env_id=X, --num-collector-actors N is "
-                             "async_pipeline.num_collector_actors=N)")
+        "LightZero's flags",
+        "as LightZero's Atari async configs take them; each is a shorthand for an override "
+        "(--env X is env.env_id=X, --num-collector-actors N is "
+        "async_pipeline.num_collector_actors=N)",
+    )
     group.add_argument("--env", default=None, metavar="ENV_ID", help="env.env_id (e.g. ALE/Pong-v5)")
     group.add_argument("--max-env-step", type=int, default=None, metavar="N", help="max_env_step")
     if seed_and_async:
@@ -59,8 +66,13 @@ def add_reference_flags(parser: argparse.ArgumentParser, *, seed_and_async: bool
         group.add_argument("--async-pipeline", action="store_true", help="async_pipeline.enabled=True")
     hints = typing.get_type_hints(AsyncPipelineConfig)
     for name in ASYNC_FLAG_KEYS:
-        group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, help=f"async_pipeline.{name}",
-                           **_arg_type(hints[name]))
+        group.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            default=None,
+            help=f"async_pipeline.{name}",
+            **_arg_type(hints[name]),
+        )
 
 
 def given_flags(args: argparse.Namespace) -> dict[str, Any]:

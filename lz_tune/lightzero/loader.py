@@ -48,8 +48,18 @@ __all__ = ["LightZeroFile", "is_lightzero_config", "read_lightzero_file", "REFER
 #: the flags of LightZero's Atari segment / async config scripts that lz-tune takes too (argparse
 #: dest names); their values reach a function config's ``main()`` as its own command line would
 #: pass them
-REFERENCE_FLAGS = ("env", "seed", "max_env_step", "async_pipeline", "num_collector_actors", "max_policy_lag",
-                   "max_train_chunk_steps", "weight_sync_interval", "collector_num_gpus", "evaluator_num_gpus")
+REFERENCE_FLAGS = (
+    "env",
+    "seed",
+    "max_env_step",
+    "async_pipeline",
+    "num_collector_actors",
+    "max_policy_lag",
+    "max_train_chunk_steps",
+    "weight_sync_interval",
+    "collector_num_gpus",
+    "evaluator_num_gpus",
+)
 
 #: main() parameters whose reference flag has another name, for files without a ``__main__`` call
 _PARAM_TO_FLAG = {"env_id": "env", "max_env_step_override": "max_env_step"}
@@ -88,8 +98,12 @@ def is_lightzero_config(path: str) -> bool:
         return False  # the ordinary import reports it
     if any(isinstance(n, ast.FunctionDef) and n.name == "make_config" for n in tree.body):
         return False
-    return any(isinstance(t, ast.Name) and t.id in ("main_config", "create_config")
-               for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets)
+    return any(
+        isinstance(t, ast.Name) and t.id in ("main_config", "create_config")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+    )
 
 
 def read_lightzero_file(path: str, flags: Optional[Mapping[str, Any]] = None) -> LightZeroFile:
@@ -105,14 +119,20 @@ def read_lightzero_file(path: str, flags: Optional[Mapping[str, Any]] = None) ->
     with _lightzero_imports(path):
         module = _import_file(path)
         if hasattr(module, "main_config"):
-            return LightZeroFile(path=path, main_config=_plain(module.main_config, f"{path}: main_config"),
-                                 create_config=_plain(getattr(module, "create_config", {}), f"{path}: create_config"),
-                                 seed=_int_global(module, "seed"), max_env_step=_int_global(module, "max_env_step"))
+            return LightZeroFile(
+                path=path,
+                main_config=_plain(module.main_config, f"{path}: main_config"),
+                create_config=_plain(getattr(module, "create_config", {}), f"{path}: create_config"),
+                seed=_int_global(module, "seed"),
+                max_env_step=_int_global(module, "max_env_step"),
+            )
         if callable(getattr(module, "main", None)):
             return _call_main(path, module, tree, dict(flags or {}))
-    raise ConfigError(f"{path}: a LightZero config must define main_config / create_config at module level, or "
-                      "a main(env_id, seed, ...) that passes [main_config, create_config] to a lzero.entry train "
-                      "function; this file has neither")
+    raise ConfigError(
+        f"{path}: a LightZero config must define main_config / create_config at module level, or "
+        "a main(env_id, seed, ...) that passes [main_config, create_config] to a lzero.entry train "
+        "function; this file has neither"
+    )
 
 
 # ------------------------------------------------------------------------------------ importing
@@ -161,7 +181,8 @@ class _MissingLoader(importlib.abc.Loader):
             f"{self.config_path}: imports {spec.name}, which lz-tune does not have (LightZero itself is not "
             "needed, nor used). A LightZero config file may import easydict, installed packages, "
             "lzero.entry (its train_* functions, called only to hand over the config) and LightZero's "
-            "zoo.* config modules (found in the LightZero checkout the file lives in, or beside the file)")
+            "zoo.* config modules (found in the LightZero checkout the file lives in, or beside the file)"
+        )
 
     def exec_module(self, module: types.ModuleType) -> None:  # never reached
         pass
@@ -178,7 +199,9 @@ class _LightZeroFinder(importlib.abc.MetaPathFinder):
         # the LightZero checkout: the folder above the nearest ancestor named "zoo"
         self.root = next((p.parent for p in [here, *here.parents] if p.name == "zoo"), None)
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
         top = fullname.split(".")[0]
         if top == "lzero":
             if fullname in _STUB_PACKAGES or fullname.startswith("lzero.entry."):
@@ -214,7 +237,8 @@ class _ZooPackage(types.ModuleType):
         raise ConfigError(
             f"{self.config_path}: imports {self.__name__}.{name}, a LightZero module that is neither in a LightZero "
             "checkout around the file nor beside it; copy that module (a .py file of LightZero's zoo) next to the "
-            "config, or run the config from inside a LightZero checkout")
+            "config, or run the config from inside a LightZero checkout"
+        )
 
 
 class _ZooPackageLoader(importlib.abc.Loader):
@@ -264,12 +288,15 @@ def _import_file(path: str) -> types.ModuleType:
         if e.name == "easydict":  # the `lightzero` extra
             from lz_tune.extras import install_hint
 
-            raise ConfigError(f"{path}: a LightZero config file needs easydict, which is not installed: "
-                              f"{install_hint('lightzero')}") from e
+            raise ConfigError(
+                f"{path}: a LightZero config file needs easydict, which is not installed: {install_hint('lightzero')}"
+            ) from e
         raise ConfigError(f"{path}: imports {e.name}, which is not installed ({e})") from e
     except _EntryCalled as e:
-        raise ConfigError(f"{path}: calls lzero.entry.{e.name} when imported; LightZero configs call their "
-                          "training entry only under `if __name__ == \"__main__\":`") from None
+        raise ConfigError(
+            f"{path}: calls lzero.entry.{e.name} when imported; LightZero configs call their "
+            'training entry only under `if __name__ == "__main__":`'
+        ) from None
     except Exception as e:
         raise ConfigError(f"{path}: importing it failed: {type(e).__name__}: {e}") from e
     return module
@@ -287,8 +314,13 @@ def _reference_cli(tree: ast.Module) -> tuple[dict[str, Any], dict[Any, str]]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr == "add_argument" and node.args \
-                and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).startswith("--"):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "add_argument"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("--")
+        ):
             kw = {k.arg: k.value for k in node.keywords if k.arg}
             dest = _literal(kw["dest"]) if "dest" in kw else str(node.args[0].value)[2:].replace("-", "_")
             if "default" in kw:
@@ -325,28 +357,40 @@ def _call_main(path: str, module: types.ModuleType, tree: ast.Module, flags: dic
         elif param.default is inspect.Parameter.empty:
             raise ConfigError(f"{path}: its main() needs {name!r}: give it as --{dest.replace('_', '-')}")
     out = io.StringIO()
-    with tempfile.TemporaryDirectory(prefix="lz_lightzero_") as scratch, _working_dir(scratch), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+    with (
+        tempfile.TemporaryDirectory(prefix="lz_lightzero_") as scratch,
+        _working_dir(scratch),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(out),
+    ):
         try:
             module.main(**kwargs)
         except _EntryCalled as call:
             entry = call
         except Exception as e:
             printed = "".join(f"\n  | {line}" for line in out.getvalue().splitlines()[-15:])
-            raise ConfigError(f"{path}: main({_args_text(kwargs)}) failed: {type(e).__name__}: {e}"
-                              + (f"; it printed:{printed}" if printed else "")) from e
+            raise ConfigError(
+                f"{path}: main({_args_text(kwargs)}) failed: {type(e).__name__}: {e}"
+                + (f"; it printed:{printed}" if printed else "")
+            ) from e
         else:
-            raise ConfigError(f"{path}: main() returned without calling a lzero.entry train function, so it "
-                              "handed over no config")
+            raise ConfigError(
+                f"{path}: main() returned without calling a lzero.entry train function, so it handed over no config"
+            )
     if not entry.args_ or not isinstance(entry.args_[0], (list, tuple)) or len(entry.args_[0]) < 1:
         raise ConfigError(f"{path}: main() called lzero.entry.{entry.name} without [main_config, create_config]")
     cfgs = list(entry.args_[0])
     kw = dict(entry.kwargs)
     return LightZeroFile(
-        path=path, main_config=_plain(cfgs[0], f"{path}: main_config"),
+        path=path,
+        main_config=_plain(cfgs[0], f"{path}: main_config"),
         create_config=_plain(cfgs[1] if len(cfgs) > 1 else {}, f"{path}: create_config"),
-        seed=kw.pop("seed", None), max_env_step=_optional_int(kw.pop("max_env_step", None)),
-        max_train_iter=_optional_int(kw.pop("max_train_iter", None)), entry=entry.name, entry_kwargs=kw)
+        seed=kw.pop("seed", None),
+        max_env_step=_optional_int(kw.pop("max_env_step", None)),
+        max_train_iter=_optional_int(kw.pop("max_train_iter", None)),
+        entry=entry.name,
+        entry_kwargs=kw,
+    )
 
 
 def _args_text(kwargs: Mapping[str, Any]) -> str:

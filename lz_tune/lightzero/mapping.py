@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from lz_tune.config import AsyncPipelineConfig, Config, ConfigError
-from lz_tune.policy_registry import POLICY_TYPES
 from lz_tune.lightzero import rules as R
 from lz_tune.lightzero.loader import LightZeroFile
+from lz_tune.policy_registry import POLICY_TYPES
 
 __all__ = ["MappingReport", "map_lightzero", "ENV_TYPES", "POLICY_TYPE_NAMES", "TRAIN_ENTRIES"]
 
@@ -36,8 +36,16 @@ ENV_TYPES: dict[str, tuple[Optional[str], Optional[bool]]] = {
 POLICY_TYPE_NAMES = {name: name for name in POLICY_TYPES}  # LightZero's names are ours
 
 #: LightZero training entries whose run lz-tune reproduces (function configs name the one they call)
-TRAIN_ENTRIES = ("train_muzero", "train_muzero_segment", "train_muzero_segment_async", "train_muzero_context",
-                 "train_muzero_with_gym_env", "train_unizero", "train_unizero_segment", "train_unizero_segment_async")
+TRAIN_ENTRIES = (
+    "train_muzero",
+    "train_muzero_segment",
+    "train_muzero_segment_async",
+    "train_muzero_context",
+    "train_muzero_with_gym_env",
+    "train_unizero",
+    "train_unizero_segment",
+    "train_unizero_segment_async",
+)
 
 _MODEL_KINDS = {"mlp": "mlp", "conv": "conv", "mlp_context": "mlp", "conv_context": "conv"}
 _ATARI_EPISODE_STEPS = 108_000  # LightZero's Atari env default (collect_ and eval_max_episode_steps)
@@ -63,16 +71,18 @@ class MappingReport:
         """The report as ``note:`` / ``warning:`` lines for a terminal."""
         out = []
         if self.features:
-            out.append(f"warning: {self.path}: LightZero features lz-tune does not implement; this run trains "
-                       "without them:")
+            out.append(
+                f"warning: {self.path}: LightZero features lz-tune does not implement; this run trains without them:"
+            )
             out += [f"  {f}" for f in self.features]
         if self.network:
-            out.append(f"warning: {self.path}: details of LightZero's networks that lz-tune's networks do not "
-                       "follow:")
+            out.append(f"warning: {self.path}: details of LightZero's networks that lz-tune's networks do not follow:")
             out += [f"  {f}" for f in self.network]
         if self.no_effect:
-            out.append(f"note: {self.path}: LightZero keys with no effect on training here: "
-                       + ", ".join(sorted(self.no_effect)))
+            out.append(
+                f"note: {self.path}: LightZero keys with no effect on training here: "
+                + ", ".join(sorted(self.no_effect))
+            )
         return out
 
 
@@ -96,8 +106,10 @@ class _Mapping:
     # -- writing
     def set(self, target: str, value: Any, source: str) -> None:
         if target in self.updates and self.updates[target] != value:
-            self.errors.append(f"{source}={value!r} and {self.sources[target]}={self.updates[target]!r} both set "
-                               f"{target}; they must agree")
+            self.errors.append(
+                f"{source}={value!r} and {self.sources[target]}={self.updates[target]!r} both set "
+                f"{target}; they must agree"
+            )
             return
         self.updates[target], self.sources[target] = value, source
 
@@ -140,8 +152,9 @@ def map_lightzero(file: LightZeroFile) -> tuple[Config, MappingReport]:
         combine(m)
     _entry_call(m)
     if m.errors:
-        raise ConfigError(f"{file.path}: {len(m.errors)} LightZero setting(s) cannot run in lz-tune:\n  "
-                          + "\n  ".join(m.errors))
+        raise ConfigError(
+            f"{file.path}: {len(m.errors)} LightZero setting(s) cannot run in lz-tune:\n  " + "\n  ".join(m.errors)
+        )
     m.updates["policy_type"] = policy_type
     try:
         cfg = Config().with_updates(m.updates)
@@ -203,8 +216,10 @@ def _policy_type(file: LightZeroFile, values: dict[str, Any]) -> str:
     if name == "muzero" and model_type in ("conv_context", "mlp_context"):
         name = "muzero_context"
     if name not in POLICY_TYPE_NAMES:
-        raise ConfigError(f"{file.path}: create_config.policy.type={name!r}: not a policy type lz-tune has (it has "
-                          f"{', '.join(sorted(POLICY_TYPE_NAMES))})")
+        raise ConfigError(
+            f"{file.path}: create_config.policy.type={name!r}: not a policy type lz-tune has (it has "
+            f"{', '.join(sorted(POLICY_TYPE_NAMES))})"
+        )
     return POLICY_TYPE_NAMES[name]
 
 
@@ -235,17 +250,23 @@ def _env(m: _Mapping) -> None:
         return
     m.set("env.env_id", str(env_id), "env.env_id" if m.given("env.env_id") else "env.env_name")
     if m.given("env.continuous") and continuous is not None and bool(m.get("env.continuous")) != continuous:
-        m.error(f"env.continuous={m.get('env.continuous')!r}",
-                f"LightZero's {env_type} with {'discrete' if continuous else 'continuous'} actions is not available "
-                "here (no discretisation wrapper)")
+        m.error(
+            f"env.continuous={m.get('env.continuous')!r}",
+            f"LightZero's {env_type} with {'discrete' if continuous else 'continuous'} actions is not available "
+            "here (no discretisation wrapper)",
+        )
     elif m.given("env.continuous"):
         m.no_effect("env.continuous")
 
 
 def _env_nums(m: _Mapping) -> None:
     for role in ("collector", "evaluator"):
-        keys = (f"env.{role}_env_num", f"policy.{role}_env_num", f"policy.model.{role}_env_num",
-                f"policy.model.world_model_cfg.{role}_env_num")
+        keys = (
+            f"env.{role}_env_num",
+            f"policy.{role}_env_num",
+            f"policy.model.{role}_env_num",
+            f"policy.model.world_model_cfg.{role}_env_num",
+        )
         value = m.agreed(keys, None)
         if value is not None:
             m.set(f"env.{role}_env_num", value, next(k for k in keys if m.given(k)))
@@ -253,8 +274,15 @@ def _env_nums(m: _Mapping) -> None:
         m.set("evaluator.n_evaluator_episode", m.updates.get("env.evaluator_env_num", 3), "env.evaluator_env_num")
 
 
-_IMAGE_KEYS = ("policy.model.observation_shape", "env.observation_shape", "policy.model.frame_stack_num",
-               "env.frame_stack_num", "policy.model.gray_scale", "env.gray_scale", "policy.gray_scale")
+_IMAGE_KEYS = (
+    "policy.model.observation_shape",
+    "env.observation_shape",
+    "policy.model.frame_stack_num",
+    "env.frame_stack_num",
+    "policy.model.gray_scale",
+    "env.gray_scale",
+    "policy.gray_scale",
+)
 
 
 def _image(m: _Mapping) -> None:
@@ -264,17 +292,20 @@ def _image(m: _Mapping) -> None:
             m.no_effect(key)
         return
     unizero = m.policy_type in R.UNIZERO_TYPES
-    shape = m.agreed(("policy.model.observation_shape", "env.observation_shape"),
-                     (3, 64, 64) if unizero else (4, 96, 96))
+    shape = m.agreed(
+        ("policy.model.observation_shape", "env.observation_shape"), (3, 64, 64) if unizero else (4, 96, 96)
+    )
     stack = m.agreed(("policy.model.frame_stack_num", "env.frame_stack_num"), 1)
     gray = m.agreed(("env.gray_scale", "policy.model.gray_scale", "policy.gray_scale"), True)
     if not (isinstance(shape, (tuple, list)) and len(shape) == 3 and shape[1] == shape[2]):
         m.error(f"policy.model.observation_shape={shape!r}", "Atari frames here are square: (C, N, N)")
         return
     if shape[0] != stack * (1 if gray else 3):
-        m.error(f"policy.model.observation_shape={tuple(shape)!r}",
-                f"{shape[0]} channels, but frame_stack_num={stack} {'gray' if gray else 'RGB'} frames give "
-                f"{stack * (1 if gray else 3)}")
+        m.error(
+            f"policy.model.observation_shape={tuple(shape)!r}",
+            f"{shape[0]} channels, but frame_stack_num={stack} {'gray' if gray else 'RGB'} frames give "
+            f"{stack * (1 if gray else 3)}",
+        )
     m.set("env.image_size", int(shape[-1]), "policy.model.observation_shape")
     m.set("env.frame_stack", int(stack), "policy.model.frame_stack_num")
     m.set("env.grayscale", bool(gray), "env.gray_scale")
@@ -327,8 +358,13 @@ def _norm(m: _Mapping) -> None:
 def _loss_weights(m: _Mapping) -> None:
     """SSL weight (on only with policy.model.self_supervised_learning_loss) and the other loss
     weights; LightZero's UniZero ignores the configured ones and uses fixed weights."""
-    keys = ("policy.ssl_loss_weight", "policy.value_loss_weight", "policy.reward_loss_weight",
-            "policy.policy_loss_weight", "policy.model.self_supervised_learning_loss")
+    keys = (
+        "policy.ssl_loss_weight",
+        "policy.value_loss_weight",
+        "policy.reward_loss_weight",
+        "policy.policy_loss_weight",
+        "policy.model.self_supervised_learning_loss",
+    )
     if m.policy_type in R.UNIZERO_TYPES:
         continuous = m.policy_type == "sampled_unizero" and bool(m.get("policy.model.continuous_action_space"))
         for name, weight in _UNIZERO_FIXED_WEIGHTS[continuous].items():
@@ -340,8 +376,11 @@ def _loss_weights(m: _Mapping) -> None:
         if m.given(f"policy.{name}"):
             m.set(f"learner.{name}", float(m.get(f"policy.{name}")), f"policy.{name}")
     ssl_on = bool(m.get("policy.model.self_supervised_learning_loss"))
-    m.set("learner.ssl_loss_weight", float(m.get("policy.ssl_loss_weight", 0.0)) if ssl_on else 0.0,
-          "policy.ssl_loss_weight")
+    m.set(
+        "learner.ssl_loss_weight",
+        float(m.get("policy.ssl_loss_weight", 0.0)) if ssl_on else 0.0,
+        "policy.ssl_loss_weight",
+    )
 
 
 def _simulations(m: _Mapping) -> None:
@@ -353,8 +392,11 @@ def _simulations(m: _Mapping) -> None:
         m.set("mcts.eval_num_simulations", m.get("policy.eval_num_simulations"), "policy.eval_num_simulations")
         searched = m.get("policy.num_simulations")
         if searched is not None and searched != collect and _reanalyses(m):
-            m.differs("policy.num_simulations", searched,
-                      f"reanalyze searches run mcts.num_simulations={collect} (the collect count)")
+            m.differs(
+                "policy.num_simulations",
+                searched,
+                f"reanalyze searches run mcts.num_simulations={collect} (the collect count)",
+            )
         elif searched is not None:
             m.no_effect("policy.num_simulations")
         return
@@ -382,8 +424,10 @@ def _reanalyze_noise(m: _Mapping) -> None:
 def _unizero(m: _Mapping) -> None:
     """Context length (tokens, 2 per step) and the transformer's dropout."""
     prefix = "policy.model.world_model_cfg."
-    keys = [prefix + k for k in ("context_length", "context_length_for_recurrent", "attn_pdrop", "resid_pdrop",
-                                 "embed_pdrop")]
+    keys = [
+        prefix + k
+        for k in ("context_length", "context_length_for_recurrent", "attn_pdrop", "resid_pdrop", "embed_pdrop")
+    ]
     if m.policy_type not in R.UNIZERO_TYPES:
         for key in keys:
             m.no_effect(key)
@@ -396,8 +440,11 @@ def _unizero(m: _Mapping) -> None:
             m.set("unizero.infer_context_length", context // 2, prefix + "context_length")
     recurrent = m.get(prefix + "context_length_for_recurrent")
     if recurrent is not None and context is not None and recurrent != context:
-        m.differs(prefix + "context_length_for_recurrent", recurrent,
-                  f"the search uses the same window as collection ({context} tokens)")
+        m.differs(
+            prefix + "context_length_for_recurrent",
+            recurrent,
+            f"the search uses the same window as collection ({context} tokens)",
+        )
     dropout = m.agreed((prefix + "attn_pdrop", prefix + "resid_pdrop", prefix + "embed_pdrop"), None)
     if dropout is not None:
         m.set("unizero.dropout", float(dropout), prefix + "attn_pdrop")
@@ -418,10 +465,13 @@ def _exploration(m: _Mapping) -> None:
         m.set("collector.segments_per_collect", m.get("policy.num_segments"), "policy.num_segments")
         m.no_effect("policy.n_episode")
     elif m.given("policy.n_episode"):
-        m.differs("policy.n_episode", m.get("policy.n_episode"),
-                  "lz-tune collects segments (LightZero's segment collector): a collect returns "
-                  "collector.segments_per_collect segments (default: one per env), not whole episodes, and "
-                  "update_per_collect counts per collect")
+        m.differs(
+            "policy.n_episode",
+            m.get("policy.n_episode"),
+            "lz-tune collects segments (LightZero's segment collector): a collect returns "
+            "collector.segments_per_collect segments (default: one per env), not whole episodes, and "
+            "update_per_collect counts per collect",
+        )
 
 
 def _optimizer(m: _Mapping) -> None:
@@ -444,10 +494,12 @@ def _async(m: _Mapping) -> None:
     prefix = "policy.async_pipeline."
     ours = {f.name for f in dataclasses.fields(AsyncPipelineConfig)}
     for key in sorted(k for k in m.values if k.startswith(prefix)):
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         if name not in ours:
-            m.error(key, "unknown async pipeline key (lz-tune has every key of LightZero's async entry: "
-                         "docs/async_pipeline.md)")
+            m.error(
+                key,
+                "unknown async pipeline key (lz-tune has every key of LightZero's async entry: docs/async_pipeline.md)",
+            )
         else:
             m.set(f"async_pipeline.{name}", m.get(key), key)
 
@@ -469,5 +521,19 @@ def _entry_call(m: _Mapping) -> None:
 
 
 _COMBINERS: tuple[Callable[[_Mapping], None], ...] = (
-    _names, _env, _env_nums, _image, _episode_steps, _supports, _norm, _loss_weights, _simulations, _reanalyze_noise, _unizero,
-    _exploration, _optimizer, _device, _async)
+    _names,
+    _env,
+    _env_nums,
+    _image,
+    _episode_steps,
+    _supports,
+    _norm,
+    _loss_weights,
+    _simulations,
+    _reanalyze_noise,
+    _unizero,
+    _exploration,
+    _optimizer,
+    _device,
+    _async,
+)

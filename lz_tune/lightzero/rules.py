@@ -94,6 +94,7 @@ def _choice(options: dict[Any, Any]) -> Converter:
         if value not in options:
             raise ConfigError(f"{key}: {value!r} is not supported here (lz-tune takes {sorted(map(str, options))})")
         return options[value]
+
     return convert
 
 
@@ -103,8 +104,16 @@ def _float(value: Any, key: str) -> float:
     return float(value)
 
 
-OPTIMIZERS = {"SGD": "sgd", "sgd": "sgd", "Adam": "adam", "adam": "adam", "AdamW": "adamw", "adamw": "adamw",
-              "AdamW_mix_lr_wdecay": "adamw", "AdamW_nanoGPT": "adamw"}
+OPTIMIZERS = {
+    "SGD": "sgd",
+    "sgd": "sgd",
+    "Adam": "adam",
+    "adam": "adam",
+    "AdamW": "adamw",
+    "adamw": "adamw",
+    "AdamW_mix_lr_wdecay": "adamw",
+    "AdamW_nanoGPT": "adamw",
+}
 """LightZero optimizer names -> ours. The two AdamW variants of LightZero (no weight decay on biases
 and norm weights) become plain AdamW; the mapping warns (``learner.optim_type``)."""
 
@@ -166,8 +175,9 @@ RULES: dict[str, Rule] = {
     "policy.model.collector_env_num": combined(),
     "policy.model.evaluator_env_num": combined(),
     "policy.model.self_supervised_learning_loss": combined(),
-    "policy.model.categorical_distribution": unsupported("lz-tune's value and reward heads are categorical",
-                                                        inert=(True,)),
+    "policy.model.categorical_distribution": unsupported(
+        "lz-tune's value and reward heads are categorical", inert=(True,)
+    ),
     "policy.model.num_res_blocks": to("model.num_res_blocks"),
     "policy.model.num_channels": to("model.num_channels"),
     "policy.model.downsample": to("model.downsample"),
@@ -192,13 +202,15 @@ RULES: dict[str, Rule] = {
     "policy.model.analysis_dormant_ratio": no_effect(LOG),
     "policy.model.lstm_hidden_size": to("efficientzero.lstm_hidden_size", types=EZ_TYPES),
     "policy.model.num_of_sampled_actions": to("sampled.num_samples", types=SAMPLED_TYPES),
-    "policy.model.sigma_type": unsupported("lz-tune's Gaussian policies learn their std (sampled.min_std / "
-                                           "max_std bound it)", inert=("conditioned",)),
+    "policy.model.sigma_type": unsupported(
+        "lz-tune's Gaussian policies learn their std (sampled.min_std / max_std bound it)", inert=("conditioned",)
+    ),
     "policy.model.fixed_sigma_value": no_effect("used only with policy.model.sigma_type='fixed'"),
     "policy.model.bound_type": unsupported("continuous actions are always squashed by tanh here", inert=(None,)),
     "policy.model.chance_space_size": to("stochastic.chance_space_size", types=frozenset({"stochastic_muzero"})),
-    "policy.model.context_length_init": to("context.context_length_init",
-                                          types=frozenset({"muzero_context", "muzero_rnn_full_obs"})),
+    "policy.model.context_length_init": to(
+        "context.context_length_init", types=frozenset({"muzero_context", "muzero_rnn_full_obs"})
+    ),
     "policy.model.context_length": no_effect("LightZero's models take context_length_init (this key is not read)"),
     "policy.model.rnn_hidden_size": to("context.rnn_hidden_size", types=frozenset({"muzero_rnn_full_obs"})),
     # UniZero's world model
@@ -211,9 +223,11 @@ RULES: dict[str, Rule] = {
     "policy.model.world_model_cfg.resid_pdrop": combined(),
     "policy.model.world_model_cfg.embed_pdrop": combined(),
     "policy.model.world_model_cfg.policy_entropy_weight": to("learner.policy_entropy_weight", types=UNIZERO_TYPES),
-    "policy.model.world_model_cfg.policy_loss_type": to("sampled.policy_loss_type",
-                                                        _choice({"kl": "kl", "cross_entropy": "cross_entropy"}),
-                                                        types=frozenset({"sampled_unizero"})),
+    "policy.model.world_model_cfg.policy_loss_type": to(
+        "sampled.policy_loss_type",
+        _choice({"kl": "kl", "cross_entropy": "cross_entropy"}),
+        types=frozenset({"sampled_unizero"}),
+    ),
     "policy.model.world_model_cfg.latent_recon_loss_weight": differs("no observation reconstruction loss"),
     "policy.model.world_model_cfg.perceptual_loss_weight": differs("no perceptual loss"),
     "policy.model.world_model_cfg.open_loop_consistency_loss_weight": differs("no open-loop consistency loss"),
@@ -242,10 +256,12 @@ RULES: dict[str, Rule] = {
     "policy.model.world_model_cfg.action_space_size": no_effect(DERIVED),
     "policy.model.world_model_cfg.continuous_action_space": no_effect(DERIVED),
     "policy.model.world_model_cfg.num_of_sampled_actions": no_effect("policy.model.num_of_sampled_actions decides"),
-    "policy.model.world_model_cfg.sigma_type": unsupported("lz-tune's Gaussian policies learn their std",
-                                                           inert=("conditioned",)),
-    "policy.model.world_model_cfg.bound_type": unsupported("continuous actions are always squashed by tanh here",
-                                                           inert=(None,)),
+    "policy.model.world_model_cfg.sigma_type": unsupported(
+        "lz-tune's Gaussian policies learn their std", inert=("conditioned",)
+    ),
+    "policy.model.world_model_cfg.bound_type": unsupported(
+        "continuous actions are always squashed by tanh here", inert=(None,)
+    ),
     "policy.model.world_model_cfg.model_type": no_effect("policy.model.model_type decides"),
     "policy.model.world_model_cfg.obs_type": no_effect(DERIVED),
     "policy.model.world_model_cfg.env_num": no_effect(DERIVED),
@@ -256,8 +272,9 @@ RULES: dict[str, Rule] = {
     "policy.model.world_model_cfg.num_unroll_steps": no_effect("policy.num_unroll_steps decides"),
     "policy.model.world_model_cfg.max_blocks": no_effect("policy.num_unroll_steps decides"),
     "policy.model.world_model_cfg.max_tokens": no_effect("2 x policy.num_unroll_steps"),
-    "policy.model.world_model_cfg.tokens_per_block": unsupported("one observation and one action token per step",
-                                                                 inert=(2,)),
+    "policy.model.world_model_cfg.tokens_per_block": unsupported(
+        "one observation and one action token per step", inert=(2,)
+    ),
     "policy.model.world_model_cfg.gamma": no_effect(LZ_RUNTIME),
     "policy.model.world_model_cfg.dormant_threshold": no_effect(LOG),
     "policy.model.world_model_cfg.analysis_sim_norm": no_effect(LOG),
@@ -266,7 +283,8 @@ RULES: dict[str, Rule] = {
     "policy.model.world_model_cfg.optim_type": no_effect("policy.optim_type decides"),
     "policy.model.world_model_cfg.exact_kv_window_reset": no_effect("lz-tune's key/value caches are exact windows"),
     "policy.model.world_model_cfg.rebuild_kv_window_from_tokens": no_effect(
-        "lz-tune's key/value caches are exact windows"),
+        "lz-tune's key/value caches are exact windows"
+    ),
     "policy.model.world_model_cfg.decode_loss_mode": differs("no observation decoder", inert=(None,)),
     "policy.model.world_model_cfg.moe_in_transformer": unsupported("no mixture-of-experts layers here"),
     "policy.model.world_model_cfg.multiplication_moe_in_transformer": unsupported("no mixture-of-experts layers here"),
@@ -377,22 +395,29 @@ RULES: dict[str, Rule] = {
     "policy.value_delta_max": to("mcts.value_delta_max", _float),
     "policy.max_num_considered_actions": to("gumbel.max_num_considered_actions", types=frozenset({"gumbel_muzero"})),
     "policy.lstm_horizon_len": to("efficientzero.lstm_horizon_len", types=EZ_TYPES),
-    "policy.policy_loss_type": to("sampled.policy_loss_type",
-                                  _choice({"cross_entropy": "cross_entropy", "KL": "kl", "kl": "kl"}),
-                                  types=SAMPLED_TYPES - {"sampled_unizero"}),
+    "policy.policy_loss_type": to(
+        "sampled.policy_loss_type",
+        _choice({"cross_entropy": "cross_entropy", "KL": "kl", "kl": "kl"}),
+        types=SAMPLED_TYPES - {"sampled_unizero"},
+    ),
     "policy.normalize_prob_of_sampled_actions": differs("child priors are lz-tune's (docs/policy_types.md)"),
-    "policy.use_ture_chance_label_in_chance_encoder": to("stochastic.use_true_chance_label",
-                                                         types=frozenset({"stochastic_muzero"})),
-    "policy.afterstate_policy_loss_weight": to("stochastic.chance_loss_weight", _float,
-                                               types=frozenset({"stochastic_muzero"})),
-    "policy.afterstate_value_loss_weight": to("stochastic.afterstate_value_loss_weight", _float,
-                                              types=frozenset({"stochastic_muzero"})),
-    "policy.commitment_loss_weight": to("stochastic.commitment_loss_weight", _float,
-                                        types=frozenset({"stochastic_muzero"})),
+    "policy.use_ture_chance_label_in_chance_encoder": to(
+        "stochastic.use_true_chance_label", types=frozenset({"stochastic_muzero"})
+    ),
+    "policy.afterstate_policy_loss_weight": to(
+        "stochastic.chance_loss_weight", _float, types=frozenset({"stochastic_muzero"})
+    ),
+    "policy.afterstate_value_loss_weight": to(
+        "stochastic.afterstate_value_loss_weight", _float, types=frozenset({"stochastic_muzero"})
+    ),
+    "policy.commitment_loss_weight": to(
+        "stochastic.commitment_loss_weight", _float, types=frozenset({"stochastic_muzero"})
+    ),
     "policy.analyze_chance_distribution": no_effect(LOG),
     "policy.manual_temperature_decay": to("collector.manual_temperature_decay"),
     "policy.threshold_training_steps_for_final_temperature": to(
-        "collector.threshold_training_steps_for_final_temperature"),
+        "collector.threshold_training_steps_for_final_temperature"
+    ),
     "policy.fixed_temperature_value": to("collector.temperature", _float),
     "policy.eps.eps_greedy_exploration_in_collect": combined(),
     "policy.eps.type": combined(),
@@ -410,10 +435,12 @@ RULES: dict[str, Rule] = {
     # ---------------------------------------------------------------- what LightZero runs on
     "policy.cuda": combined(),
     "policy.multi_gpu": unsupported("data-parallel learning is learner.num_workers here"),
-    "policy.model_path": unsupported("LightZero checkpoints cannot be loaded (start from lz-tune's own "
-                                     "checkpoints with --resume)", inert=(None,)),
-    "policy.env_type": unsupported("board games (two-player search) are not available here",
-                                   inert=("not_board_games",)),
+    "policy.model_path": unsupported(
+        "LightZero checkpoints cannot be loaded (start from lz-tune's own checkpoints with --resume)", inert=(None,)
+    ),
+    "policy.env_type": unsupported(
+        "board games (two-player search) are not available here", inert=("not_board_games",)
+    ),
     "policy.battle_mode": no_effect("used only by board games"),
     "policy.action_type": no_effect("legal actions come from the env's action mask"),
     "policy.sampled_algo": no_effect("the policy type decides"),
@@ -459,24 +486,68 @@ def rule_for(key: str) -> Optional[Rule]:
 _ALL = "*"
 LIGHTZERO_DEFAULTS: dict[str, dict[str, Any]] = {
     # key: {policy type or "*": LightZero's default}, where it differs from lz-tune's or matters
-    "policy.use_priority": {"muzero": False, "muzero_context": False, "efficientzero": False, "gumbel_muzero": True,
-                            "sampled_efficientzero": True, "sampled_muzero": False, "stochastic_muzero": True,
-                            "muzero_rnn_full_obs": True, "unizero": False, "sampled_unizero": False},
+    "policy.use_priority": {
+        "muzero": False,
+        "muzero_context": False,
+        "efficientzero": False,
+        "gumbel_muzero": True,
+        "sampled_efficientzero": True,
+        "sampled_muzero": False,
+        "stochastic_muzero": True,
+        "muzero_rnn_full_obs": True,
+        "unizero": False,
+        "sampled_unizero": False,
+    },
     "policy.use_max_priority_for_new_data": {_ALL: False, "stochastic_muzero": True},
     "policy.model.self_supervised_learning_loss": {
-        "muzero": False, "muzero_context": False, "efficientzero": True, "gumbel_muzero": False,
-        "sampled_efficientzero": True, "sampled_muzero": True, "stochastic_muzero": False,
-        "muzero_rnn_full_obs": True, "unizero": True, "sampled_unizero": True},
-    "policy.ssl_loss_weight": {_ALL: 2.0, "muzero": 0.0, "muzero_context": 0.0, "gumbel_muzero": 0.0,
-                               "stochastic_muzero": 0.0},
-    "policy.policy_entropy_weight": {_ALL: 0.0, "muzero": 5e-3, "muzero_context": 5e-3,
-                                     "sampled_efficientzero": 5e-3, "sampled_muzero": 5e-3},
-    "policy.optim_type": {_ALL: "SGD", "sampled_efficientzero": "AdamW", "sampled_muzero": "AdamW",
-                          "stochastic_muzero": "Adam", "unizero": "AdamW", "sampled_unizero": "AdamW"},
-    "policy.learning_rate": {_ALL: 0.2, "sampled_efficientzero": 1e-4, "sampled_muzero": 1e-4, "unizero": 1e-4,
-                             "sampled_unizero": 1e-4},
-    "policy.piecewise_decay_lr_scheduler": {_ALL: True, "sampled_efficientzero": False, "sampled_muzero": False,
-                                            "stochastic_muzero": False, "unizero": False, "sampled_unizero": False},
+        "muzero": False,
+        "muzero_context": False,
+        "efficientzero": True,
+        "gumbel_muzero": False,
+        "sampled_efficientzero": True,
+        "sampled_muzero": True,
+        "stochastic_muzero": False,
+        "muzero_rnn_full_obs": True,
+        "unizero": True,
+        "sampled_unizero": True,
+    },
+    "policy.ssl_loss_weight": {
+        _ALL: 2.0,
+        "muzero": 0.0,
+        "muzero_context": 0.0,
+        "gumbel_muzero": 0.0,
+        "stochastic_muzero": 0.0,
+    },
+    "policy.policy_entropy_weight": {
+        _ALL: 0.0,
+        "muzero": 5e-3,
+        "muzero_context": 5e-3,
+        "sampled_efficientzero": 5e-3,
+        "sampled_muzero": 5e-3,
+    },
+    "policy.optim_type": {
+        _ALL: "SGD",
+        "sampled_efficientzero": "AdamW",
+        "sampled_muzero": "AdamW",
+        "stochastic_muzero": "Adam",
+        "unizero": "AdamW",
+        "sampled_unizero": "AdamW",
+    },
+    "policy.learning_rate": {
+        _ALL: 0.2,
+        "sampled_efficientzero": 1e-4,
+        "sampled_muzero": 1e-4,
+        "unizero": 1e-4,
+        "sampled_unizero": 1e-4,
+    },
+    "policy.piecewise_decay_lr_scheduler": {
+        _ALL: True,
+        "sampled_efficientzero": False,
+        "sampled_muzero": False,
+        "stochastic_muzero": False,
+        "unizero": False,
+        "sampled_unizero": False,
+    },
     "policy.game_segment_length": {"unizero": 400, "sampled_unizero": 400},
     "policy.num_unroll_steps": {"unizero": 10, "sampled_unizero": 10},
     "policy.grad_clip_value": {"unizero": 20.0, "sampled_unizero": 5.0},
@@ -484,18 +555,23 @@ LIGHTZERO_DEFAULTS: dict[str, dict[str, Any]] = {
     "policy.eval_freq": {"unizero": 5000, "sampled_unizero": 2000},
     "policy.collect_num_simulations": {"unizero": 25},
     "policy.eval_num_simulations": {"unizero": 50},
-    "policy.reanalyze_noise": {_ALL: True, "muzero_rnn_full_obs": False, "unizero": False,
-                               "sampled_unizero": False},
+    "policy.reanalyze_noise": {_ALL: True, "muzero_rnn_full_obs": False, "unizero": False, "sampled_unizero": False},
     "policy.max_num_considered_actions": {"gumbel_muzero": 4},
     "policy.model.lstm_hidden_size": {"efficientzero": 512, "sampled_efficientzero": 512},
     "policy.model.chance_space_size": {"stochastic_muzero": 2},
     "policy.model.rnn_hidden_size": {"muzero_rnn_full_obs": 512},
     "policy.model.context_length_init": {"muzero_context": 5, "muzero_rnn_full_obs": 5},
     "policy.model.latent_state_dim": {_ALL: 256, "unizero": None, "sampled_unizero": None},
-    "policy.model.value_support_range": {_ALL: (-300.0, 301.0, 1.0), "unizero": (-50.0, 51.0, 1.0),
-                                         "sampled_unizero": (-50.0, 51.0, 1.0)},
-    "policy.model.reward_support_range": {_ALL: (-300.0, 301.0, 1.0), "unizero": (-50.0, 51.0, 1.0),
-                                          "sampled_unizero": (-50.0, 51.0, 1.0)},
+    "policy.model.value_support_range": {
+        _ALL: (-300.0, 301.0, 1.0),
+        "unizero": (-50.0, 51.0, 1.0),
+        "sampled_unizero": (-50.0, 51.0, 1.0),
+    },
+    "policy.model.reward_support_range": {
+        _ALL: (-300.0, 301.0, 1.0),
+        "unizero": (-50.0, 51.0, 1.0),
+        "sampled_unizero": (-50.0, 51.0, 1.0),
+    },
     "policy.model.world_model_cfg.embed_dim": {"unizero": 768, "sampled_unizero": 768},
     "policy.model.world_model_cfg.num_heads": {"unizero": 8, "sampled_unizero": 8},
     "policy.model.world_model_cfg.attn_pdrop": {"unizero": 0.1, "sampled_unizero": 0.1},

@@ -17,5 +17,18 @@ from lz_tune.mcts.search import RootInput, SearchOutput, StateStore, run_search,
 from lz_tune.mcts.strategies import PUCT, Gumbel, StochasticPUCT, dirichlet_noise, gumbel_search, puct_search
 from lz_tune.mcts.tree import Tree, allocate_tree
 
-__all__ = ["Gumbel", "PUCT", "StochasticPUCT", "RootInput", "SearchOutput", "StateStore", "Tree", "allocate_tree", "dirichlet_noise",
-           "gumbel_search", "puct_search", "run_search", "select_action"]
+__all__ = [
+    "Gumbel",
+    "PUCT",
+    "StochasticPUCT",
+    "RootInput",
+    "SearchOutput",
+    "StateStore",
+    "Tree",
+    "allocate_tree",
+    "dirichlet_noise",
+    "gumbel_search",
+    "puct_search",
+    "run_search",
+    "select_action",
+]

@@ -39,11 +39,27 @@ def softmax_into(logits, legal, out):
         out[a] /= total
 
 
-
 @numba.njit(cache=True, nogil=True)
-def expand_and_backup(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
-                      node_parent, node_action, discount, min_max, node_is_chance, num_chance, new_node, parents,
-                      actions, rewards, values, policy_logits):
+def expand_and_backup(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    node_raw_value,
+    node_parent,
+    node_action,
+    discount,
+    min_max,
+    node_is_chance,
+    num_chance,
+    new_node,
+    parents,
+    actions,
+    rewards,
+    values,
+    policy_logits,
+):
     """Attach node ``new_node`` below ``parents[b]`` via ``actions[b]`` in every tree and back up.
 
     rewards, values: [B] float32 predicted reward of the edge and value of the new node.

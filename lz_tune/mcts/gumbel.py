@@ -65,8 +65,9 @@ def considered_visits(max_considered: int, num_simulations: int) -> list:
 
 def considered_visit_table(max_considered: int, num_simulations: int) -> np.ndarray:
     """[m + 1, n] int32: row j = :func:`considered_visits` (j, n) (rows 0 and 1 are 0..n-1)."""
-    return np.array([considered_visits(j, num_simulations) for j in range(max_considered + 1)],
-                    np.int32).reshape(max_considered + 1, num_simulations)
+    return np.array([considered_visits(j, num_simulations) for j in range(max_considered + 1)], np.int32).reshape(
+        max_considered + 1, num_simulations
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -80,8 +81,20 @@ def init_roots(children_prior, node_visits, node_value_sum, node_raw_value, root
 
 
 @numba.njit(cache=True, nogil=True)
-def completed_q(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
-                discount, b, node, visits, logits, cq):
+def completed_q(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    node_raw_value,
+    discount,
+    b,
+    node,
+    visits,
+    logits,
+    cq,
+):
     """Fill ``visits [A]`` (N(a)), ``logits [A]`` and ``cq [A]`` (completed Q) of ``node`` in
     tree ``b``; return v_mix."""
     A = children_index.shape[2]
@@ -180,13 +193,33 @@ def root_action(visits, logits, sigma, gumbel, legal, considered):
 @numba.njit(cache=True, nogil=True)
 def _scratch(A):
     """Per-node work arrays [A]: visits, logits, completed Q, sigma, probabilities."""
-    return (np.empty(A, np.int64), np.empty(A, np.float64), np.empty(A, np.float64), np.empty(A, np.float64),
-            np.empty(A, np.float64))
+    return (
+        np.empty(A, np.int64),
+        np.empty(A, np.float64),
+        np.empty(A, np.float64),
+        np.empty(A, np.float64),
+        np.empty(A, np.float64),
+    )
 
 
 @numba.njit(cache=True, nogil=True)
-def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
-                  root_legal, discount, gumbel, table, max_considered, c_visit, c_scale, out_parent, out_action):
+def select_leaves(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    node_raw_value,
+    root_legal,
+    discount,
+    gumbel,
+    table,
+    max_considered,
+    c_visit,
+    c_scale,
+    out_parent,
+    out_action,
+):
     """Descend every tree to an unexpanded edge.
 
     gumbel: [B, A] float32 this search's root noise; table: [m + 1, n] int32
@@ -202,8 +235,20 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
         k = min(max_considered, num_legal)
         node = 0
         while True:
-            completed_q(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
-                        discount, b, node, visits, logits, cq)
+            completed_q(
+                children_index,
+                children_prior,
+                node_visits,
+                node_value_sum,
+                node_reward,
+                node_raw_value,
+                discount,
+                b,
+                node,
+                visits,
+                logits,
+                cq,
+            )
             sigma_into(visits, cq, c_visit, c_scale, sigma)
             if node == 0:
                 sum_n = 0
@@ -221,15 +266,40 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
 
 
 @numba.njit(cache=True, nogil=True)
-def finish(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value, root_legal,
-           discount, gumbel, c_visit, c_scale, out_policy, out_action):
+def finish(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    node_raw_value,
+    root_legal,
+    discount,
+    gumbel,
+    c_visit,
+    c_scale,
+    out_policy,
+    out_action,
+):
     """Per root: ``out_policy [B, A]`` float32 = softmax over the legal actions of logit + sigma
     (0 elsewhere); ``out_action [B]`` int64 = the root score's argmax among the most visited."""
     B, N, A = children_index.shape
     visits, logits, cq, sigma, probs = _scratch(A)
     for b in range(B):
-        completed_q(children_index, children_prior, node_visits, node_value_sum, node_reward, node_raw_value,
-                    discount, b, 0, visits, logits, cq)
+        completed_q(
+            children_index,
+            children_prior,
+            node_visits,
+            node_value_sum,
+            node_reward,
+            node_raw_value,
+            discount,
+            b,
+            0,
+            visits,
+            logits,
+            cq,
+        )
         sigma_into(visits, cq, c_visit, c_scale, sigma)
         max_n = 0
         m = -np.inf

@@ -44,8 +44,18 @@ _NEG_INF = -np.inf
 
 
 @numba.njit(cache=True, nogil=True)
-def init_roots(children_prior, node_visits, node_value_sum, node_raw_value, root_legal, min_max,
-               policy_logits, values, noise, noise_weight):
+def init_roots(
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_raw_value,
+    root_legal,
+    min_max,
+    policy_logits,
+    values,
+    noise,
+    noise_weight,
+):
     """Set up the roots of a freshly allocated tree.
 
     policy_logits: [B, A] float32 root policy logits.
@@ -58,7 +68,9 @@ def init_roots(children_prior, node_visits, node_value_sum, node_raw_value, root
         if noise_weight > 0.0:
             for a in range(A):
                 if root_legal[b, a]:
-                    children_prior[b, 0, a] = (1.0 - noise_weight) * children_prior[b, 0, a] + noise_weight * noise[b, a]
+                    children_prior[b, 0, a] = (1.0 - noise_weight) * children_prior[b, 0, a] + noise_weight * noise[
+                        b, a
+                    ]
         node_visits[b, 0] = 1
         node_value_sum[b, 0] = values[b]
         node_raw_value[b, 0] = values[b]
@@ -84,8 +96,12 @@ def _normalise(q, lo, hi, value_delta_max):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _tie_noise(seed, sim, b, a):
     """Uniform [0, 1) from a 64-bit mix of (seed, sim, b, a) (splitmix64 finaliser)."""
-    h = np.uint64(seed) ^ (np.uint64(sim) * np.uint64(0x9E3779B97F4A7C15)) \
-        ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9)) ^ (np.uint64(a) * np.uint64(0x94D049BB133111EB))
+    h = (
+        np.uint64(seed)
+        ^ (np.uint64(sim) * np.uint64(0x9E3779B97F4A7C15))
+        ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
+        ^ (np.uint64(a) * np.uint64(0x94D049BB133111EB))
+    )
     h ^= h >> np.uint64(30)
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(27)
@@ -95,9 +111,28 @@ def _tie_noise(seed, sim, b, a):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def choose_child(children_index, children_prior, node_visits, node_value_sum, node_reward, root_legal, b, node,
-                 is_root, parent_q, lo, hi, disc, num_actions, pb_c_base, pb_c_init, value_delta_max, node_norm,
-                 noise_seed, sim):
+def choose_child(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    root_legal,
+    b,
+    node,
+    is_root,
+    parent_q,
+    lo,
+    hi,
+    disc,
+    num_actions,
+    pb_c_base,
+    pb_c_init,
+    value_delta_max,
+    node_norm,
+    noise_seed,
+    sim,
+):
     """The pUCT choice at ``node`` of tree ``b`` over action slots ``[0, num_actions)``.
 
     disc: discount of the edges into the children (gamma; 1 below a stochastic decision node,
@@ -149,9 +184,25 @@ def choose_child(children_index, children_prior, node_visits, node_value_sum, no
 
 
 @numba.njit(cache=True, nogil=True)
-def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, root_legal,
-                  discount, min_max, pb_c_base, pb_c_init, value_delta_max, node_norm, noise_seed, sim, out_parent,
-                  out_action, out_flat):
+def select_leaves(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    root_legal,
+    discount,
+    min_max,
+    pb_c_base,
+    pb_c_init,
+    value_delta_max,
+    node_norm,
+    noise_seed,
+    sim,
+    out_parent,
+    out_action,
+    out_flat,
+):
     """Descend every tree to an unexpanded edge.
 
     node_norm: mctx's per-node Q normalisation (see :func:`choose_child`) instead of the
@@ -169,9 +220,28 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
         hi = min_max[b, 1]
         disc = discount[b]
         while True:
-            best_a, parent_q = choose_child(children_index, children_prior, node_visits, node_value_sum, node_reward,
-                                            root_legal, b, node, is_root, parent_q, lo, hi, disc, A, pb_c_base,
-                                            pb_c_init, value_delta_max, node_norm, noise_seed, sim)
+            best_a, parent_q = choose_child(
+                children_index,
+                children_prior,
+                node_visits,
+                node_value_sum,
+                node_reward,
+                root_legal,
+                b,
+                node,
+                is_root,
+                parent_q,
+                lo,
+                hi,
+                disc,
+                A,
+                pb_c_base,
+                pb_c_init,
+                value_delta_max,
+                node_norm,
+                noise_seed,
+                sim,
+            )
             c = children_index[b, node, best_a]
             if c < 0:
                 out_parent[b] = node

@@ -115,8 +115,15 @@ class SearchStrategy(Protocol):
     # :class:`lz_tune.mcts.tree.Tree`); strategies without it plan over plain trees.
 
 
-def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: RecurrentFn, num_simulations: int,
-               discount: float, rng: np.random.Generator) -> SearchOutput:
+def run_search(
+    *,
+    strategy: SearchStrategy,
+    root: RootInput,
+    recurrent_fn: RecurrentFn,
+    num_simulations: int,
+    discount: float,
+    rng: np.random.Generator,
+) -> SearchOutput:
     """Run ``num_simulations`` simulations of ``strategy`` on B roots at once.
 
     discount: gamma; trees whose root has ``to_play >= 0`` (two-player) use -gamma so that
@@ -147,10 +154,26 @@ def run_search(*, strategy: SearchStrategy, root: RootInput, recurrent_fn: Recur
         next_state, reward, value, logits = recurrent_fn(store.gather(parents * batch + rows), actions)
         new_node = sim + 1
         store.put(new_node, next_state)
-        expand_and_backup(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                          tree.node_reward, tree.node_raw_value, tree.node_parent, tree.node_action,
-                          tree.discount, tree.min_max, tree.node_is_chance, num_chance, new_node, parents, actions,
-                          reward, value, logits)
+        expand_and_backup(
+            tree.children_index,
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_reward,
+            tree.node_raw_value,
+            tree.node_parent,
+            tree.node_action,
+            tree.discount,
+            tree.min_max,
+            tree.node_is_chance,
+            num_chance,
+            new_node,
+            parents,
+            actions,
+            reward,
+            value,
+            logits,
+        )
     return strategy.finish(tree, ctx)
 
 
@@ -189,7 +212,7 @@ class _ArrayStore:
         return self.rows.index_select(0, index if self._on_cpu else index.to(self.rows.device))
 
     def put(self, node: int, value) -> None:
-        self.rows[node * self.batch:(node + 1) * self.batch] = value
+        self.rows[node * self.batch : (node + 1) * self.batch] = value
 
 
 class StateStore:
@@ -218,8 +241,9 @@ class StateStore:
             store.put(node, part)
 
 
-def select_action(visit_counts: np.ndarray, *, temperature: float, rng: Optional[np.random.Generator],
-                  deterministic: bool = False) -> np.ndarray:
+def select_action(
+    visit_counts: np.ndarray, *, temperature: float, rng: Optional[np.random.Generator], deterministic: bool = False
+) -> np.ndarray:
     """[B] int64 actions from root visit counts [B, A].
 
     deterministic: argmax of visits (evaluation). Otherwise sample with probability

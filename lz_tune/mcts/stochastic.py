@@ -38,9 +38,26 @@ def choose_chance(children_index, children_prior, node_visits, b, node, num_acti
 
 
 @numba.njit(cache=True, nogil=True)
-def select_leaves(children_index, children_prior, node_visits, node_value_sum, node_reward, node_is_chance,
-                  root_legal, min_max, num_chance, pb_c_base, pb_c_init, value_delta_max, node_norm, noise_seed,
-                  sim, out_parent, out_action, out_flat):
+def select_leaves(
+    children_index,
+    children_prior,
+    node_visits,
+    node_value_sum,
+    node_reward,
+    node_is_chance,
+    root_legal,
+    min_max,
+    num_chance,
+    pb_c_base,
+    pb_c_init,
+    value_delta_max,
+    node_norm,
+    noise_seed,
+    sim,
+    out_parent,
+    out_action,
+    out_flat,
+):
     """Descend every stochastic tree to an unexpanded slot.
 
     num_chance: C; the action slots are ``[0, A)`` with ``A = slots - C``.
@@ -59,9 +76,28 @@ def select_leaves(children_index, children_prior, node_visits, node_value_sum, n
             if node_is_chance[b, node]:
                 slot = choose_chance(children_index, children_prior, node_visits, b, node, A, num_chance)
             else:
-                slot, parent_q = choose_child(children_index, children_prior, node_visits, node_value_sum,
-                                              node_reward, root_legal, b, node, is_root, parent_q, lo, hi, 1.0, A,
-                                              pb_c_base, pb_c_init, value_delta_max, node_norm, noise_seed, sim)
+                slot, parent_q = choose_child(
+                    children_index,
+                    children_prior,
+                    node_visits,
+                    node_value_sum,
+                    node_reward,
+                    root_legal,
+                    b,
+                    node,
+                    is_root,
+                    parent_q,
+                    lo,
+                    hi,
+                    1.0,
+                    A,
+                    pb_c_base,
+                    pb_c_init,
+                    value_delta_max,
+                    node_norm,
+                    noise_seed,
+                    sim,
+                )
                 is_root = False
             child = children_index[b, node, slot]
             if child < 0:

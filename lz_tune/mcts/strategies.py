@@ -36,8 +36,13 @@ def dirichlet_noise(rng: np.random.Generator, action_mask: np.ndarray, alpha: fl
 
 def tree_output(tree: Tree, **extra) -> SearchOutput:
     """The common part of every strategy's read-out."""
-    return SearchOutput(visit_counts=tree.root_visit_counts(), root_value=tree.root_values(),
-                        root_q=tree.root_q_values(), tree=tree, **extra)
+    return SearchOutput(
+        visit_counts=tree.root_visit_counts(),
+        root_value=tree.root_values(),
+        root_q=tree.root_q_values(),
+        tree=tree,
+        **extra,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,19 +66,46 @@ class PUCT:
     def init_roots(self, tree: Tree, root: RootInput, rng: np.random.Generator) -> Any:
         """Root priors over the action slots (chance slots, if any, keep prior 0)."""
         batch, num_actions = tree.root_legal.shape
-        noise = (dirichlet_noise(rng, tree.root_legal, self.root_dirichlet_alpha) if self.root_noise_weight > 0
-                 else np.zeros((batch, num_actions), np.float32))
-        puct.init_roots(tree.children_prior, tree.node_visits, tree.node_value_sum, tree.node_raw_value,
-                        tree.root_legal, tree.min_max, np.ascontiguousarray(root.policy_logits, np.float32),
-                        np.ascontiguousarray(root.value, np.float32), noise, float(self.root_noise_weight))
-        return int(rng.integers(0, 2 ** 63)), np.empty(batch, np.int64)  # tie-break seed, scratch rows
+        noise = (
+            dirichlet_noise(rng, tree.root_legal, self.root_dirichlet_alpha)
+            if self.root_noise_weight > 0
+            else np.zeros((batch, num_actions), np.float32)
+        )
+        puct.init_roots(
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_raw_value,
+            tree.root_legal,
+            tree.min_max,
+            np.ascontiguousarray(root.policy_logits, np.float32),
+            np.ascontiguousarray(root.value, np.float32),
+            noise,
+            float(self.root_noise_weight),
+        )
+        return int(rng.integers(0, 2**63)), np.empty(batch, np.int64)  # tie-break seed, scratch rows
 
     def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
         seed, flat = ctx
-        puct.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                           tree.node_reward, tree.root_legal, tree.discount, tree.min_max, float(self.pb_c_base),
-                           float(self.pb_c_init), float(self.value_delta_max), self.q_normalization == "node", seed,
-                           sim, parents, actions, flat)
+        puct.select_leaves(
+            tree.children_index,
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_reward,
+            tree.root_legal,
+            tree.discount,
+            tree.min_max,
+            float(self.pb_c_base),
+            float(self.pb_c_init),
+            float(self.value_delta_max),
+            self.q_normalization == "node",
+            seed,
+            sim,
+            parents,
+            actions,
+            flat,
+        )
 
     def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
         return tree_output(tree)
@@ -94,21 +126,57 @@ class StochasticPUCT(PUCT):
 
     def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
         seed, flat = ctx
-        stochastic.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                                 tree.node_reward, tree.node_is_chance, tree.root_legal, tree.min_max,
-                                 int(self.num_chance_outcomes), float(self.pb_c_base), float(self.pb_c_init),
-                                 float(self.value_delta_max), self.q_normalization == "node", seed, sim, parents,
-                                 actions, flat)
+        stochastic.select_leaves(
+            tree.children_index,
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_reward,
+            tree.node_is_chance,
+            tree.root_legal,
+            tree.min_max,
+            int(self.num_chance_outcomes),
+            float(self.pb_c_base),
+            float(self.pb_c_init),
+            float(self.value_delta_max),
+            self.q_normalization == "node",
+            seed,
+            sim,
+            parents,
+            actions,
+            flat,
+        )
 
 
-def puct_search(*, root: RootInput, recurrent_fn, num_simulations: int, discount: float, rng: np.random.Generator,
-                pb_c_base: float = 19652.0, pb_c_init: float = 1.25, root_dirichlet_alpha: float = 0.3,
-                root_noise_weight: float = 0.0, value_delta_max: float = 0.01) -> SearchOutput:
+def puct_search(
+    *,
+    root: RootInput,
+    recurrent_fn,
+    num_simulations: int,
+    discount: float,
+    rng: np.random.Generator,
+    pb_c_base: float = 19652.0,
+    pb_c_init: float = 1.25,
+    root_dirichlet_alpha: float = 0.3,
+    root_noise_weight: float = 0.0,
+    value_delta_max: float = 0.01,
+) -> SearchOutput:
     """:func:`run_search` with :class:`PUCT` (MuZero's search)."""
-    strategy = PUCT(pb_c_base=pb_c_base, pb_c_init=pb_c_init, root_dirichlet_alpha=root_dirichlet_alpha,
-                    root_noise_weight=root_noise_weight, value_delta_max=value_delta_max)
-    return run_search(strategy=strategy, root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
-                      discount=discount, rng=rng)
+    strategy = PUCT(
+        pb_c_base=pb_c_base,
+        pb_c_init=pb_c_init,
+        root_dirichlet_alpha=root_dirichlet_alpha,
+        root_noise_weight=root_noise_weight,
+        value_delta_max=value_delta_max,
+    )
+    return run_search(
+        strategy=strategy,
+        root=root,
+        recurrent_fn=recurrent_fn,
+        num_simulations=num_simulations,
+        discount=discount,
+        rng=rng,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,34 +199,84 @@ class Gumbel:
 
     def init_roots(self, tree: Tree, root: RootInput, rng: np.random.Generator) -> Any:
         batch, num_actions = tree.root_legal.shape
-        gumbel.init_roots(tree.children_prior, tree.node_visits, tree.node_value_sum, tree.node_raw_value,
-                          tree.root_legal, np.ascontiguousarray(root.policy_logits, np.float32),
-                          np.ascontiguousarray(root.value, np.float32))
+        gumbel.init_roots(
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_raw_value,
+            tree.root_legal,
+            np.ascontiguousarray(root.policy_logits, np.float32),
+            np.ascontiguousarray(root.value, np.float32),
+        )
         noise = (self.gumbel_scale * rng.gumbel(size=(batch, num_actions))).astype(np.float32)
         return noise, gumbel.considered_visit_table(self.max_num_considered_actions, tree.num_nodes - 1)
 
     def select(self, tree: Tree, ctx: Any, sim: int, parents: np.ndarray, actions: np.ndarray) -> None:
         noise, table = ctx
-        gumbel.select_leaves(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                             tree.node_reward, tree.node_raw_value, tree.root_legal, tree.discount, noise, table,
-                             int(self.max_num_considered_actions), float(self.c_visit), float(self.c_scale),
-                             parents, actions)
+        gumbel.select_leaves(
+            tree.children_index,
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_reward,
+            tree.node_raw_value,
+            tree.root_legal,
+            tree.discount,
+            noise,
+            table,
+            int(self.max_num_considered_actions),
+            float(self.c_visit),
+            float(self.c_scale),
+            parents,
+            actions,
+        )
 
     def finish(self, tree: Tree, ctx: Any) -> SearchOutput:
         noise, _ = ctx
         policy = np.empty(tree.root_legal.shape, np.float32)
         action = np.empty(tree.batch_size, np.int64)
-        gumbel.finish(tree.children_index, tree.children_prior, tree.node_visits, tree.node_value_sum,
-                      tree.node_reward, tree.node_raw_value, tree.root_legal, tree.discount, noise,
-                      float(self.c_visit), float(self.c_scale), policy, action)
+        gumbel.finish(
+            tree.children_index,
+            tree.children_prior,
+            tree.node_visits,
+            tree.node_value_sum,
+            tree.node_reward,
+            tree.node_raw_value,
+            tree.root_legal,
+            tree.discount,
+            noise,
+            float(self.c_visit),
+            float(self.c_scale),
+            policy,
+            action,
+        )
         return tree_output(tree, improved_policy=policy, action=action)
 
 
-def gumbel_search(*, root: RootInput, recurrent_fn, num_simulations: int, discount: float, rng: np.random.Generator,
-                  max_num_considered_actions: int = 16, gumbel_scale: float = 1.0, c_visit: float = 50.0,
-                  c_scale: float = 0.1) -> SearchOutput:
+def gumbel_search(
+    *,
+    root: RootInput,
+    recurrent_fn,
+    num_simulations: int,
+    discount: float,
+    rng: np.random.Generator,
+    max_num_considered_actions: int = 16,
+    gumbel_scale: float = 1.0,
+    c_visit: float = 50.0,
+    c_scale: float = 0.1,
+) -> SearchOutput:
     """:func:`run_search` with :class:`Gumbel` (Gumbel MuZero's search)."""
-    strategy = Gumbel(max_num_considered_actions=max_num_considered_actions, gumbel_scale=gumbel_scale,
-                      c_visit=c_visit, c_scale=c_scale)
-    return run_search(strategy=strategy, root=root, recurrent_fn=recurrent_fn, num_simulations=num_simulations,
-                      discount=discount, rng=rng)
+    strategy = Gumbel(
+        max_num_considered_actions=max_num_considered_actions,
+        gumbel_scale=gumbel_scale,
+        c_visit=c_visit,
+        c_scale=c_scale,
+    )
+    return run_search(
+        strategy=strategy,
+        root=root,
+        recurrent_fn=recurrent_fn,
+        num_simulations=num_simulations,
+        discount=discount,
+        rng=rng,
+    )

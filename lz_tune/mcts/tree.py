@@ -76,7 +76,7 @@ class Tree:
 
     def root_visit_counts(self) -> np.ndarray:
         """[B, A] int32: visits of each root child (0 for unexpanded children)."""
-        idx = self.children_index[:, 0, :self.num_actions]
+        idx = self.children_index[:, 0, : self.num_actions]
         rows = np.arange(self.batch_size)[:, None]
         visits = self.node_visits[rows, np.maximum(idx, 0)]
         return np.where(idx >= 0, visits, 0).astype(np.int32)
@@ -87,7 +87,7 @@ class Tree:
 
     def root_q_values(self) -> np.ndarray:
         """[B, A] float32: Q of each root child; NaN for unexpanded children."""
-        idx = self.children_index[:, 0, :self.num_actions]
+        idx = self.children_index[:, 0, : self.num_actions]
         rows = np.arange(self.batch_size)[:, None]
         safe = np.maximum(idx, 0)
         value = self.node_value_sum[rows, safe] / np.maximum(self.node_visits[rows, safe], 1)

@@ -99,8 +99,12 @@ def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
         ``[B, ...]`` tensor, same shape; contiguous, or channels-last when ``latent`` is a
         channels-last ``[B, C, H, W]``.
     """
-    if latent.dim() == 2 and latent.dtype == torch.float32 and latent.device.type == "cpu" \
-            and not torch.is_grad_enabled():
+    if (
+        latent.dim() == 2
+        and latent.dtype == torch.float32
+        and latent.device.type == "cpu"
+        and not torch.is_grad_enabled()
+    ):
         # search hot path (no autograd): one numba pass instead of five torch ops
         return torch.from_numpy(_minmax_rows(latent.numpy(), LATENT_RANGE_EPS))
     if latent.dim() == 4 and latent.is_contiguous(memory_format=torch.channels_last) and not latent.is_contiguous():
@@ -115,8 +119,9 @@ def normalize_latent(latent: torch.Tensor) -> torch.Tensor:
     return normalized if flat is latent else normalized.view(latent.shape)
 
 
-def observation_to_float(obs: torch.Tensor, dtype: torch.dtype,
-                         memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+def observation_to_float(
+    obs: torch.Tensor, dtype: torch.dtype, memory_format: torch.memory_format = torch.preserve_format
+) -> torch.Tensor:
     """Convert observations to ``dtype``; uint8 (pixel) observations are scaled by 1/255.
 
     Args:

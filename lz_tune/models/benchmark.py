@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, latent_dim={args.latent_dim}, "
-          f"hidden={tuple(args.hidden)}, bins={2 * args.support + 1}, layer_norm={args.layer_norm}")
+    print(
+        f"torch {torch.__version__}, threads={torch.get_num_threads()}, latent_dim={args.latent_dim}, "
+        f"hidden={tuple(args.hidden)}, bins={2 * args.support + 1}, layer_norm={args.layer_norm}"
+    )
     for actions in args.actions:
         net = MuZeroMLPNetwork(
             observation_dim=4,

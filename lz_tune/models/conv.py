@@ -105,7 +105,9 @@ class MuZeroConvNetwork(MuZeroNetwork):
 
         self.representation_blocks = self._blocks()
 
-        self.dynamics_conv = nn.Conv2d(channels + max(self.action_dim, 1), channels, kernel_size=3, padding=1, bias=False)
+        self.dynamics_conv = nn.Conv2d(
+            channels + max(self.action_dim, 1), channels, kernel_size=3, padding=1, bias=False
+        )
         self.dynamics_bn = nn.BatchNorm2d(channels)
         self.dynamics_blocks = self._blocks()
         self.reward_head = ConvHead(
@@ -160,8 +162,9 @@ class MuZeroConvNetwork(MuZeroNetwork):
 
     def representation(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs [B, C, H, W]`` (uint8 scaled by 1/255) -> normalised ``latent [B, *latent_shape]``."""
-        x = observation_to_float(obs, self.dynamics_conv.weight.dtype,
-                                 torch.channels_last if self.channels_last else torch.preserve_format)
+        x = observation_to_float(
+            obs, self.dynamics_conv.weight.dtype, torch.channels_last if self.channels_last else torch.preserve_format
+        )
         return normalize_latent(self.representation_blocks(self.stem(x)))
 
     def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

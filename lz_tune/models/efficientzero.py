@@ -134,13 +134,15 @@ class EfficientZeroNetwork(ComposedMuZeroNetwork):
         return cls(MuZeroMLPNetwork(**muzero_kwargs), lstm_hidden_size=lstm_hidden_size)
 
     @classmethod
-    def conv(cls, *, lstm_hidden_size: int = 512, reduced_channels: int = 16,
-             **muzero_kwargs: Any) -> EfficientZeroNetwork:
+    def conv(
+        cls, *, lstm_hidden_size: int = 512, reduced_channels: int = 16, **muzero_kwargs: Any
+    ) -> EfficientZeroNetwork:
         """Wrap ``MuZeroConvNetwork(**muzero_kwargs)``; its ``fc_hidden`` widths are also used
         after the LSTM."""
         muzero = MuZeroConvNetwork(**muzero_kwargs)
-        return cls(muzero, lstm_hidden_size=lstm_hidden_size, reduced_channels=reduced_channels,
-                   fc_hidden=muzero.fc_hidden)
+        return cls(
+            muzero, lstm_hidden_size=lstm_hidden_size, reduced_channels=reduced_channels, fc_hidden=muzero.fc_hidden
+        )
 
     # ------------------------------------------------------------------ MuZero parts
 
@@ -207,11 +209,20 @@ class EfficientZeroNetwork(ComposedMuZeroNetwork):
         horizon = check.positive_int("horizon", horizon)
         chunks = -(-steps // horizon)
         pad = chunks * horizon - steps
-        x = F.pad(lstm_inputs, (0, 0, 0, 0, 0, pad)) if pad else lstm_inputs          # [C*T, B, I]
+        x = F.pad(lstm_inputs, (0, 0, 0, 0, 0, pad)) if pad else lstm_inputs  # [C*T, B, I]
         x = x.view(chunks, horizon, batch, -1).transpose(0, 1).reshape(horizon, chunks * batch, -1)
         h0 = lstm_inputs.new_zeros(1, chunks * batch, self.lstm_hidden_size)
-        out = torch.lstm(x, (h0, h0), (self.lstm.weight_ih, self.lstm.weight_hh, self.lstm.bias_ih,
-                                      self.lstm.bias_hh), True, 1, 0.0, self.training, False, False)[0]
+        out = torch.lstm(
+            x,
+            (h0, h0),
+            (self.lstm.weight_ih, self.lstm.weight_hh, self.lstm.bias_ih, self.lstm.bias_hh),
+            True,
+            1,
+            0.0,
+            self.training,
+            False,
+            False,
+        )[0]
         h = out.view(horizon, chunks, batch, -1).transpose(0, 1).reshape(chunks * horizon, batch, -1)[:steps]
         return self.prefix_mlp(F.relu(self.prefix_norm(h)))
 

@@ -33,7 +33,7 @@ import torch
 
 from lz_tune.models.efficientzero import EfficientZeroNetwork
 from lz_tune.models.fast_math import layer_norm_rows, sigmoid_rows, tanh_rows
-from lz_tune.models.mlp_inference import ComposedSearchInference, bias_norm_relu, add_bias_decode
+from lz_tune.models.mlp_inference import ComposedSearchInference, add_bias_decode, bias_norm_relu
 
 __all__ = ["EfficientZeroSearchInference"]
 
@@ -53,14 +53,14 @@ def lstm_gates_into(gates, bias, c_prev, h_out, c_out, work, bits):
         row = gates[b]
         for j in range(width):
             row[j] += bias[j]
-        g = row[2 * hidden:3 * hidden]
+        g = row[2 * hidden : 3 * hidden]
         for j in range(hidden):
             g[j] *= np.float32(2.0)
     sigmoid_rows(gates, work, bits)
     for b in range(batch):
         i = gates[b, :hidden]
-        f = gates[b, hidden:2 * hidden]
-        g = gates[b, 2 * hidden:3 * hidden]
+        f = gates[b, hidden : 2 * hidden]
+        g = gates[b, 2 * hidden : 3 * hidden]
         dst = c_out[b]
         prev = c_prev[b]
         for j in range(hidden):
@@ -68,7 +68,7 @@ def lstm_gates_into(gates, bias, c_prev, h_out, c_out, work, bits):
     h_out[:] = c_out
     tanh_rows(h_out, work, bits)
     for b in range(batch):
-        o = gates[b, 3 * hidden:]
+        o = gates[b, 3 * hidden :]
         dst = h_out[b]
         for j in range(hidden):
             dst[j] *= o[j]
@@ -122,9 +122,36 @@ def _finish_prefix(head, bias, logits, parent_prefix, parent_depth, horizon, h, 
 
 
 @numba.njit(cache=True, nogil=True)
-def prefix_head_fused(next_latent, h, c, prefix, depth, horizon, lstm_w, lstm_bias, norm_w, norm_b, norm_eps, fc_w,
-                      fc_b, head_w, head_b, lstm_in, gates, h_out, c_out, normed, fc_out, head_out, logits, reward,
-                      child_depth, zeros, work, bits):
+def prefix_head_fused(
+    next_latent,
+    h,
+    c,
+    prefix,
+    depth,
+    horizon,
+    lstm_w,
+    lstm_bias,
+    norm_w,
+    norm_b,
+    norm_eps,
+    fc_w,
+    fc_b,
+    head_w,
+    head_b,
+    lstm_in,
+    gates,
+    h_out,
+    c_out,
+    normed,
+    fc_out,
+    head_out,
+    logits,
+    reward,
+    child_depth,
+    zeros,
+    work,
+    bits,
+):
     """The whole value-prefix step in one call (LSTM widths up to ``FUSED_MAX_HIDDEN``, one
     ``fc_hidden`` layer): ``[latent | h]`` -> GEMM -> gates -> LayerNorm + ReLU -> fc GEMM + bias +
     ReLU -> head GEMM -> bias, decode, :func:`prefix_step`. GEMMs are numba's ``np.dot`` (scipy's
@@ -162,8 +189,9 @@ class EfficientZeroSearchInference(ComposedSearchInference):
     def read_weights(self, network: EfficientZeroNetwork) -> None:
         """Fresh views of the MuZero MLP's parameters, copies of the LSTM's and the prefix head's."""
         layers = [m for m in network.prefix_mlp if isinstance(m, torch.nn.Linear)]
-        self.bind_muzero(network, (network.muzero.latent_dim, network.lstm_hidden_size,
-                                    tuple(m.out_features for m in layers)))
+        self.bind_muzero(
+            network, (network.muzero.latent_dim, network.lstm_hidden_size, tuple(m.out_features for m in layers))
+        )
         net = network
         lstm = net.lstm
         with torch.no_grad():  # contiguous [in, out] copies: BLAS is ~3x slower on transposed views at batch 8
@@ -171,22 +199,34 @@ class EfficientZeroSearchInference(ComposedSearchInference):
             lstm_bias = (lstm.bias_ih + lstm.bias_hh).numpy()
             fc = tuple((m.weight.t().contiguous().numpy(), m.bias.detach().numpy()) for m in layers)
         norm = net.prefix_norm
-        self._lstm = (lstm_weight, lstm_bias, norm.weight.detach().numpy(), norm.bias.detach().numpy(), float(norm.eps),
-                      fc)
+        self._lstm = (
+            lstm_weight,
+            lstm_bias,
+            norm.weight.detach().numpy(),
+            norm.bias.detach().numpy(),
+            float(norm.eps),
+            fc,
+        )
 
     def _buffers_for(self, batch: int) -> dict:
         buf = self.batch_buffers.get(batch)
         if buf is None:
             d, hidden, widths = self.buffer_shapes
             f32 = np.float32
-            buf = {"gates": np.empty((batch, 4 * hidden), f32), "lstm_in": np.empty((batch, d + hidden), f32),
-                   "h": np.empty((batch, hidden), f32), "c": np.empty((batch, hidden), f32),
-                   "normed": np.empty((batch, hidden), f32),
-                   "fc": [np.empty((batch, w), f32) for w in widths[:-1]],
-                   "prefix_head": np.empty((batch, widths[-1]), f32),
-                   "prefix_logits": np.empty((batch, widths[-1]), f32),
-                   "reward": np.empty(batch, f32), "depth": np.empty(batch, np.int64),
-                   "work": np.empty(2 * batch * 4 * hidden, f32), "bits": np.empty(batch * 4 * hidden, np.int32)}
+            buf = {
+                "gates": np.empty((batch, 4 * hidden), f32),
+                "lstm_in": np.empty((batch, d + hidden), f32),
+                "h": np.empty((batch, hidden), f32),
+                "c": np.empty((batch, hidden), f32),
+                "normed": np.empty((batch, hidden), f32),
+                "fc": [np.empty((batch, w), f32) for w in widths[:-1]],
+                "prefix_head": np.empty((batch, widths[-1]), f32),
+                "prefix_logits": np.empty((batch, widths[-1]), f32),
+                "reward": np.empty(batch, f32),
+                "depth": np.empty(batch, np.int64),
+                "work": np.empty(2 * batch * 4 * hidden, f32),
+                "bits": np.empty(batch * 4 * hidden, np.int32),
+            }
             self.batch_buffers[batch] = buf
         return buf
 
@@ -197,8 +237,13 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         batch = latent.shape[0]
         hidden = self.buffer_shapes[1]
         value, policy_logits = self.mlp.prediction(latent)
-        state = (latent, np.zeros((batch, hidden), np.float32), np.zeros((batch, hidden), np.float32),
-                 np.zeros(batch, np.float32), np.zeros(batch, np.int64))
+        state = (
+            latent,
+            np.zeros((batch, hidden), np.float32),
+            np.zeros((batch, hidden), np.float32),
+            np.zeros(batch, np.float32),
+            np.zeros(batch, np.int64),
+        )
         return state, value, policy_logits
 
     def __call__(self, state: tuple, action: np.ndarray):
@@ -214,9 +259,33 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         reward, child_depth = buf["reward"], buf["depth"]
         if len(fc) == 2 and h.shape[1] <= FUSED_MAX_HIDDEN:
             child_prefix = prefix_head_fused(
-                next_latent, h, c, prefix, depth, self.horizon, lstm_w, lstm_bias, norm_w, norm_b, norm_eps, *fc[0],
-                *fc[1], buf["lstm_in"], buf["gates"], h_new, c_new, buf["normed"], buf["fc"][0], buf["prefix_head"],
-                buf["prefix_logits"], reward, child_depth, zeros, buf["work"], buf["bits"])
+                next_latent,
+                h,
+                c,
+                prefix,
+                depth,
+                self.horizon,
+                lstm_w,
+                lstm_bias,
+                norm_w,
+                norm_b,
+                norm_eps,
+                *fc[0],
+                *fc[1],
+                buf["lstm_in"],
+                buf["gates"],
+                h_new,
+                c_new,
+                buf["normed"],
+                buf["fc"][0],
+                buf["prefix_head"],
+                buf["prefix_logits"],
+                reward,
+                child_depth,
+                zeros,
+                buf["work"],
+                buf["bits"],
+            )
             value = self.mlp.predict(next_latent, mlp_buf, zeros)
             return (next_latent, h_new, c_new, child_prefix, child_depth), reward, value, mlp_buf["policy_logits"]
         _concat_rows(next_latent, h, buf["lstm_in"])
@@ -228,8 +297,17 @@ class EfficientZeroSearchInference(ComposedSearchInference):
             bias_norm_relu(out, bias[None], zeros, _EMPTY, _EMPTY, 0.0)
             x = out
         np.dot(x, fc[-1][0], out=buf["prefix_head"])
-        child_prefix = _finish_prefix(buf["prefix_head"], fc[-1][1], buf["prefix_logits"], prefix, depth, self.horizon,
-                                      h_new, c_new, reward, child_depth)
+        child_prefix = _finish_prefix(
+            buf["prefix_head"],
+            fc[-1][1],
+            buf["prefix_logits"],
+            prefix,
+            depth,
+            self.horizon,
+            h_new,
+            c_new,
+            reward,
+            child_depth,
+        )
         value = self.mlp.predict(next_latent, mlp_buf, zeros)
         return (next_latent, h_new, c_new, child_prefix, child_depth), reward, value, mlp_buf["policy_logits"]
-

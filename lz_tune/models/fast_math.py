@@ -31,11 +31,18 @@ import numba
 import numpy as np
 
 from lz_tune.models.support_np import (  # Cephes expf
-    EXPF_LN2_HIGH, EXPF_LN2_LOW_NEG, EXPF_LOG2E, EXPF_P0, EXPF_P1, EXPF_P2, EXPF_P3, EXPF_P4, EXPF_P5,
+    EXPF_LN2_HIGH,
+    EXPF_LN2_LOW_NEG,
+    EXPF_LOG2E,
+    EXPF_P0,
+    EXPF_P1,
+    EXPF_P2,
+    EXPF_P3,
+    EXPF_P4,
+    EXPF_P5,
 )
 
-__all__ = ["exp_row", "sigmoid_rows", "tanh_rows", "gelu_tanh_rows", "gelu_erf_rows", "layer_norm_rows",
-           "erf_row"]
+__all__ = ["exp_row", "sigmoid_rows", "tanh_rows", "gelu_tanh_rows", "gelu_erf_rows", "layer_norm_rows", "erf_row"]
 
 _EXP_LO = np.float32(-87.0)
 _EXP_HI = np.float32(88.0)
@@ -86,7 +93,7 @@ def sigmoid_rows(x, work, bits):
     """In place: ``x [B, W] = 1 / (1 + exp(-x))`` (C-contiguous); ``work [>= B W]`` float32 and
     ``bits [>= B W]`` int32 scratch."""
     flat = x.reshape(x.size)
-    arg = work[:flat.shape[0]]
+    arg = work[: flat.shape[0]]
     for j in range(flat.shape[0]):
         arg[j] = -flat[j]
     exp_row(arg, flat, bits)
@@ -102,7 +109,7 @@ def tanh_rows(x, work, bits):
     arg = work[:n]
     for j in range(n):
         arg[j] = np.float32(-2.0) * abs(flat[j])
-    sign = work[n:2 * n]
+    sign = work[n : 2 * n]
     for j in range(n):
         sign[j] = _ONE if flat[j] >= 0 else -_ONE
     exp_row(arg, flat, bits)
@@ -120,7 +127,7 @@ def gelu_tanh_rows(x, work, bits):
     for j in range(n):
         v = flat[j]
         arg[j] = np.float32(-2.0) * _GELU_K * (v + _GELU_C * v * v * v)
-    e = work[n:2 * n]
+    e = work[n : 2 * n]
     exp_row(arg, e, bits)
     for j in range(n):
         flat[j] = flat[j] / (_ONE + e[j])
@@ -155,7 +162,7 @@ def gelu_erf_rows(x, work):
     arg = work[:n]
     for j in range(n):
         arg[j] = flat[j] * _INV_SQRT2
-    e = work[n:2 * n]
+    e = work[n : 2 * n]
     erf_row(arg, e)
     for j in range(n):
         flat[j] = _HALF * flat[j] * (_ONE + e[j])

@@ -104,7 +104,7 @@ class FewRowsWeight:
     """One weight matrix ``W [K, N]`` in both layouts: ``dense`` (contiguous ``[K, N]``, for BLAS)
     and ``chunks`` (``[C, N, CH]``, for :func:`few_rows_matmul`). Build with :meth:`of`."""
 
-    dense: np.ndarray   # [K, N] float32
+    dense: np.ndarray  # [K, N] float32
     chunks: np.ndarray  # [C, N, CH] float32
 
     @classmethod

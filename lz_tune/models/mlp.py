@@ -39,8 +39,9 @@ __all__ = ["MuZeroMLPNetwork"]
 LAYER_NORM_EPS = 1e-5
 
 
-def _image_encoder(image_shape: tuple[int, ...], channels: int, res_blocks: int,
-                   downsample: bool) -> tuple[nn.Sequential, int]:
+def _image_encoder(
+    image_shape: tuple[int, ...], channels: int, res_blocks: int, downsample: bool
+) -> tuple[nn.Sequential, int]:
     """The conv stem of an MLP network on images ``[C, H, W]``: 3x3 conv + BatchNorm + ReLU to
     ``channels`` (MuZero's stride-16 :class:`DownsampleStem` when ``downsample``), ``res_blocks``
     residual blocks, flattened. Returns the stem and its output width ``channels * H' * W'``."""
@@ -52,8 +53,11 @@ def _image_encoder(image_shape: tuple[int, ...], channels: int, res_blocks: int,
         layers: list[nn.Module] = [DownsampleStem(c, channels)]
         h, w = downsampled_size(h), downsampled_size(w)
     else:
-        layers = [nn.Conv2d(c, channels, kernel_size=3, padding=1, bias=False), nn.BatchNorm2d(channels),
-                  nn.ReLU(inplace=True)]
+        layers = [
+            nn.Conv2d(c, channels, kernel_size=3, padding=1, bias=False),
+            nn.BatchNorm2d(channels),
+            nn.ReLU(inplace=True),
+        ]
     layers += [ResidualBlock(channels) for _ in range(check.non_negative_int("encoder_res_blocks", res_blocks))]
     return nn.Sequential(*layers, nn.Flatten()), channels * h * w
 
@@ -134,8 +138,9 @@ class MuZeroMLPNetwork(MuZeroNetwork):
         )
         self.image_encoder: nn.Module | None = None
         if image_shape is not None:  # images: a conv stem reads them, the MLP works on its flattened features
-            self.image_encoder, observation_dim = _image_encoder(tuple(image_shape), encoder_channels,
-                                                                 encoder_res_blocks, encoder_downsample)
+            self.image_encoder, observation_dim = _image_encoder(
+                tuple(image_shape), encoder_channels, encoder_res_blocks, encoder_downsample
+            )
         self.observation_dim = check.positive_int("observation_dim", observation_dim)
         self.latent_dim = check.positive_int("latent_dim", latent_dim)
         self.hidden_sizes = check.positive_int_tuple("hidden_sizes", hidden_sizes, allow_empty=False)
@@ -176,9 +181,11 @@ class MuZeroMLPNetwork(MuZeroNetwork):
                 self._add_linear(f"{trunk}_hidden{i}", self.hidden_sizes[i - 1], self.hidden_sizes[i])
                 for i in range(1, len(self.hidden_sizes))
             )
-            self._norm_names[trunk] = tuple(
-                self._add_layer_norm(f"{trunk}_norm{i}", size) for i, size in enumerate(self.hidden_sizes)
-            ) if self.layer_norm else ()
+            self._norm_names[trunk] = (
+                tuple(self._add_layer_norm(f"{trunk}_norm{i}", size) for i, size in enumerate(self.hidden_sizes))
+                if self.layer_norm
+                else ()
+            )
 
         with torch.no_grad():
             self.dynamics_head_weight[:, latent:].zero_()

@@ -46,8 +46,16 @@ from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
 from lz_tune.models.mlp import LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
-__all__ = ["ComposedSearchInference", "MLPSearchInference", "add_bias_decode", "cpu_float32", "finish_latent",
-           "limit_blas_threads", "parameter_state", "WeightReadingEngine"]
+__all__ = [
+    "ComposedSearchInference",
+    "MLPSearchInference",
+    "add_bias_decode",
+    "cpu_float32",
+    "finish_latent",
+    "limit_blas_threads",
+    "parameter_state",
+    "WeightReadingEngine",
+]
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -307,16 +315,19 @@ class MLPSearchInference(WeightReadingEngine):
         empty = np.zeros(0, np.float32)
 
         def trunk(name: str, first_weight: str, first_bias_rows: np.ndarray) -> tuple[_Layer, ...]:
-            norms = [(p[f"{name}_norm{i}_weight"], p[f"{name}_norm{i}_bias"]) if net.layer_norm else (empty, empty)
-                     for i in range(len(net.hidden_sizes))]
+            norms = [
+                (p[f"{name}_norm{i}_weight"], p[f"{name}_norm{i}_bias"]) if net.layer_norm else (empty, empty)
+                for i in range(len(net.hidden_sizes))
+            ]
             layers = [_Layer(p[first_weight], first_bias_rows, *norms[0])]
             for i in range(1, len(net.hidden_sizes)):
                 layers.append(_Layer(p[f"{name}_hidden{i}_weight"], p[f"{name}_hidden{i}_bias"][None], *norms[i]))
             return tuple(layers)
 
         # continuous actions: the first layer's rows are computed per call (embed_actions_into)
-        self._action_projection = ((p["dynamics_action_embedding"], p["dynamics_action_bias"]) if net.action_dim
-                                   else None)
+        self._action_projection = (
+            (p["dynamics_action_embedding"], p["dynamics_action_bias"]) if net.action_dim else None
+        )
         self._weights = _Weights(
             dynamics=trunk("dynamics", "dynamics_latent_weight", p["dynamics_action_embedding"]),
             dynamics_head=(p["dynamics_head_weight"], p["dynamics_head_bias"]),
@@ -324,9 +335,14 @@ class MLPSearchInference(WeightReadingEngine):
             prediction_head=(p["prediction_head_weight"], p["prediction_head_bias"]),
         )
         head_weight, head_bias = self._weights.dynamics_head
-        self._latent_head = (np.ascontiguousarray(head_weight[:, :net.latent_dim]), head_bias[:net.latent_dim])
-        shapes = (net.hidden_sizes, net.latent_dim, net.policy_size, self._weights.dynamics_head[0].shape[1],
-                  self._weights.prediction_head[0].shape[1])
+        self._latent_head = (np.ascontiguousarray(head_weight[:, : net.latent_dim]), head_bias[: net.latent_dim])
+        shapes = (
+            net.hidden_sizes,
+            net.latent_dim,
+            net.policy_size,
+            self._weights.dynamics_head[0].shape[1],
+            self._weights.prediction_head[0].shape[1],
+        )
         if shapes != self._shapes:  # another network shape: the buffers no longer fit
             self._shapes = shapes
             self._buffers.clear()
@@ -353,15 +369,23 @@ class MLPSearchInference(WeightReadingEngine):
             self._zero_index[batch] = np.zeros(batch, np.int64)
         return buffers
 
-    def _trunk(self, x: np.ndarray, layers: tuple[_Layer, ...], outs: list[np.ndarray],
-               first_index: np.ndarray, zeros: np.ndarray, first_rows: Optional[np.ndarray] = None) -> np.ndarray:
+    def _trunk(
+        self,
+        x: np.ndarray,
+        layers: tuple[_Layer, ...],
+        outs: list[np.ndarray],
+        first_index: np.ndarray,
+        zeros: np.ndarray,
+        first_rows: Optional[np.ndarray] = None,
+    ) -> np.ndarray:
         """``first_rows``: the first layer's bias rows when not its own (continuous actions)."""
         for i, layer in enumerate(layers):
             out = outs[i]
             np.dot(x, layer.weight, out=out)
             rows = layer.bias_rows if i or first_rows is None else first_rows
-            bias_norm_relu(out, rows, first_index if i == 0 else zeros, layer.norm_weight, layer.norm_bias,
-                      LAYER_NORM_EPS)
+            bias_norm_relu(
+                out, rows, first_index if i == 0 else zeros, layer.norm_weight, layer.norm_bias, LAYER_NORM_EPS
+            )
             x = out
         return x
 
@@ -390,8 +414,9 @@ class MLPSearchInference(WeightReadingEngine):
         w = self._weights
         hidden = self._trunk(latent, w.prediction, buf["prediction"], zeros, zeros)
         np.dot(hidden, w.prediction_head[0], out=buf["prediction_head"])
-        return _finish_prediction(buf["prediction_head"], w.prediction_head[1], buf["policy_logits"],
-                                  buf["value_logits"])
+        return _finish_prediction(
+            buf["prediction_head"], w.prediction_head[1], buf["policy_logits"], buf["value_logits"]
+        )
 
     @property
     def dynamics_head(self) -> tuple[np.ndarray, np.ndarray]:
@@ -418,8 +443,9 @@ class MLPSearchInference(WeightReadingEngine):
         hidden = self.dynamics_hidden(latent, action, buf, zeros)
         np.dot(hidden, w.dynamics_head[0], out=buf["dynamics_head"])
         next_latent = buf["next_latent"]
-        reward = finish_dynamics(buf["dynamics_head"], w.dynamics_head[1], next_latent, buf["reward_logits"],
-                                  LATENT_RANGE_EPS)
+        reward = finish_dynamics(
+            buf["dynamics_head"], w.dynamics_head[1], next_latent, buf["reward_logits"], LATENT_RANGE_EPS
+        )
         value = self.predict(next_latent, buf, zeros)
         return next_latent, reward, value, buf["policy_logits"]
 
@@ -448,8 +474,7 @@ class ComposedSearchInference(WeightReadingEngine):
     def supports(cls, network: torch.nn.Module) -> bool:
         """True for exactly a ``network_type`` over exactly a :class:`MuZeroMLPNetwork`, all
         parameters float32 on the CPU."""
-        return (type(network) is cls.network_type and type(network.muzero) is MuZeroMLPNetwork
-                and cpu_float32(network))
+        return type(network) is cls.network_type and type(network.muzero) is MuZeroMLPNetwork and cpu_float32(network)
 
     def invalidate(self) -> None:
         super().invalidate()

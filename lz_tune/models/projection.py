@@ -43,8 +43,7 @@ def grouped_forward(layers: nn.Sequential, x: torch.Tensor, groups: int) -> torc
     """``layers`` over ``x [G*B, ...]`` as if called on each of the ``groups`` blocks of B rows
     in turn: linear layers and activations run once over all rows, BatchNorm1d per block."""
     for layer in layers:
-        x = (_grouped_batch_norm(layer, x, groups) if isinstance(layer, nn.modules.batchnorm._BatchNorm)
-             else layer(x))
+        x = _grouped_batch_norm(layer, x, groups) if isinstance(layer, nn.modules.batchnorm._BatchNorm) else layer(x)
     return x
 
 

@@ -48,8 +48,8 @@ def gru_gates_into(gx, action_rows, action, gh, bias_hh, h_prev, rz, n, h_out, w
             gates[j] = x[j] + h[j]
     sigmoid_rows(rz, work, bits)
     for b in range(batch):
-        x = gx[b, 2 * hidden:]
-        h = gh[b, 2 * hidden:]
+        x = gx[b, 2 * hidden :]
+        h = gh[b, 2 * hidden :]
         r = rz[b, :hidden]
         dst = n[b]
         for j in range(hidden):
@@ -101,10 +101,14 @@ class RNNFullObsSearchInference(ComposedSearchInference):
         gru, read = network.gru, network.history_to_latent
         d = network.latent_size
         with torch.no_grad():
-            self._gru = (gru.weight_ih[:, :d].t().contiguous().numpy(),                  # [D, 3H]
-                         (gru.weight_ih[:, d:].t() + gru.bias_ih).contiguous().numpy(),  # [A, 3H]
-                         gru.weight_hh.t().contiguous().numpy(), gru.bias_hh.detach().numpy(),
-                         read.weight.t().contiguous().numpy(), read.bias.detach().numpy())
+            self._gru = (
+                gru.weight_ih[:, :d].t().contiguous().numpy(),  # [D, 3H]
+                (gru.weight_ih[:, d:].t() + gru.bias_ih).contiguous().numpy(),  # [A, 3H]
+                gru.weight_hh.t().contiguous().numpy(),
+                gru.bias_hh.detach().numpy(),
+                read.weight.t().contiguous().numpy(),
+                read.bias.detach().numpy(),
+            )
 
     def _buffers_for(self, batch: int) -> dict:
         buf = self.batch_buffers.get(batch)
@@ -112,12 +116,16 @@ class RNNFullObsSearchInference(ComposedSearchInference):
             d, hidden = self.buffer_shapes
             f32 = np.float32
             buf = self.batch_buffers[batch] = {
-                "gx": np.empty((batch, 3 * hidden), f32), "gh": np.empty((batch, 3 * hidden), f32),
-                "rz": np.empty((batch, 2 * hidden), f32), "n": np.empty((batch, hidden), f32),
-                "history": np.empty((batch, hidden), f32), "read": np.empty((batch, d), f32),
+                "gx": np.empty((batch, 3 * hidden), f32),
+                "gh": np.empty((batch, 3 * hidden), f32),
+                "rz": np.empty((batch, 2 * hidden), f32),
+                "n": np.empty((batch, hidden), f32),
+                "history": np.empty((batch, hidden), f32),
+                "read": np.empty((batch, d), f32),
                 "read_latent": np.empty((batch, d), f32),
                 "work": np.empty(2 * batch * max(2 * hidden, d), f32),
-                "bits": np.empty(batch * max(2 * hidden, d), np.int32)}
+                "bits": np.empty(batch * max(2 * hidden, d), np.int32),
+            }
         return buf
 
     def __call__(self, state: tuple, action: np.ndarray):
@@ -131,14 +139,26 @@ class RNNFullObsSearchInference(ComposedSearchInference):
         np.dot(latent, w_x, out=buf["gx"])
         np.dot(history, w_hh, out=buf["gh"])
         next_history = buf["history"]
-        gru_gates_into(buf["gx"], action_rows, action, buf["gh"], b_hh, history, buf["rz"], buf["n"], next_history,
-                       buf["work"], buf["bits"])
+        gru_gates_into(
+            buf["gx"],
+            action_rows,
+            action,
+            buf["gh"],
+            b_hh,
+            history,
+            buf["rz"],
+            buf["n"],
+            next_history,
+            buf["work"],
+            buf["bits"],
+        )
         hidden = self.mlp.dynamics_hidden(latent, action, mlp_buf, zeros)
         head_weight, head_bias = self.mlp.dynamics_head
         np.dot(hidden, head_weight, out=mlp_buf["dynamics_head"])
         next_latent = mlp_buf["next_latent"]
-        reward = finish_dynamics(mlp_buf["dynamics_head"], head_bias, next_latent, mlp_buf["reward_logits"],
-                                  LATENT_RANGE_EPS)
+        reward = finish_dynamics(
+            mlp_buf["dynamics_head"], head_bias, next_latent, mlp_buf["reward_logits"], LATENT_RANGE_EPS
+        )
         np.dot(next_history, w_read, out=buf["read"])
         _read_in(next_latent, buf["read"], b_read, buf["read_latent"], buf["work"], buf["bits"])
         value = self.mlp.predict(buf["read_latent"], mlp_buf, zeros)

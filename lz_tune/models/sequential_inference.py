@@ -46,14 +46,23 @@ class SequentialMLP:
         with torch.no_grad():
             first = layers[0][0]
             width = first.in_features - one_hot_inputs
-            self._first_rows = ((first.weight[:, width:].t() + first.bias).contiguous().numpy() if one_hot_inputs
-                                else first.bias.detach().numpy()[None])
-            self._weights = [(m.weight[:, :width] if i == 0 else m.weight).t().contiguous().numpy()
-                             for i, (m, _) in enumerate(layers)]
+            self._first_rows = (
+                (first.weight[:, width:].t() + first.bias).contiguous().numpy()
+                if one_hot_inputs
+                else first.bias.detach().numpy()[None]
+            )
+            self._weights = [
+                (m.weight[:, :width] if i == 0 else m.weight).t().contiguous().numpy()
+                for i, (m, _) in enumerate(layers)
+            ]
             self._bias_rows = [self._first_rows] + [m.bias.detach().numpy()[None] for m, _ in layers[1:-1]]
             self.head_bias = layers[-1][0].bias.detach().numpy()
-            self._norms = [(n.weight.detach().numpy(), n.bias.detach().numpy(), float(n.eps)) if n is not None
-                           else (_EMPTY, _EMPTY, 0.0) for _, n in layers[:-1]]
+            self._norms = [
+                (n.weight.detach().numpy(), n.bias.detach().numpy(), float(n.eps))
+                if n is not None
+                else (_EMPTY, _EMPTY, 0.0)
+                for _, n in layers[:-1]
+            ]
         self.one_hot = one_hot_inputs > 0
         self._buffers: dict[int, list] = {}
 
@@ -68,8 +77,9 @@ class SequentialMLP:
         for i, weight in enumerate(self._weights[:-1]):
             np.dot(x, weight, out=outs[i])
             norm_weight, norm_bias, eps = self._norms[i]
-            bias_norm_relu(outs[i], self._bias_rows[i], index if i == 0 and self.one_hot else zeros, norm_weight,
-                      norm_bias, eps)
+            bias_norm_relu(
+                outs[i], self._bias_rows[i], index if i == 0 and self.one_hot else zeros, norm_weight, norm_bias, eps
+            )
             x = outs[i]
         np.dot(x, self._weights[-1], out=outs[-1])
         return outs[-1]

@@ -37,8 +37,14 @@ from lz_tune.models.mlp import MuZeroMLPNetwork
 __all__ = ["StochasticMuZeroNetwork", "straight_through_one_hot"]
 
 
-def _mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int, *, layer_norm: bool,
-         zero_columns: slice | None = None) -> nn.Sequential:
+def _mlp(
+    in_features: int,
+    hidden_sizes: Sequence[int],
+    out_features: int,
+    *,
+    layer_norm: bool,
+    zero_columns: slice | None = None,
+) -> nn.Sequential:
     """Linear -> [LayerNorm] -> ReLU per hidden width, then a Linear head; the head's
     ``zero_columns`` (value / reward bins) start at 0 so their decoded scalars are 0 at init."""
     layers: list[nn.Module] = []
@@ -79,24 +85,28 @@ class StochasticMuZeroNetwork(ComposedMuZeroNetwork):
 
     batch_independent_prediction = True  # LayerNorm and ReLU only
 
-    def __init__(self, muzero: MuZeroMLPNetwork, *, chance_space_size: int,
-                 hidden_sizes: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, muzero: MuZeroMLPNetwork, *, chance_space_size: int, hidden_sizes: Sequence[int] | None = None
+    ) -> None:
         super().__init__()
         if type(muzero) is not MuZeroMLPNetwork or muzero.action_dim:
             raise TypeError("muzero must be a MuZeroMLPNetwork with discrete actions")
         self.muzero = muzero
         self.chance_space_size = check.positive_int("chance_space_size", chance_space_size)
-        hidden = check.positive_int_tuple("hidden_sizes", hidden_sizes if hidden_sizes is not None
-                                          else muzero.hidden_sizes, allow_empty=False)
+        hidden = check.positive_int_tuple(
+            "hidden_sizes", hidden_sizes if hidden_sizes is not None else muzero.hidden_sizes, allow_empty=False
+        )
         latent, obs = muzero.latent_dim, muzero.observation_dim
         value_bins = 2 * muzero.value_support_size + 1
         reward_bins = 2 * muzero.reward_support_size + 1
         chance = self.chance_space_size
         norm = muzero.layer_norm
-        self.afterstate_head = _mlp(latent, hidden, chance + value_bins, layer_norm=norm,
-                                    zero_columns=slice(chance, None))
-        self.chance_dynamics = _mlp(latent + chance, hidden, latent + reward_bins, layer_norm=norm,
-                                    zero_columns=slice(latent, None))
+        self.afterstate_head = _mlp(
+            latent, hidden, chance + value_bins, layer_norm=norm, zero_columns=slice(chance, None)
+        )
+        self.chance_dynamics = _mlp(
+            latent + chance, hidden, latent + reward_bins, layer_norm=norm, zero_columns=slice(latent, None)
+        )
         self.chance_encoder = _mlp(2 * obs, hidden, chance, layer_norm=norm)
         self._afterstate_split = [chance, value_bins]
         self._dynamics_split = [latent, reward_bins]
@@ -137,5 +147,7 @@ class StochasticMuZeroNetwork(ComposedMuZeroNetwork):
         """e: ``obs, next_obs [B, O]`` (the observations before and after the env step) ->
         ``chance logits [B, C]``."""
         dtype = self.chance_encoder[0].weight.dtype
-        x = torch.cat([observation_to_float(obs, dtype).flatten(1), observation_to_float(next_obs, dtype).flatten(1)], 1)
+        x = torch.cat(
+            [observation_to_float(obs, dtype).flatten(1), observation_to_float(next_obs, dtype).flatten(1)], 1
+        )
         return self.chance_encoder(x)

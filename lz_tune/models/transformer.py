@@ -90,8 +90,12 @@ class _Block(nn.Module):
         self.qkv = nn.Linear(embed_dim, 3 * embed_dim)
         self.out = nn.Linear(embed_dim, embed_dim)
         self.ln_mlp = nn.LayerNorm(embed_dim)
-        self.mlp = nn.Sequential(nn.Linear(embed_dim, 4 * embed_dim), nn.GELU(approximate="tanh"),
-                                 nn.Linear(4 * embed_dim, embed_dim), nn.Dropout(dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(embed_dim, 4 * embed_dim),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(4 * embed_dim, embed_dim),
+            nn.Dropout(dropout),
+        )
         self.dropout = dropout
 
     def forward(self, x, cos, sin, past_k, past_v, mask):
@@ -100,14 +104,18 @@ class _Block(nn.Module):
         b, t, e = x.shape
         h = self.num_heads
         qkv = self.qkv(self.ln_attn(x))
-        qk = _rotate(qkv[..., :2 * e].reshape(b, t, 2 * h, e // h), cos, sin)   # q and k heads at once
-        q, k, v = qk[:, :, :h], qk[:, :, h:].reshape(b, t, e), qkv[..., 2 * e:]
+        qk = _rotate(qkv[..., : 2 * e].reshape(b, t, 2 * h, e // h), cos, sin)  # q and k heads at once
+        q, k, v = qk[:, :, :h], qk[:, :, h:].reshape(b, t, e), qkv[..., 2 * e :]
         keys = k if past_k is None else torch.cat((past_k, k), dim=1)
         vals = v if past_v is None else torch.cat((past_v, v), dim=1)
         n = keys.shape[1]
         att = F.scaled_dot_product_attention(
-            q.transpose(1, 2), keys.view(b, n, h, e // h).transpose(1, 2), vals.view(b, n, h, e // h).transpose(1, 2),
-            attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+            q.transpose(1, 2),
+            keys.view(b, n, h, e // h).transpose(1, 2),
+            vals.view(b, n, h, e // h).transpose(1, 2),
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
         x = x + F.dropout(self.out(att.transpose(1, 2).reshape(b, t, e)), self.dropout, self.training)
         x = x + self.mlp(self.ln_mlp(x))
         return x, k, v
@@ -125,8 +133,16 @@ class WindowTransformer(nn.Module):
         rope_theta: RoPE base.
     """
 
-    def __init__(self, *, embed_dim: int, num_layers: int, num_heads: int, context_tokens: int,
-                 dropout: float = 0.0, rope_theta: float = 10_000.0) -> None:
+    def __init__(
+        self,
+        *,
+        embed_dim: int,
+        num_layers: int,
+        num_heads: int,
+        context_tokens: int,
+        dropout: float = 0.0,
+        rope_theta: float = 10_000.0,
+    ) -> None:
         super().__init__()
         if embed_dim % num_heads or (embed_dim // num_heads) % 2:
             raise ValueError(f"embed_dim={embed_dim} must split into {num_heads} heads of even width")
@@ -136,8 +152,9 @@ class WindowTransformer(nn.Module):
         self.blocks = nn.ModuleList(_Block(embed_dim, num_heads, dropout) for _ in range(num_layers))
         self.ln_final = nn.LayerNorm(embed_dim)
         head_dim = embed_dim // num_heads
-        self.register_buffer("inv_freq", rope_theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim),
-                             persistent=False)
+        self.register_buffer(
+            "inv_freq", rope_theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim), persistent=False
+        )
 
     @property
     def window_slots(self) -> int:
@@ -148,13 +165,17 @@ class WindowTransformer(nn.Module):
         """B empty windows (next position 0) on ``like``'s device and dtype."""
         s, shape = self.window_slots, (batch, self.num_layers, self.window_slots, self.embed_dim)
         dev = like.device
-        return KVWindow(keys=like.new_zeros(shape), values=like.new_zeros(shape),
-                        key_pos=torch.zeros(batch, s, dtype=torch.int64, device=dev),
-                        valid=torch.zeros(batch, s, dtype=torch.bool, device=dev),
-                        next_pos=torch.zeros(batch, dtype=torch.int64, device=dev))
+        return KVWindow(
+            keys=like.new_zeros(shape),
+            values=like.new_zeros(shape),
+            key_pos=torch.zeros(batch, s, dtype=torch.int64, device=dev),
+            valid=torch.zeros(batch, s, dtype=torch.bool, device=dev),
+            next_pos=torch.zeros(batch, dtype=torch.int64, device=dev),
+        )
 
-    def forward(self, tokens: torch.Tensor, window: Optional[KVWindow] = None,
-                token_valid: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, KVWindow]:
+    def forward(
+        self, tokens: torch.Tensor, window: Optional[KVWindow] = None, token_valid: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, KVWindow]:
         """Append ``tokens [B, T, E]`` to ``window`` (None: sequences that start here).
 
         token_valid: [B, T] bool, False for padding tokens (no other token attends to them);
@@ -165,17 +186,17 @@ class WindowTransformer(nn.Module):
         b, t, _ = tokens.shape
         dev = tokens.device
         start = window.next_pos if window is not None else torch.zeros(b, dtype=torch.int64, device=dev)
-        pos = start[:, None] + torch.arange(t, device=dev)                          # [B, T]
+        pos = start[:, None] + torch.arange(t, device=dev)  # [B, T]
         new_valid = torch.ones(b, t, dtype=torch.bool, device=dev) if token_valid is None else token_valid
         if window is not None:
-            key_pos = torch.cat((window.key_pos, pos), dim=1)                         # [B, S+T]
+            key_pos = torch.cat((window.key_pos, pos), dim=1)  # [B, S+T]
             key_valid = torch.cat((window.valid, new_valid), dim=1)
         else:
             key_pos, key_valid = pos, new_valid
-        own = self._own_mask(t, key_pos.shape[1], dev)                              # a token sees itself
-        dist = pos[:, :, None] - key_pos[:, None, :]                                  # [B, T, S+T]
+        own = self._own_mask(t, key_pos.shape[1], dev)  # a token sees itself
+        dist = pos[:, :, None] - key_pos[:, None, :]  # [B, T, S+T]
         mask = (key_valid[:, None, :] | own) & (dist >= 0) & (dist < self.context_tokens)
-        angles = pos.double()[..., None] * self.inv_freq                              # [B, T, D/2] exact
+        angles = pos.double()[..., None] * self.inv_freq  # [B, T, D/2] exact
         cos = angles.cos().to(tokens.dtype)[:, :, None, :]
         sin = angles.sin().to(tokens.dtype)[:, :, None, :]
         x = tokens
@@ -186,8 +207,9 @@ class WindowTransformer(nn.Module):
             x, k, v = block(x, cos, sin, past_k, past_v, mask[:, None])
             new_k.append(k if past_k is None else torch.cat((past_k, k), dim=1))
             new_v.append(v if past_v is None else torch.cat((past_v, v), dim=1))
-        return self.ln_final(x), self._keep_last(torch.stack(new_k, 1), torch.stack(new_v, 1), key_pos, key_valid,
-                                                  pos[:, -1] + 1)
+        return self.ln_final(x), self._keep_last(
+            torch.stack(new_k, 1), torch.stack(new_v, 1), key_pos, key_valid, pos[:, -1] + 1
+        )
 
     def _own_mask(self, t: int, n: int, device: torch.device) -> torch.Tensor:
         """[T, n] bool, True where new token i meets its own key (slot n - T + i); cached."""
@@ -208,5 +230,10 @@ class WindowTransformer(nn.Module):
             values = F.pad(values, (0, 0, pad, 0))
             key_pos = F.pad(key_pos, (pad, 0))
             key_valid = F.pad(key_valid, (pad, 0), value=False)
-        return KVWindow(keys=keys[:, :, -s:], values=values[:, :, -s:], key_pos=key_pos[:, -s:],
-                        valid=key_valid[:, -s:], next_pos=next_pos)
+        return KVWindow(
+            keys=keys[:, :, -s:],
+            values=values[:, :, -s:],
+            key_pos=key_pos[:, -s:],
+            valid=key_valid[:, -s:],
+            next_pos=next_pos,
+        )

@@ -73,8 +73,28 @@ def _dot(a, b):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
-def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_values, parent_pos, parent_valid, rows,
-                 new_keys, new_values, layer, token, context, num_heads, out, scores, weights, bits):
+def attend_token(
+    qkv,
+    bias,
+    cos_table,
+    sin_table,
+    pos,
+    parent_keys,
+    parent_values,
+    parent_pos,
+    parent_valid,
+    rows,
+    new_keys,
+    new_values,
+    layer,
+    token,
+    context,
+    num_heads,
+    out,
+    scores,
+    weights,
+    bits,
+):
     """Attention of this step's token ``token`` (0 or 1) at ``layer`` for B trees.
 
     qkv: ``[B, 3E]`` the token's ``q | k | v`` before the bias (bias [3E] added in place, q and k
@@ -103,8 +123,8 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
         cos = cos_table[p]
         sin = sin_table[p]
         for h in range(2 * num_heads):  # q heads, then k heads (rotate-half RoPE)
-            x1 = row[h * head_dim:h * head_dim + half]
-            x2 = row[h * head_dim + half:(h + 1) * head_dim]
+            x1 = row[h * head_dim : h * head_dim + half]
+            x2 = row[h * head_dim + half : (h + 1) * head_dim]
             for i in range(half):
                 a = x1[i]
                 c = x2[i]
@@ -116,18 +136,24 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
             own_k[j] = row[width + j]
             own_v[j] = row[2 * width + j]
         for h in range(num_heads):
-            q = row[h * head_dim:(h + 1) * head_dim]
+            q = row[h * head_dim : (h + 1) * head_dim]
             base = (b * num_heads + h) * span
             n = 0
             for s in range(token, slots):
                 dist = p - parent_pos[parent, s]
                 attended = parent_valid[parent, s] and dist >= 0 and dist < context
-                scores[base + n] = _dot(q, parent_keys[parent, layer, s, h * head_dim:(h + 1) * head_dim]) * scale \
-                    if attended else neg
+                scores[base + n] = (
+                    _dot(q, parent_keys[parent, layer, s, h * head_dim : (h + 1) * head_dim]) * scale
+                    if attended
+                    else neg
+                )
                 n += 1
             for t in range(token + 1):
-                scores[base + n] = _dot(q, new_keys[b, layer, t, h * head_dim:(h + 1) * head_dim]) * scale \
-                    if token - t < context else neg
+                scores[base + n] = (
+                    _dot(q, new_keys[b, layer, t, h * head_dim : (h + 1) * head_dim]) * scale
+                    if token - t < context
+                    else neg
+                )
                 n += 1
             peak = scores[base]
             for j in range(1, n):
@@ -142,7 +168,7 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
         parent = rows[b]
         for h in range(num_heads):
             base = (b * num_heads + h) * span
-            dst = out[b, h * head_dim:(h + 1) * head_dim]
+            dst = out[b, h * head_dim : (h + 1) * head_dim]
             for i in range(head_dim):
                 dst[i] = 0.0
             norm = np.float32(0.0)
@@ -151,8 +177,8 @@ def attend_token(qkv, bias, cos_table, sin_table, pos, parent_keys, parent_value
                 w = weights[base + n] if scores[base + n] > neg * np.float32(0.5) else np.float32(0.0)  # masked: 0
                 norm += w
                 if w != 0.0:
-                    v = (parent_values[parent, layer, s] if s < slots else new_values[b, layer, s - slots])
-                    head_v = v[h * head_dim:(h + 1) * head_dim]
+                    v = parent_values[parent, layer, s] if s < slots else new_values[b, layer, s - slots]
+                    head_v = v[h * head_dim : (h + 1) * head_dim]
                     for i in range(head_dim):
                         dst[i] += w * head_v[i]
                 n += 1
@@ -186,9 +212,45 @@ def bias_gelu(x, bias, approximate_tanh, work, bits):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, next_pos, rows, new_keys, new_values, context,
-               num_heads, ln_attn, qkv_w, qkv_b, out_w, out_b, ln_mlp, fc1_w, fc1_b, fc2_w, fc2_b, ln_final, eps,
-               normed, qkv, att, proj, mlp, out, scores, weights, work, bits):
+def token_pass(
+    x,
+    token,
+    pos,
+    cos,
+    sin,
+    keys,
+    values,
+    key_pos,
+    valid,
+    next_pos,
+    rows,
+    new_keys,
+    new_values,
+    context,
+    num_heads,
+    ln_attn,
+    qkv_w,
+    qkv_b,
+    out_w,
+    out_b,
+    ln_mlp,
+    fc1_w,
+    fc1_b,
+    fc2_w,
+    fc2_b,
+    ln_final,
+    eps,
+    normed,
+    qkv,
+    att,
+    proj,
+    mlp,
+    out,
+    scores,
+    weights,
+    work,
+    bits,
+):
     """One token of B trees through every block and the final LayerNorm (``WindowTransformer``'s
     forward for T = 1 in eval mode), attending to the parents' windows (see :func:`attend_token`).
 
@@ -207,8 +269,28 @@ def token_pass(x, token, pos, cos, sin, keys, values, key_pos, valid, next_pos, 
     layer_norm_rows(x, ln_attn[0, 0], ln_attn[0, 1], eps, normed, False)
     for layer in range(layers):
         np.dot(normed, qkv_w[layer], qkv)
-        attend_token(qkv, qkv_b[layer], cos, sin, pos, keys, values, key_pos, valid, rows, new_keys, new_values,
-                     layer, token, context, num_heads, att, scores, weights, bits)
+        attend_token(
+            qkv,
+            qkv_b[layer],
+            cos,
+            sin,
+            pos,
+            keys,
+            values,
+            key_pos,
+            valid,
+            rows,
+            new_keys,
+            new_values,
+            layer,
+            token,
+            context,
+            num_heads,
+            att,
+            scores,
+            weights,
+            bits,
+        )
         np.dot(att, out_w[layer], proj)
         residual_norm(x, proj, out_b[layer], ln_mlp[layer, 0], ln_mlp[layer, 1], eps, normed)
         np.dot(normed, fc1_w[layer], mlp)
@@ -242,25 +324,61 @@ def _narrow_head(h, norm, w1, b1, w2, b2, eps, normed, mid, out, work, bits):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def action_heads(h, reward_norm, reward_w1, reward_b1, latent_norm, latent_w1, latent_b1, latent_w2, latent_b2,
-                 outer_norm, eps, normed, reward_mid, latent_mid, latent_out, next_latent, work, bits):
+def action_heads(
+    h,
+    reward_norm,
+    reward_w1,
+    reward_b1,
+    latent_norm,
+    latent_w1,
+    latent_b1,
+    latent_w2,
+    latent_b2,
+    outer_norm,
+    eps,
+    normed,
+    reward_mid,
+    latent_mid,
+    latent_out,
+    next_latent,
+    work,
+    bits,
+):
     """At the action token's output ``h [B, E]``: the reward head's first half (``reward_mid``; the
     601-wide second half runs on numpy's BLAS) and the whole latent head with its final LayerNorm
     (``next_latent [B, E]``)."""
     head_hidden(h, reward_norm, reward_w1, reward_b1, eps, normed, reward_mid, work, bits)
-    _narrow_head(h, latent_norm, latent_w1, latent_b1, latent_w2, latent_b2, eps, normed, latent_mid, latent_out,
-                 work, bits)
+    _narrow_head(
+        h, latent_norm, latent_w1, latent_b1, latent_w2, latent_b2, eps, normed, latent_mid, latent_out, work, bits
+    )
     layer_norm_rows(latent_out, outer_norm[0], outer_norm[1], eps, next_latent, False)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def observation_heads(h, value_norm, value_w1, value_b1, policy_norm, policy_w1, policy_b1, policy_w2, policy_b2,
-                      eps, normed, value_mid, policy_mid, policy_logits, work, bits):
+def observation_heads(
+    h,
+    value_norm,
+    value_w1,
+    value_b1,
+    policy_norm,
+    policy_w1,
+    policy_b1,
+    policy_w2,
+    policy_b2,
+    eps,
+    normed,
+    value_mid,
+    policy_mid,
+    policy_logits,
+    work,
+    bits,
+):
     """At the observation token's output ``h [B, E]``: the value head's first half (``value_mid``)
     and the whole policy head (``policy_logits [B, A]``)."""
     head_hidden(h, value_norm, value_w1, value_b1, eps, normed, value_mid, work, bits)
-    _narrow_head(h, policy_norm, policy_w1, policy_b1, policy_w2, policy_b2, eps, normed, policy_mid, policy_logits,
-                 work, bits)
+    _narrow_head(
+        h, policy_norm, policy_w1, policy_b1, policy_w2, policy_b2, eps, normed, policy_mid, policy_logits, work, bits
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -303,7 +421,7 @@ def assemble_window(keys, values, key_pos, valid, next_pos, rows, child_rows, ne
 @dataclasses.dataclass(frozen=True)
 class _Linear:
     rows: FewRowsWeight  # the weight: [in, out] contiguous copy (rows.dense) and its chunked layout
-    bias: np.ndarray     # [out] view (zeros when the layer has none)
+    bias: np.ndarray  # [out] view (zeros when the layer has none)
 
     @property
     def weight(self) -> np.ndarray:
@@ -316,15 +434,15 @@ class _Blocks:
     """The transformer's L blocks, stacked for :func:`token_pass` (``[in, out]`` copies)."""
 
     ln_attn: np.ndarray  # [L, 2, E] weight, bias
-    qkv_w: np.ndarray    # [L, E, 3E]
-    qkv_b: np.ndarray    # [L, 3E]
-    out_w: np.ndarray    # [L, E, E]
-    out_b: np.ndarray    # [L, E]
-    ln_mlp: np.ndarray   # [L, 2, E]
-    fc1_w: np.ndarray    # [L, E, 4E]
-    fc1_b: np.ndarray    # [L, 4E]
-    fc2_w: np.ndarray    # [L, 4E, E]
-    fc2_b: np.ndarray    # [L, E]
+    qkv_w: np.ndarray  # [L, E, 3E]
+    qkv_b: np.ndarray  # [L, 3E]
+    out_w: np.ndarray  # [L, E, E]
+    out_b: np.ndarray  # [L, E]
+    ln_mlp: np.ndarray  # [L, 2, E]
+    fc1_w: np.ndarray  # [L, E, 4E]
+    fc1_b: np.ndarray  # [L, 4E]
+    fc2_w: np.ndarray  # [L, 4E, E]
+    fc2_b: np.ndarray  # [L, E]
     ln_final: np.ndarray  # [2, E]
     eps: float
     layers: tuple  # per layer (qkv, out, fc1, fc2) FewRowsWeight, for the wide path's GEMMs
@@ -365,8 +483,11 @@ def _stack(tensors) -> np.ndarray:
 
 def _blocks(net: UniZeroWorldModel) -> _Blocks:
     blocks = list(net.transformer.blocks)
-    norms = [m for b in blocks for m in (b.ln_attn, b.ln_mlp)] + [net.transformer.ln_final, net.latent_head[1]] + \
-        [head[0] for head in (net.reward_head, net.latent_head[0], net.policy_head, net.value_head)]
+    norms = (
+        [m for b in blocks for m in (b.ln_attn, b.ln_mlp)]
+        + [net.transformer.ln_final, net.latent_head[1]]
+        + [head[0] for head in (net.reward_head, net.latent_head[0], net.policy_head, net.value_head)]
+    )
     if len({m.eps for m in norms}) != 1:
         raise ValueError("TransformerSearchInference: the world model's LayerNorms must share one eps")
 
@@ -379,21 +500,36 @@ def _blocks(net: UniZeroWorldModel) -> _Blocks:
     final = net.transformer.ln_final
     qkv_w, out_w = linear(lambda b: b.qkv, "weight"), linear(lambda b: b.out, "weight")
     fc1_w, fc2_w = linear(lambda b: b.mlp[0], "weight"), linear(lambda b: b.mlp[2], "weight")
-    layers = tuple(tuple(FewRowsWeight.of(w[i]) for w in (qkv_w, out_w, fc1_w, fc2_w))
-                   for i in range(len(blocks)))
-    return _Blocks(ln_attn=norm(lambda b: b.ln_attn), qkv_w=qkv_w, qkv_b=linear(lambda b: b.qkv, "bias"),
-                   out_w=out_w, out_b=linear(lambda b: b.out, "bias"), ln_mlp=norm(lambda b: b.ln_mlp),
-                   fc1_w=fc1_w, fc1_b=linear(lambda b: b.mlp[0], "bias"),
-                   fc2_w=fc2_w, fc2_b=linear(lambda b: b.mlp[2], "bias"),
-                   ln_final=_stack([final.weight, final.bias]), eps=float(final.eps), layers=layers)
+    layers = tuple(tuple(FewRowsWeight.of(w[i]) for w in (qkv_w, out_w, fc1_w, fc2_w)) for i in range(len(blocks)))
+    return _Blocks(
+        ln_attn=norm(lambda b: b.ln_attn),
+        qkv_w=qkv_w,
+        qkv_b=linear(lambda b: b.qkv, "bias"),
+        out_w=out_w,
+        out_b=linear(lambda b: b.out, "bias"),
+        ln_mlp=norm(lambda b: b.ln_mlp),
+        fc1_w=fc1_w,
+        fc1_b=linear(lambda b: b.mlp[0], "bias"),
+        fc2_w=fc2_w,
+        fc2_b=linear(lambda b: b.mlp[2], "bias"),
+        ln_final=_stack([final.weight, final.bias]),
+        eps=float(final.eps),
+        layers=layers,
+    )
 
 
 def _pack(net: UniZeroWorldModel) -> _Weights:
     emb = net.action_embedding
     action = emb.weight.detach().t().contiguous().numpy() if net.action_dim else emb.weight.detach().numpy()
-    return _Weights(blocks=_blocks(net), action=action, reward=_head(net.reward_head), latent=_head(net.latent_head[0]),
-                    latent_norm=_stack([net.latent_head[1].weight, net.latent_head[1].bias]),
-                    policy=_head(net.policy_head), value=_head(net.value_head))
+    return _Weights(
+        blocks=_blocks(net),
+        action=action,
+        reward=_head(net.reward_head),
+        latent=_head(net.latent_head[0]),
+        latent_norm=_stack([net.latent_head[1].weight, net.latent_head[1].bias]),
+        policy=_head(net.policy_head),
+        value=_head(net.value_head),
+    )
 
 
 # ---------------------------------------------------------------------------------------- engine
@@ -452,8 +588,13 @@ class TransformerSearchInference(WeightReadingEngine):
         if arena is not None and arena[0].shape[0] >= needed and arena[0].shape[1:] == (layers, slots, width):
             return
         size = max(needed, 2 * arena[0].shape[0] if arena is not None and keep else needed, 64)
-        grown = (np.empty((size, layers, slots, width), np.float32), np.empty((size, layers, slots, width), np.float32),
-                 np.empty((size, slots), np.int64), np.empty((size, slots), np.bool_), np.empty(size, np.int64))
+        grown = (
+            np.empty((size, layers, slots, width), np.float32),
+            np.empty((size, layers, slots, width), np.float32),
+            np.empty((size, slots), np.int64),
+            np.empty((size, slots), np.bool_),
+            np.empty(size, np.int64),
+        )
         if keep:
             for dst, src in zip(grown, arena):
                 dst[:keep] = src[:keep]
@@ -470,9 +611,17 @@ class TransformerSearchInference(WeightReadingEngine):
         change) and the rotary frequencies."""
         self._weights = _pack(network)
         tf = network.transformer
-        dims = (tf.num_layers, tf.window_slots, tf.embed_dim, tf.blocks[0].num_heads, tf.context_tokens,
-                network.policy_head[-1].out_features, network.reward_head[-1].out_features,
-                network.value_head[-1].out_features, network.action_dim)
+        dims = (
+            tf.num_layers,
+            tf.window_slots,
+            tf.embed_dim,
+            tf.blocks[0].num_heads,
+            tf.context_tokens,
+            network.policy_head[-1].out_features,
+            network.reward_head[-1].out_features,
+            network.value_head[-1].out_features,
+            network.action_dim,
+        )
         if dims != self._dims:
             self._dims = dims
             self._buffers.clear()
@@ -508,20 +657,28 @@ class TransformerSearchInference(WeightReadingEngine):
             span = batch * heads * (slots + tokens)
             hidden = 4 * width
             buf = {
-                "x": np.empty((batch, width), f32), "normed": np.empty((batch, width), f32),
-                "qkv": np.empty((batch, 3 * width), f32), "att": np.empty((batch, width), f32),
-                "proj": np.empty((batch, width), f32), "mlp": np.empty((batch, hidden), f32),
-                "head_in": np.empty((batch, width), f32), "mid": np.empty((batch, hidden), f32),
+                "x": np.empty((batch, width), f32),
+                "normed": np.empty((batch, width), f32),
+                "qkv": np.empty((batch, 3 * width), f32),
+                "att": np.empty((batch, width), f32),
+                "proj": np.empty((batch, width), f32),
+                "mlp": np.empty((batch, hidden), f32),
+                "head_in": np.empty((batch, width), f32),
+                "mid": np.empty((batch, hidden), f32),
                 "narrow_mid": np.empty((batch, hidden), f32),
-                "reward_out": np.empty((batch, reward_out), f32), "reward_logits": np.empty((batch, reward_out), f32),
+                "reward_out": np.empty((batch, reward_out), f32),
+                "reward_logits": np.empty((batch, reward_out), f32),
                 "latent_out": np.empty((batch, width), f32),
                 "policy_logits": np.empty((batch, policy_out), f32),
-                "value_out": np.empty((batch, value_out), f32), "value_logits": np.empty((batch, value_out), f32),
+                "value_out": np.empty((batch, value_out), f32),
+                "value_logits": np.empty((batch, value_out), f32),
                 "new_keys": np.empty((batch, layers, tokens, width), f32),
                 "new_values": np.empty((batch, layers, tokens, width), f32),
                 "pos": np.empty(batch, np.int64),
-                "scores": np.empty(span, f32), "weights": np.empty(span, f32),
-                "work": np.empty(2 * batch * hidden, f32), "bits": np.empty(max(batch * hidden, span), np.int32),
+                "scores": np.empty(span, f32),
+                "weights": np.empty(span, f32),
+                "work": np.empty(2 * batch * hidden, f32),
+                "bits": np.empty(max(batch * hidden, span), np.int32),
                 "zero_bias": np.zeros(width, f32),
             }
             self._buffers[batch] = buf
@@ -535,12 +692,42 @@ class TransformerSearchInference(WeightReadingEngine):
         w = self._weights.blocks
         _, _, _, heads, context, *_ = self._dims
         scratch = (buf["scores"], buf["weights"], buf["work"], buf["bits"])
-        x, pos, normed, qkv, att, proj, mlp, out = (buf[k] for k in ("x", "pos", "normed", "qkv", "att", "proj", "mlp",
-                                                                    "head_in"))
+        x, pos, normed, qkv, att, proj, mlp, out = (
+            buf[k] for k in ("x", "pos", "normed", "qkv", "att", "proj", "mlp", "head_in")
+        )
         if self._fused:
-            token_pass(x, token, pos, cos, sin, *window, rows, buf["new_keys"], buf["new_values"], context, heads, w.ln_attn,
-                       w.qkv_w, w.qkv_b, w.out_w, w.out_b, w.ln_mlp, w.fc1_w, w.fc1_b, w.fc2_w, w.fc2_b, w.ln_final,
-                       w.eps, normed, qkv, att, proj, mlp, out, *scratch)
+            token_pass(
+                x,
+                token,
+                pos,
+                cos,
+                sin,
+                *window,
+                rows,
+                buf["new_keys"],
+                buf["new_values"],
+                context,
+                heads,
+                w.ln_attn,
+                w.qkv_w,
+                w.qkv_b,
+                w.out_w,
+                w.out_b,
+                w.ln_mlp,
+                w.fc1_w,
+                w.fc1_b,
+                w.fc2_w,
+                w.fc2_b,
+                w.ln_final,
+                w.eps,
+                normed,
+                qkv,
+                att,
+                proj,
+                mlp,
+                out,
+                *scratch,
+            )
             return out
         # wide models: the same steps with the GEMMs on few_rows_matmul / numpy's BLAS (scipy's is up to
         # ~2x slower there)
@@ -551,8 +738,24 @@ class TransformerSearchInference(WeightReadingEngine):
         for layer in range(layers):
             qkv_w, out_w, fc1_w, fc2_w = w.layers[layer]
             qkv_w.matmul(normed, qkv, gemm)
-            attend_token(qkv, w.qkv_b[layer], cos, sin, pos, *window[:4], rows, buf["new_keys"], buf["new_values"],
-                         layer, token, context, heads, att, *scratch[:2], scratch[3])
+            attend_token(
+                qkv,
+                w.qkv_b[layer],
+                cos,
+                sin,
+                pos,
+                *window[:4],
+                rows,
+                buf["new_keys"],
+                buf["new_values"],
+                layer,
+                token,
+                context,
+                heads,
+                att,
+                *scratch[:2],
+                scratch[3],
+            )
             out_w.matmul(att, proj, gemm)
             residual_norm(x, proj, w.out_b[layer], w.ln_mlp[layer, 0], w.ln_mlp[layer, 1], w.eps, normed)
             fc1_w.matmul(normed, mlp, gemm)
@@ -599,9 +802,26 @@ class TransformerSearchInference(WeightReadingEngine):
         h = self._token(buf, rows, 0, cos, sin)
         r, lat = w.reward, w.latent
         if self._fused:
-            action_heads(h, r.norm, r.fc1.weight, r.fc1.bias, lat.norm, lat.fc1.weight, lat.fc1.bias, lat.fc2.weight,
-                         lat.fc2.bias, w.latent_norm, eps, buf["normed"], mid, buf["narrow_mid"], buf["latent_out"], x,
-                         work, bits)
+            action_heads(
+                h,
+                r.norm,
+                r.fc1.weight,
+                r.fc1.bias,
+                lat.norm,
+                lat.fc1.weight,
+                lat.fc1.bias,
+                lat.fc2.weight,
+                lat.fc2.bias,
+                w.latent_norm,
+                eps,
+                buf["normed"],
+                mid,
+                buf["narrow_mid"],
+                buf["latent_out"],
+                x,
+                work,
+                bits,
+            )
         else:
             self._heads(buf, h, r, lat, buf["latent_out"])
             layer_norm_rows(buf["latent_out"], w.latent_norm[0], w.latent_norm[1], eps, x, False)
@@ -612,9 +832,24 @@ class TransformerSearchInference(WeightReadingEngine):
         v, pol = w.value, w.policy
         policy_logits = buf["policy_logits"]
         if self._fused:
-            observation_heads(h, v.norm, v.fc1.weight, v.fc1.bias, pol.norm, pol.fc1.weight, pol.fc1.bias,
-                              pol.fc2.weight, pol.fc2.bias, eps, buf["normed"], mid, buf["narrow_mid"], policy_logits,
-                              work, bits)
+            observation_heads(
+                h,
+                v.norm,
+                v.fc1.weight,
+                v.fc1.bias,
+                pol.norm,
+                pol.fc1.weight,
+                pol.fc1.bias,
+                pol.fc2.weight,
+                pol.fc2.bias,
+                eps,
+                buf["normed"],
+                mid,
+                buf["narrow_mid"],
+                policy_logits,
+                work,
+                bits,
+            )
         else:
             self._heads(buf, h, v, pol, policy_logits)
         self._matmul(mid, v.fc2, buf["value_out"])

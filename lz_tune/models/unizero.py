@@ -33,8 +33,9 @@ __all__ = ["UniZeroWorldModel"]
 
 
 def _head(embed_dim: int, out: int, *, zero_init: bool) -> nn.Sequential:
-    head = nn.Sequential(nn.LayerNorm(embed_dim), nn.Linear(embed_dim, 4 * embed_dim), nn.GELU(),
-                         nn.Linear(4 * embed_dim, out))
+    head = nn.Sequential(
+        nn.LayerNorm(embed_dim), nn.Linear(embed_dim, 4 * embed_dim), nn.GELU(), nn.Linear(4 * embed_dim, out)
+    )
     if zero_init:
         nn.init.zeros_(head[-1].weight)
         nn.init.zeros_(head[-1].bias)
@@ -57,28 +58,50 @@ class UniZeroWorldModel(nn.Module):
         dropout: transformer dropout (training only).
     """
 
-    def __init__(self, *, observation_shape: Sequence[int], action_space_size: int, action_dim: int = 0,
-                 embed_dim: int = 64, num_layers: int = 2, num_heads: int = 2, context_tokens: int = 8,
-                 value_support_size: int = 300, reward_support_size: int = 300,
-                 hidden_sizes: Sequence[int] = (128,), num_channels: int = 64, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        observation_shape: Sequence[int],
+        action_space_size: int,
+        action_dim: int = 0,
+        embed_dim: int = 64,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        context_tokens: int = 8,
+        value_support_size: int = 300,
+        reward_support_size: int = 300,
+        hidden_sizes: Sequence[int] = (128,),
+        num_channels: int = 64,
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         self.observation_shape = tuple(int(s) for s in observation_shape)
         self.action_space_size, self.action_dim, self.embed_dim = action_space_size, action_dim, embed_dim
         if len(self.observation_shape) == 3:
             c, h, w = self.observation_shape
             flat = num_channels * downsampled_size(h) * downsampled_size(w)
-            self.encoder = nn.Sequential(DownsampleStem(c, num_channels), nn.Flatten(),
-                                         nn.Linear(flat, embed_dim, bias=False), nn.LayerNorm(embed_dim))
+            self.encoder = nn.Sequential(
+                DownsampleStem(c, num_channels),
+                nn.Flatten(),
+                nn.Linear(flat, embed_dim, bias=False),
+                nn.LayerNorm(embed_dim),
+            )
         else:
             layers, width = [], math.prod(self.observation_shape)
             for hidden in hidden_sizes:
                 layers += [nn.Linear(width, hidden), nn.LayerNorm(hidden), nn.GELU()]
                 width = hidden
             self.encoder = nn.Sequential(nn.Flatten(), *layers, nn.Linear(width, embed_dim), nn.LayerNorm(embed_dim))
-        self.action_embedding = (nn.Linear(action_dim, embed_dim, bias=False) if action_dim
-                                 else nn.Embedding(action_space_size, embed_dim))
-        self.transformer = WindowTransformer(embed_dim=embed_dim, num_layers=num_layers, num_heads=num_heads,
-                                             context_tokens=context_tokens, dropout=dropout)
+        self.action_embedding = (
+            nn.Linear(action_dim, embed_dim, bias=False) if action_dim else nn.Embedding(action_space_size, embed_dim)
+        )
+        self.transformer = WindowTransformer(
+            embed_dim=embed_dim,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            context_tokens=context_tokens,
+            dropout=dropout,
+        )
         policy_out = 2 * action_dim if action_dim else action_space_size
         self.policy_head = _head(embed_dim, policy_out, zero_init=not action_dim)
         self.value_head = _head(embed_dim, 2 * value_support_size + 1, zero_init=True)
@@ -135,8 +158,9 @@ class UniZeroWorldModel(nn.Module):
 
     # ------------------------------------------------------------------ whole sequences
 
-    def sequence(self, latents: torch.Tensor, actions: torch.Tensor, *,
-                 token_valid: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, KVWindow]:
+    def sequence(
+        self, latents: torch.Tensor, actions: torch.Tensor, *, token_valid: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, torch.Tensor, KVWindow]:
         """Teacher-forced pass over ``[z_0, a_0, ..., a_{U-1}, z_U]``.
 
         latents: ``[B, U+1, E]`` observation tokens; actions: ``[B, U]`` (``[B, U, D]``);
@@ -155,8 +179,9 @@ class UniZeroWorldModel(nn.Module):
 
     # ------------------------------------------------------------------ inference steps
 
-    def root_step(self, window: Optional[KVWindow], action: Optional[torch.Tensor],
-                  latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, KVWindow]:
+    def root_step(
+        self, window: Optional[KVWindow], action: Optional[torch.Tensor], latent: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, KVWindow]:
         """A real env step: append ``[a_{t-1}, z_t]`` to ``window`` (or start a sequence with
         ``z_t`` when ``window`` is None). latent: ``[B, E]``; action: ``[B]`` or None.
         Returns (policy logits, value logits, window ending at ``z_t``)."""

@@ -35,8 +35,10 @@ def make_learner(cfg: "Config", spec) -> "Learner":
     try:
         import ray  # noqa: F401
     except ImportError as e:
-        raise ImportError(f"learner.num_workers={cfg.learner.num_workers} runs the learner on Ray Train workers, and "
-                          "Ray is not installed: pip install 'ray[tune,train]' (or learner.num_workers=1)") from e
+        raise ImportError(
+            f"learner.num_workers={cfg.learner.num_workers} runs the learner on Ray Train workers, and "
+            "Ray is not installed: pip install 'ray[tune,train]' (or learner.num_workers=1)"
+        ) from e
     from lz_tune.parallel.learner import DataParallelLearner
 
     return DataParallelLearner(cfg, spec, algo.make_learner)

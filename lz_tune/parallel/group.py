@@ -50,8 +50,12 @@ def _worker_group_class():
 
         def add_workers(self, num_workers: int) -> None:
             first = len(self.workers)
-            actors = [self._remote_cls.options(**self._worker_options[first + i]).remote(
-                *self._actor_cls_args, **self._actor_cls_kwargs) for i in range(num_workers)]
+            actors = [
+                self._remote_cls.options(**self._worker_options[first + i]).remote(
+                    *self._actor_cls_args, **self._actor_cls_kwargs
+                )
+                for i in range(num_workers)
+            ]
             refs = [a._RayTrainWorker__execute.remote(construct_metadata) for a in actors]
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=START_TIMEOUT_S)
             if len(ready) < len(refs):
@@ -60,7 +64,8 @@ def _worker_group_class():
                 raise ConfigError(
                     f"learner.num_workers / learner.worker_num_cpus / learner.worker_num_gpus: {num_workers} learner "
                     f"worker(s) could not be placed within {START_TIMEOUT_S:.0f} s (the cluster has "
-                    f"{ray.cluster_resources()}); lower them or add nodes")
+                    f"{ray.cluster_resources()}); lower them or add nodes"
+                )
             self.workers.extend(Worker(actor=a, metadata=m) for a, m in zip(actors, ray.get(refs)))
 
     return PinnedWorkerGroup
@@ -70,16 +75,22 @@ def check_cluster_fits(cfg: Config, nodes: Sequence[dict[str, float]]) -> None:
     """ConfigError naming the key when one learner worker's CPUs or GPUs exceed every node of the
     cluster (``nodes``: total resources of each alive node), or all workers exceed the cluster."""
     lc = cfg.learner
-    for key, resource, per_worker in (("worker_num_cpus", "CPU", lc.worker_num_cpus),
-                                      ("worker_num_gpus", "GPU", lc.worker_num_gpus)):
+    for key, resource, per_worker in (
+        ("worker_num_cpus", "CPU", lc.worker_num_cpus),
+        ("worker_num_gpus", "GPU", lc.worker_num_gpus),
+    ):
         largest = max((float(n.get(resource, 0.0)) for n in nodes), default=0.0)
         total = sum(float(n.get(resource, 0.0)) for n in nodes)
         if per_worker > largest + 1e-9:
-            raise ConfigError(f"learner.{key}: one learner worker asks for {per_worker:g} {resource}, but no node of "
-                              f"the cluster has that many (largest: {largest:g})")
+            raise ConfigError(
+                f"learner.{key}: one learner worker asks for {per_worker:g} {resource}, but no node of "
+                f"the cluster has that many (largest: {largest:g})"
+            )
         if lc.num_workers * per_worker > total + 1e-9:
-            raise ConfigError(f"learner.num_workers / learner.{key}: {lc.num_workers} workers x {per_worker:g} "
-                              f"{resource} = {lc.num_workers * per_worker:g}, but the cluster has {total:g} {resource}")
+            raise ConfigError(
+                f"learner.num_workers / learner.{key}: {lc.num_workers} workers x {per_worker:g} "
+                f"{resource} = {lc.num_workers * per_worker:g}, but the cluster has {total:g} {resource}"
+            )
 
 
 class LearnerGroup:
@@ -99,11 +110,16 @@ class LearnerGroup:
 
             from lz_tune.parallel.worker import LearnerWorker
 
-            resources = {"CPU": float(lc.worker_num_cpus)} | ({"GPU": float(lc.worker_num_gpus)}
-                                                              if lc.worker_num_gpus > 0 else {})
+            resources = {"CPU": float(lc.worker_num_cpus)} | (
+                {"GPU": float(lc.worker_num_gpus)} if lc.worker_num_gpus > 0 else {}
+            )
             self._group = _worker_group_class()(
-                num_workers=lc.num_workers, resources_per_worker=resources, actor_cls=LearnerWorker,
-                actor_cls_args=(cfg.to_dict(), spec, max(1, int(lc.worker_num_cpus))), worker_options=options)
+                num_workers=lc.num_workers,
+                resources_per_worker=resources,
+                actor_cls=LearnerWorker,
+                actor_cls_args=(cfg.to_dict(), spec, max(1, int(lc.worker_num_cpus))),
+                worker_options=options,
+            )
             self.workers = [w.actor for w in self._group.workers]
             self.metadata = [w.metadata for w in self._group.workers]
             self._torch_config = TorchConfig(backend="nccl" if lc.worker_num_gpus > 0 else "gloo")
@@ -111,7 +127,9 @@ class LearnerGroup:
             self._backend.on_start(self._group, self._torch_config)  # init_process_group on every worker
             ranks = self.get([w.wrap_data_parallel.remote(lc.sync_batchnorm) for w in self.workers], "DDP setup")
             if ranks != list(range(lc.num_workers)):
-                raise LearnerWorkerError(f"learner workers came up with ranks {ranks}, expected 0..{lc.num_workers - 1}")
+                raise LearnerWorkerError(
+                    f"learner workers came up with ranks {ranks}, expected 0..{lc.num_workers - 1}"
+                )
             self.load_state_dict(initial_state)
         except BaseException:
             self.close(failed=True)
@@ -122,9 +140,13 @@ class LearnerGroup:
         if pg is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-            return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=pg, placement_group_bundle_index=learner_bundle_index(cfg, rank),
-                placement_group_capture_child_tasks=True)}
+            return {
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                    placement_group=pg,
+                    placement_group_bundle_index=learner_bundle_index(cfg, rank),
+                    placement_group_capture_child_tasks=True,
+                )
+            }
         if cfg.async_pipeline.placement_strategy in ("SPREAD", "STRICT_SPREAD"):
             return {"scheduling_strategy": "SPREAD"}
         return {}
@@ -145,18 +167,21 @@ class LearnerGroup:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
             if not ready:
-                raise ray.exceptions.GetTimeoutError(f"learner workers {sorted(pending.values())} did not finish "
-                                                     f"{what} within {timeout} s")
+                raise ray.exceptions.GetTimeoutError(
+                    f"learner workers {sorted(pending.values())} did not finish {what} within {timeout} s"
+                )
             for ref in ready:
                 rank = pending.pop(ref)
                 try:
                     ray.get(ref)
                 except ray.exceptions.RayActorError as e:
-                    raise LearnerWorkerError(f"{self.describe(rank)} died during {what}: "
-                                             f"{str(e).strip().splitlines()[0]}") from e
+                    raise LearnerWorkerError(
+                        f"{self.describe(rank)} died during {what}: {str(e).strip().splitlines()[0]}"
+                    ) from e
                 except ray.exceptions.RayTaskError as e:
-                    raise LearnerWorkerError(f"{self.describe(rank)} failed during {what}: "
-                                             f"{str(e).strip().splitlines()[-1]}") from e
+                    raise LearnerWorkerError(
+                        f"{self.describe(rank)} failed during {what}: {str(e).strip().splitlines()[-1]}"
+                    ) from e
         return ray.get(refs)
 
     def learn_async(self, shards: list, train_iter: int) -> list:

@@ -62,8 +62,10 @@ class DataParallelLearner(Learner):
         self._spec = spec
         self.local: Learner = make_local(mirror_config(cfg), spec)
         if cfg.learner.sync_batchnorm and not has_batchnorm(self.local.policy.network):
-            raise ConfigError(f"learner.sync_batchnorm: the {cfg.policy_type} network for {cfg.env.env_id} has no "
-                              "BatchNorm layer to synchronise; set learner.sync_batchnorm=False")
+            raise ConfigError(
+                f"learner.sync_batchnorm: the {cfg.policy_type} network for {cfg.env.env_id} has no "
+                "BatchNorm layer to synchronise; set learner.sync_batchnorm=False"
+            )
         self.group = None
         self._stale: set[str] = set()  # mirror policies ("policy", "target_policy") behind rank 0
 
@@ -159,8 +161,12 @@ class DataParallelLearner(Learner):
             raise RuntimeError("DataParallelLearner.start() was not called: no learner workers")
         t = self.train_iter if train_iter is None else int(train_iter)
         shards = split_batch(batch, self.num_workers)
-        return PendingUpdate(refs=self.group.learn_async(shards, t), sizes=[len(s) for s in shards],
-                             train_iter=t, changes_target=self.local.target_changes_at(self.train_iter))
+        return PendingUpdate(
+            refs=self.group.learn_async(shards, t),
+            sizes=[len(s) for s in shards],
+            train_iter=t,
+            changes_target=self.local.target_changes_at(self.train_iter),
+        )
 
     def finish_update(self, pending: PendingUpdate) -> tuple[dict[str, float], np.ndarray]:
         results = self.group.get(pending.refs, f"update {pending.train_iter}")

@@ -29,8 +29,10 @@ def shard_bounds(batch_size: int, num_shards: int) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` of ``num_shards`` contiguous shards of ``batch_size`` rows; the
     first ``batch_size % num_shards`` shards hold one row more."""
     if not 1 <= num_shards <= batch_size:
-        raise ValueError(f"cannot split a batch of {batch_size} into {num_shards} non-empty shards "
-                         "(learner.num_workers must be <= learner.batch_size)")
+        raise ValueError(
+            f"cannot split a batch of {batch_size} into {num_shards} non-empty shards "
+            "(learner.num_workers must be <= learner.batch_size)"
+        )
     base, extra = divmod(batch_size, num_shards)
     bounds, start = [], 0
     for i in range(num_shards):
@@ -49,16 +51,30 @@ def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
         rows = slice(start, stop)
         scale = np.float32((stop - start) * num_shards / total)
         index = batch.index
-        shard_index = SampledIndex(segment_ids=np.asarray(index.segment_ids)[rows],
-                                   positions=np.asarray(index.positions)[rows],
-                                   weights=np.asarray(index.weights)[rows], make_time=index.make_time)
-        shards.append(dataclasses.replace(
-            batch, obs=batch.obs[rows], actions=batch.actions[rows], target_value=batch.target_value[rows],
-            target_reward=batch.target_reward[rows], target_policy=batch.target_policy[rows], mask=batch.mask[rows],
-            weights=np.ascontiguousarray(batch.weights[rows] * scale, dtype=np.float32),
-            to_play=batch.to_play[rows], action_mask=batch.action_mask[rows], timesteps=batch.timesteps[rows],
-            index=shard_index, num_reanalyzed=int(min(max(batch.num_reanalyzed - start, 0), stop - start)),
-            extras={k: v[rows] for k, v in batch.extras.items()}))
+        shard_index = SampledIndex(
+            segment_ids=np.asarray(index.segment_ids)[rows],
+            positions=np.asarray(index.positions)[rows],
+            weights=np.asarray(index.weights)[rows],
+            make_time=index.make_time,
+        )
+        shards.append(
+            dataclasses.replace(
+                batch,
+                obs=batch.obs[rows],
+                actions=batch.actions[rows],
+                target_value=batch.target_value[rows],
+                target_reward=batch.target_reward[rows],
+                target_policy=batch.target_policy[rows],
+                mask=batch.mask[rows],
+                weights=np.ascontiguousarray(batch.weights[rows] * scale, dtype=np.float32),
+                to_play=batch.to_play[rows],
+                action_mask=batch.action_mask[rows],
+                timesteps=batch.timesteps[rows],
+                index=shard_index,
+                num_reanalyzed=int(min(max(batch.num_reanalyzed - start, 0), stop - start)),
+                extras={k: v[rows] for k, v in batch.extras.items()},
+            )
+        )
     return shards
 
 

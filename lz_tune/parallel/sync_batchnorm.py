@@ -66,7 +66,7 @@ class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
         mean = sums[:-1] / total
         shape = (1, channels) + (1,) * (x.dim() - 2)
         centered = local - mean.view(shape)
-        var = _all_reduce_sum((centered * centered).sum(dims)) / total              # biased, as batch_norm
+        var = _all_reduce_sum((centered * centered).sum(dims)) / total  # biased, as batch_norm
         out = centered * torch.rsqrt(var + self.eps).view(shape)
         if self.affine:
             out = out * self.weight.view(shape) + self.bias.view(shape)
@@ -85,8 +85,13 @@ def convert_to_global_batchnorm(module: nn.Module) -> nn.Module:
     holds the same parameter and buffer objects; returns ``module``."""
     for name, child in list(module.named_children()):
         if isinstance(child, nn.modules.batchnorm._BatchNorm) and not isinstance(child, GlobalBatchNorm):
-            new = GlobalBatchNorm(child.num_features, eps=child.eps, momentum=child.momentum, affine=child.affine,
-                                  track_running_stats=child.track_running_stats)
+            new = GlobalBatchNorm(
+                child.num_features,
+                eps=child.eps,
+                momentum=child.momentum,
+                affine=child.affine,
+                track_running_stats=child.track_running_stats,
+            )
             for name_ in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
                 setattr(new, name_, getattr(child, name_))  # the same Parameter / buffer objects: an
                 #                                           optimizer built on the module keeps working

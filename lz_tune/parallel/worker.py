@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from lz_tune.pipeline.ray_backend import take_normal_priority, WorkerBody
+from lz_tune.pipeline.ray_backend import WorkerBody, take_normal_priority
 
 __all__ = ["LearnerWorker", "time_all_reduce", "to_float64", "weights_from_numpy", "weights_to_numpy"]
 
@@ -74,11 +74,13 @@ class LearnerWorker(WorkerBody):
         self._sync_batchnorm = sync_batchnorm
         device = self.learner.device
         self.learner.data_parallel = DistributedDataParallel(
-            _Forward(net), device_ids=[device.index or 0] if device.type == "cuda" else None,
+            _Forward(net),
+            device_ids=[device.index or 0] if device.type == "cuda" else None,
             find_unused_parameters=find_unused_parameters,
             # buffers (BatchNorm running statistics) are read from rank 0 only (snapshots, checkpoints);
             # training mode normalises with batch statistics: no broadcast of them before every forward
-            broadcast_buffers=False)
+            broadcast_buffers=False,
+        )
         self._probe_unused = find_unused_parameters
         self.rank = dist.get_rank()
         return self.rank

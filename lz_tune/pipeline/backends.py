@@ -38,8 +38,9 @@ class WorkerBackend(abc.ABC):
         """Ids of collectors with no collect in flight."""
 
     @abc.abstractmethod
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
-                       epsilon: float = 0.0) -> None:
+    def launch_collect(
+        self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *, epsilon: float = 0.0
+    ) -> None:
         """Start one collect on collector ``worker_id`` with ``snapshot`` (visit ``temperature``,
         epsilon-greedy ``epsilon``)."""
 
@@ -95,16 +96,18 @@ class InProcessBackend(WorkerBackend):
     concurrent = False
 
     def __init__(self, cfg: Config, *, num_collectors: int = 1, num_evaluators: int = 1) -> None:
-        self.collectors = [SegmentCollector(cfg, seed=cfg.seed + COLLECTOR_SEED_STRIDE * k, worker_id=k)
-                           for k in range(num_collectors)]
+        self.collectors = [
+            SegmentCollector(cfg, seed=cfg.seed + COLLECTOR_SEED_STRIDE * k, worker_id=k) for k in range(num_collectors)
+        ]
         self.evaluators = [Evaluator(cfg, seed=cfg.seed + EVALUATOR_SEED_OFFSET + k) for k in range(num_evaluators)]
         self._done = PollResult()
 
     def idle_collectors(self) -> list[int]:
         return list(range(len(self.collectors)))
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
-                       epsilon: float = 0.0) -> None:
+    def launch_collect(
+        self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *, epsilon: float = 0.0
+    ) -> None:
         collector = self.collectors[worker_id]
         collector.load_snapshot(snapshot)
         self._done.collects.append(collector.collect(temperature=temperature, epsilon=epsilon))

@@ -7,6 +7,7 @@ of the budgets enqueued, whatever the overlap between collecting and training.
 from __future__ import annotations
 
 from collections import deque
+
 from lz_tune.config import Config
 
 
@@ -60,8 +61,13 @@ class TrainBudgetQueue:
         return False
 
     def state_dict(self) -> dict:
-        return {"budgets": list(self._budgets), "head_done": self.head_done, "total_enqueued": self.total_enqueued,
-                "total_consumed": self.total_consumed, "budgets_completed": self.budgets_completed}
+        return {
+            "budgets": list(self._budgets),
+            "head_done": self.head_done,
+            "total_enqueued": self.total_enqueued,
+            "total_consumed": self.total_consumed,
+            "budgets_completed": self.budgets_completed,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self._budgets = deque(int(b) for b in state["budgets"])

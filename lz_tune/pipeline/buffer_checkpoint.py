@@ -32,8 +32,16 @@ from typing import Any, Callable, Optional
 from lz_tune.buffer.buffer_state import APPEND_ONLY
 from lz_tune.buffer.chunk_store import ChunkError, ChunkStore, LocalChunkStore, open_store
 from lz_tune.buffer.game_buffer import GameBuffer
-from lz_tune.buffer.snapshot import (ManifestError, SaveStats, SnapshotWriter, read_manifest, read_state,
-                                     referenced_chunks, state_digest, write_manifest)
+from lz_tune.buffer.snapshot import (
+    ManifestError,
+    SaveStats,
+    SnapshotWriter,
+    read_manifest,
+    read_state,
+    referenced_chunks,
+    state_digest,
+    write_manifest,
+)
 from lz_tune.checkpoint import CheckpointError
 from lz_tune.config import Config
 
@@ -71,15 +79,22 @@ class BufferCheckpointer:
     copied as a whole still restores); ``log``: where "left out because ..." lines go.
     """
 
-    def __init__(self, cfg: Config, store: Optional[ChunkStore], *, relative: Optional[str] = None,
-                 log: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        store: Optional[ChunkStore],
+        *,
+        relative: Optional[str] = None,
+        log: Optional[Callable[[str], None]] = None,
+    ) -> None:
         self.cfg = cfg
         self.store = store
         self.relative = relative
         self.writer_id = secrets.token_hex(4)  # this writer's manifest names (RUN_MANIFEST)
         self.log = log or _log.warning
-        self.writer = SnapshotWriter(store, append_only=APPEND_ONLY,
-                                     chunk_bytes=max(1, int(cfg.buffer.checkpoint_chunk_mb * 2**20)))
+        self.writer = SnapshotWriter(
+            store, append_only=APPEND_ONLY, chunk_bytes=max(1, int(cfg.buffer.checkpoint_chunk_mb * 2**20))
+        )
         self.last_save: Optional[SaveStats] = None
         self.last_skip_reason: Optional[str] = None
         self._best_manifest: Any = _UNKNOWN
@@ -92,8 +107,10 @@ class BufferCheckpointer:
             return "buffer.save_in_checkpoint=False"
         size = live_bytes(buffer)
         if size > b.checkpoint_max_gb * _GB:
-            return (f"its arrays hold {size / _GB:.2f} GB > buffer.checkpoint_max_gb={b.checkpoint_max_gb:g} "
-                    f"(raise it, or set it to the size you accept per run on disk before compression)")
+            return (
+                f"its arrays hold {size / _GB:.2f} GB > buffer.checkpoint_max_gb={b.checkpoint_max_gb:g} "
+                f"(raise it, or set it to the size you accept per run on disk before compression)"
+            )
         return None
 
     def save(self, buffer: GameBuffer, manifest_path: str, *, extra: Optional[dict[str, Any]] = None) -> bool:
@@ -102,19 +119,30 @@ class BufferCheckpointer:
         reason = self.skip_reason(buffer)
         if reason is not None:
             if self.cfg.buffer.save_in_checkpoint:  # an explicit off switch is not news at every save
-                self.log(f"[{self.cfg.exp_name}] checkpoint without the replay buffer: {reason}; "
-                         f"a restore from it starts with an empty buffer")
+                self.log(
+                    f"[{self.cfg.exp_name}] checkpoint without the replay buffer: {reason}; "
+                    f"a restore from it starts with an empty buffer"
+                )
             self.last_skip_reason, self.last_save = reason, None
             return False
         if self.store is None:
             raise RuntimeError("BufferCheckpointer: no chunk store to save into (a run without an exp dir)")
         encoded, names, stats = self.writer.write(buffer.state_dict(copy=False))
         start = time.perf_counter()
-        write_manifest(manifest_path, {
-            "state": encoded, "chunks": sorted(set(names)), "digest": state_digest(encoded),
-            "transitions": buffer.num_transitions, "chunk_bytes": self.writer.chunk_bytes,
-            "store": {**self.store.describe(), "relative": self.relative},
-            "written_at": time.time(), "stats": asdict(stats), **(extra or {})})
+        write_manifest(
+            manifest_path,
+            {
+                "state": encoded,
+                "chunks": sorted(set(names)),
+                "digest": state_digest(encoded),
+                "transitions": buffer.num_transitions,
+                "chunk_bytes": self.writer.chunk_bytes,
+                "store": {**self.store.describe(), "relative": self.relative},
+                "written_at": time.time(),
+                "stats": asdict(stats),
+                **(extra or {}),
+            },
+        )
         stats.seconds += time.perf_counter() - start
         self.last_save, self.last_skip_reason = stats, None
         return True
@@ -168,8 +196,11 @@ class BufferCheckpointer:
         for name in os.listdir(ckpt_dir):
             if RUN_MANIFEST_PATTERN.fullmatch(name) and name not in keep:
                 os.unlink(os.path.join(ckpt_dir, name))
-        self.collect_garbage(os.path.join(ckpt_dir, name) for name in sorted(keep)  # type: ignore[arg-type]
-                             if os.path.isfile(os.path.join(ckpt_dir, name)))
+        self.collect_garbage(
+            os.path.join(ckpt_dir, name)
+            for name in sorted(keep)  # type: ignore[arg-type]
+            if os.path.isfile(os.path.join(ckpt_dir, name))
+        )
 
     # -- garbage ----------------------------------------------------------------------------
     def collect_garbage(self, live_manifests: Iterable[dict[str, Any] | str]) -> Optional[int]:
@@ -195,8 +226,7 @@ class BufferCheckpointer:
         return self.store.remove_except(keep, spare_since=max(written) if written else None)
 
 
-def for_run(cfg: Config, ckpt_dir: Optional[str], *, log: Optional[Callable[[str], None]] = None
-            ) -> BufferCheckpointer:
+def for_run(cfg: Config, ckpt_dir: Optional[str], *, log: Optional[Callable[[str], None]] = None) -> BufferCheckpointer:
     """The checkpointer of a ``train`` run: chunks in ``ckpt_dir/buffer_store`` (None: load only)."""
     store = LocalChunkStore(os.path.join(ckpt_dir, STORE_DIR)) if ckpt_dir else None
     return BufferCheckpointer(cfg, store, relative=STORE_DIR if ckpt_dir else None, log=log)
@@ -251,8 +281,11 @@ def find_store(manifest: dict[str, Any], manifest_path: str, *, filesystem: Any 
             candidates.append(LocalChunkStore(local))
     path = info.get("path")
     if path:
-        store = LocalChunkStore(path) if info.get("filesystem") == "local" or filesystem is None else \
-            open_store(filesystem, path)
+        store = (
+            LocalChunkStore(path)
+            if info.get("filesystem") == "local" or filesystem is None
+            else open_store(filesystem, path)
+        )
         tried.append(store.location)
         if store.exists():
             candidates.append(store)
@@ -261,5 +294,7 @@ def find_store(manifest: dict[str, Any], manifest_path: str, *, filesystem: Any 
             return store
     if candidates:
         return candidates[0]
-    raise ManifestError(f"{manifest_path}: the replay buffer's chunk folder is not there (looked in "
-                        f"{', '.join(tried) or 'nothing: the manifest names no store'})")
+    raise ManifestError(
+        f"{manifest_path}: the replay buffer's chunk folder is not there (looked in "
+        f"{', '.join(tried) or 'nothing: the manifest names no store'})"
+    )

@@ -49,8 +49,8 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
 from lz_tune.metrics import EVAL_FIELDS, learner_metrics, public_metrics
 from lz_tune.parallel import make_learner
-from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline import buffer_checkpoint
+from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.policy_lag import PolicyLag
 from lz_tune.pipeline.restore import RestoreReport, budgets_after_restore, with_config_hyperparameters
@@ -160,9 +160,16 @@ class Driver:
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
 
-    def __init__(self, cfg: Config, *, exp_dir: Optional[str] = None, backend: Optional[WorkerBackend] = None,
-                 resume_from: Optional[str] = None, print_fn: Optional[Callable[[str], None]] = print,
-                 write_checkpoints: bool = True) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        exp_dir: Optional[str] = None,
+        backend: Optional[WorkerBackend] = None,
+        resume_from: Optional[str] = None,
+        print_fn: Optional[Callable[[str], None]] = print,
+        write_checkpoints: bool = True,
+    ) -> None:
         # --- validate everything before creating anything (env id, policy type, checkpoint)
         algo = get_algorithm(cfg.policy_type)
         try:
@@ -186,20 +193,29 @@ class Driver:
         if notice:  # no type loses the fast path silently
             (self.print if print_fn else _log.warning)(f"[{cfg.exp_name}] note: {notice}")
         b = cfg.buffer
-        self.buffer = GameBuffer(capacity_transitions=b.replay_buffer_size, num_unroll_steps=b.num_unroll_steps,
-                                 td_steps=b.td_steps, discount=cfg.mcts.discount_factor,
-                                 frame_stack=self.spec.frame_stack, action_space_size=self.spec.action_space_size,
-                                 use_priority=b.use_priority, alpha=b.priority_prob_alpha,
-                                 beta=b.priority_prob_beta,
-                                 use_max_priority_for_new_data=b.use_max_priority_for_new_data,
-                                 mini_infer_size=b.mini_infer_size,
-                                 step_columns=algo.step_columns(cfg, self.spec),
-                                 policy_target_size=algo.policy_target_size(cfg, self.spec),
-                                 action_dim=self.spec.action_dim, seed=cfg.seed + 17)
+        self.buffer = GameBuffer(
+            capacity_transitions=b.replay_buffer_size,
+            num_unroll_steps=b.num_unroll_steps,
+            td_steps=b.td_steps,
+            discount=cfg.mcts.discount_factor,
+            frame_stack=self.spec.frame_stack,
+            action_space_size=self.spec.action_space_size,
+            use_priority=b.use_priority,
+            alpha=b.priority_prob_alpha,
+            beta=b.priority_prob_beta,
+            use_max_priority_for_new_data=b.use_max_priority_for_new_data,
+            mini_infer_size=b.mini_infer_size,
+            step_columns=algo.step_columns(cfg, self.spec),
+            policy_target_size=algo.policy_target_size(cfg, self.spec),
+            action_dim=self.spec.action_dim,
+            seed=cfg.seed + 17,
+        )
         ap = cfg.async_pipeline
-        self.publisher = SnapshotPublisher(weight_sync_interval=ap.weight_sync_interval,
-                                           max_policy_lag=ap.max_policy_lag,
-                                           get_weights=lambda: self.learner.policy.weights())
+        self.publisher = SnapshotPublisher(
+            weight_sync_interval=ap.weight_sync_interval,
+            max_policy_lag=ap.max_policy_lag,
+            get_weights=lambda: self.learner.policy.weights(),
+        )
         self.budgets = TrainBudgetQueue()
         self.counters = Counters()
         self.times = TimeShares()
@@ -287,8 +303,10 @@ class Driver:
     def trainable(self) -> bool:
         """Cold start is over: env steps exceed learner.train_start_after_envsteps and the buffer
         holds more than one batch of positions (the reference's rule, strict in both)."""
-        return (self.counters.env_steps > self.cfg.learner.train_start_after_envsteps
-                and self.buffer.num_transitions > self.cfg.learner.batch_size)
+        return (
+            self.counters.env_steps > self.cfg.learner.train_start_after_envsteps
+            and self.buffer.num_transitions > self.cfg.learner.batch_size
+        )
 
     @property
     def budget_queue_cap(self) -> int:
@@ -406,8 +424,12 @@ class Driver:
                 self._event("publish", train_iter=snapshot.train_iter)
             lag = self.train_iter - snapshot.train_iter
             self.policy_lag.record_launch(lag)
-            self.backend.launch_collect(worker_id, snapshot, temperature_at(self.cfg, self.train_iter),
-                                        epsilon=epsilon_at(self.cfg, self.counters.env_steps))
+            self.backend.launch_collect(
+                worker_id,
+                snapshot,
+                temperature_at(self.cfg, self.train_iter),
+                epsilon=epsilon_at(self.cfg, self.counters.env_steps),
+            )
 
     def _on_collect(self, result: CollectResult) -> None:
         c = self.counters
@@ -415,8 +437,9 @@ class Driver:
         c.collects += 1
         c.episodes += len(result.episode_returns)
         self._recent_returns = (self._recent_returns + list(result.episode_returns))[-100:]
-        self.policy_lag.record_return(started_at=result.started_at, policy_train_iter=result.policy_train_iter,
-                                      train_iter=self.train_iter)
+        self.policy_lag.record_return(
+            started_at=result.started_at, policy_train_iter=result.policy_train_iter, train_iter=self.train_iter
+        )
         self.times.collect += result.collect_time_s
         was_trainable = self.trainable
         if result.segments:
@@ -447,8 +470,13 @@ class Driver:
             # the next update follows this one with no buffer change in between (same budget, below
             # max_train_iter, no buffer reanalyze before it): its batch may be prepared while this one
             # runs on learner workers
-            self._train_one(next_follows=(i + 1 < n and self.train_iter + 1 < self.cfg.max_train_iter
-                                          and not self._reanalyze_due(self.budgets.head_done + 1)))
+            self._train_one(
+                next_follows=(
+                    i + 1 < n
+                    and self.train_iter + 1 < self.cfg.max_train_iter
+                    and not self._reanalyze_due(self.budgets.head_done + 1)
+                )
+            )
             self.budgets.consumed()
             if self.train_iter >= self.cfg.max_train_iter:
                 break
@@ -478,8 +506,9 @@ class Driver:
         values) and, with PER, its priorities are written back only after the next sample is
         drawn, which ``learner.prepare_ahead_with_lag`` must allow."""
         lc = self.cfg.learner
-        return ((not self.cfg.buffer.use_priority or lc.prepare_ahead_with_lag)
-                and not self.learner.target_changes_at(self.train_iter))
+        return (not self.cfg.buffer.use_priority or lc.prepare_ahead_with_lag) and not self.learner.target_changes_at(
+            self.train_iter
+        )
 
     def _train_one(self, *, next_follows: bool = False) -> None:
         b = self.cfg.buffer
@@ -502,8 +531,11 @@ class Driver:
         self._count_nonfinite(nonfinite)
         self._last_logs = logs
         if self.train_iter % 10 == 0:
-            self.logger.log(learner_metrics(self.cfg.policy_type, logs), env_steps=self.counters.env_steps,
-                            train_iter=self.train_iter)
+            self.logger.log(
+                learner_metrics(self.cfg.policy_type, logs),
+                env_steps=self.counters.env_steps,
+                train_iter=self.train_iter,
+            )
         if self.train_iter % self.cfg.async_pipeline.buffer_stats_interval == 0:
             self._log_throughput()
 
@@ -517,21 +549,26 @@ class Driver:
         self._nonfinite_in_a_row += 1
         if self._nonfinite_in_a_row == 1:
             self._first_nonfinite_term = getattr(self.learner, "nonfinite_term", None) or "unknown"
-            self.print(f"[{self.cfg.exp_name}] train_iter={self.train_iter}: non-finite loss "
-                       f"({self._first_nonfinite_term}); update skipped")
+            self.print(
+                f"[{self.cfg.exp_name}] train_iter={self.train_iter}: non-finite loss "
+                f"({self._first_nonfinite_term}); update skipped"
+            )
         if self._nonfinite_in_a_row >= self.cfg.learner.max_nonfinite_updates_in_a_row:
             raise TrainingDivergedError(
                 f"{self._nonfinite_in_a_row} updates in a row had a non-finite loss or gradient, the first in "
                 f"the {self._first_nonfinite_term!r} loss term (train_iter {self.train_iter}); their steps were "
                 f"skipped, so the checkpoints hold the last finite weights. Lower learner.learning_rate or "
-                f"check the env's rewards and observations (learner.max_nonfinite_updates_in_a_row)")
+                f"check the env's rewards and observations (learner.max_nonfinite_updates_in_a_row)"
+            )
 
     def _log_throughput(self) -> None:
         """Counters, throughput, buffer statistics, time shares and policy lag to TensorBoard, under
         the names Tune results use (lz_tune.metrics; evaluations are logged when they arrive)."""
-        scalars = {k: float(v) for k, v in public_metrics(self.metrics(), policy_type=self.cfg.policy_type,
-                                                          learner_logs={}).items()
-                   if not isinstance(v, bool) and not k.startswith("evaluation/")}
+        scalars = {
+            k: float(v)
+            for k, v in public_metrics(self.metrics(), policy_type=self.cfg.policy_type, learner_logs={}).items()
+            if not isinstance(v, bool) and not k.startswith("evaluation/")
+        }
         self.logger.log(scalars, env_steps=self.counters.env_steps, train_iter=self.train_iter)
 
     def _reanalyze_due(self, done: int) -> bool:
@@ -551,8 +588,9 @@ class Driver:
         b = self.cfg.buffer
         if not self.buffer.enough_for_reanalysis(num_sequences=b.reanalyze_batch_size, partition=b.reanalyze_partition):
             return
-        count = segments_for_sequences(b.reanalyze_batch_size, game_segment_length=b.game_segment_length,
-                                       num_unroll_steps=b.num_unroll_steps)
+        count = segments_for_sequences(
+            b.reanalyze_batch_size, game_segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps
+        )
         ids = self.buffer.choose_stale_segments(num_segments=count, partition=b.reanalyze_partition, rng=self.rng)
         self.learner.reanalyze_segments(self.buffer, ids, rng=self.rng)
         self._prepared = None  # a batch built before the reanalyze holds the old targets
@@ -598,8 +636,9 @@ class Driver:
         }
         if self.ckpt_dir:  # (Tune saves the current buffer instead)
             try:
-                state["buffer_file"] = self.buffer_checkpoints.save_for_evaluation(self.buffer, self.ckpt_dir,
-                                                                                    snapshot.version)
+                state["buffer_file"] = self.buffer_checkpoints.save_for_evaluation(
+                    self.buffer, self.ckpt_dir, snapshot.version
+                )
             except OSError as e:
                 if e.errno not in _DISK_FULL:
                     raise
@@ -624,16 +663,25 @@ class Driver:
         if is_best:
             self.best_eval = result
             self.best_reward_mean = result.reward_mean
-        record = {"train_iter": result.train_iter, "env_steps": state["counters"]["env_steps"] if state else None,
-                  "reward_mean": result.reward_mean, "reward_std": result.reward_std,
-                  "reward_max": result.reward_max, "reward_min": result.reward_min,
-                  "episode_length_mean": result.episode_length_mean, "version": result.version,
-                  "wall_time_s": time.perf_counter() - self._start_time, "match": dict(result.match)}
+        record = {
+            "train_iter": result.train_iter,
+            "env_steps": state["counters"]["env_steps"] if state else None,
+            "reward_mean": result.reward_mean,
+            "reward_std": result.reward_std,
+            "reward_max": result.reward_max,
+            "reward_min": result.reward_min,
+            "episode_length_mean": result.episode_length_mean,
+            "version": result.version,
+            "wall_time_s": time.perf_counter() - self._start_time,
+            "match": dict(result.match),
+        }
         self.eval_history.append(record)
         self.last_eval_env_steps = record["env_steps"]
         # at the env steps and updates behind the evaluated snapshot (two-player games: win / draw / loss rates too)
-        at = {"env_steps": self.counters.env_steps if record["env_steps"] is None else record["env_steps"],
-              "train_iter": result.train_iter}
+        at = {
+            "env_steps": self.counters.env_steps if record["env_steps"] is None else record["env_steps"],
+            "train_iter": result.train_iter,
+        }
         self.logger.log({name: getattr(result, field) for field, name in EVAL_FIELDS.items()}, **at)
         self.logger.log(dict(result.match), **at)
         self._log_throughput()
@@ -647,11 +695,13 @@ class Driver:
         m = self.metrics()
         if self.run_folder.write_files:
             self._append_history(m, record)
-        self.print(f"[{self.cfg.exp_name}] train_iter={result.train_iter} env_steps={m['env_steps']} "
-                   f"eval_return={result.reward_mean:.1f}±{result.reward_std:.1f} "
-                   + (f"{format_match(result.match)} " if result.match else "") +
-                   f"env_steps/s={m['env_steps_per_s']:.0f} updates/s={m['updates_per_s']:.1f} "
-                   f"wall={m['wall_time_s']:.0f}s")
+        self.print(
+            f"[{self.cfg.exp_name}] train_iter={result.train_iter} env_steps={m['env_steps']} "
+            f"eval_return={result.reward_mean:.1f}±{result.reward_std:.1f} "
+            + (f"{format_match(result.match)} " if result.match else "")
+            + f"env_steps/s={m['env_steps_per_s']:.0f} updates/s={m['updates_per_s']:.1f} "
+            f"wall={m['wall_time_s']:.0f}s"
+        )
 
     def _save_evaluated(self, state: dict[str, Any], payload: dict[str, Any], *, is_best: bool) -> None:
         """ckpt_latest.pt (and ckpt_best.pt) of an evaluation, then the run's files no checkpoint
@@ -671,8 +721,11 @@ class Driver:
                 error = e
         if saved_latest:  # the buffer as it was when these weights were evaluated stays; older files go
             self.buffer_checkpoints.commit_run_files(
-                self.ckpt_dir, latest=payload["buffer_manifest"], best=saved_best,
-                pending=[s.get("buffer_file") for s in self._pending_eval_states.values()])
+                self.ckpt_dir,
+                latest=payload["buffer_manifest"],
+                best=saved_best,
+                pending=[s.get("buffer_file") for s in self._pending_eval_states.values()],
+            )
         else:
             self._discard_pending(state)
         if error is None:
@@ -681,31 +734,43 @@ class Driver:
         self.counters.failed_saves += 1
         self._failed_saves_in_a_row += 1
         limit = self.cfg.evaluator.max_failed_saves_in_a_row
-        self.print(f"[{self.cfg.exp_name}] warning: checkpoint of train_iter {payload['counters']['train_iter']} "
-                   f"not saved ({error.strerror or error}); the previous checkpoint stays "
-                   f"({self._failed_saves_in_a_row} of {limit} in a row)")
+        self.print(
+            f"[{self.cfg.exp_name}] warning: checkpoint of train_iter {payload['counters']['train_iter']} "
+            f"not saved ({error.strerror or error}); the previous checkpoint stays "
+            f"({self._failed_saves_in_a_row} of {limit} in a row)"
+        )
         if self._failed_saves_in_a_row >= limit:
-            raise DiskFullError(f"{self._failed_saves_in_a_row} checkpoint saves in a row failed "
-                                f"({error.strerror or error}) in {self.ckpt_dir}; the last saved checkpoint is "
-                                f"kept: free space, then --resume (evaluator.max_failed_saves_in_a_row)")
+            raise DiskFullError(
+                f"{self._failed_saves_in_a_row} checkpoint saves in a row failed "
+                f"({error.strerror or error}) in {self.ckpt_dir}; the last saved checkpoint is "
+                f"kept: free space, then --resume (evaluator.max_failed_saves_in_a_row)"
+            )
 
     def _append_history(self, m: dict[str, Any], record: dict[str, Any]) -> None:
         """One line of the run's evaluation history (appended: a resumed run continues the file)."""
         row = public_metrics(m, policy_type=self.cfg.policy_type, learner_logs=self._last_logs)
         row.update({name: record[field] for field, name in EVAL_FIELDS.items() if field in record})
         row.update(record.get("match") or {})
-        row.update({"training_iteration": self.counters.evaluations, "time_total_s": m["wall_time_s"],
-                    "trial_id": self.cfg.exp_name, "timestamp": int(time.time()),
-                    "evaluation/train_iter": record["train_iter"],
-                    "evaluation/num_env_steps_sampled_lifetime": record["env_steps"]})
+        row.update(
+            {
+                "training_iteration": self.counters.evaluations,
+                "time_total_s": m["wall_time_s"],
+                "trial_id": self.cfg.exp_name,
+                "timestamp": int(time.time()),
+                "evaluation/train_iter": record["train_iter"],
+                "evaluation/num_env_steps_sampled_lifetime": record["env_steps"],
+            }
+        )
         self.run_folder.append_result(row)
 
     # ------------------------------------------------------------------------------ results
 
     def _consume(self, polled: PollResult) -> None:
         for kind, worker_id, error in polled.failures:
-            self.print(f"[{self.cfg.exp_name}] {kind} {worker_id} failed, its result was discarded and the actor "
-                       f"restarted: {error.splitlines()[0] if error else ''}")
+            self.print(
+                f"[{self.cfg.exp_name}] {kind} {worker_id} failed, its result was discarded and the actor "
+                f"restarted: {error.splitlines()[0] if error else ''}"
+            )
         for r in polled.collects:
             self._on_collect(r)
         for e in polled.evals:
@@ -764,11 +829,19 @@ class Driver:
             "learner": state["learner"],
             # counters of the launch moment, except evaluations: those finished, this one included
             "counters": state["counters"] | ({} if result is None else {"evaluations": self.counters.evaluations}),
-            "eval": None if result is None else {
-                "reward_mean": result.reward_mean, "reward_std": result.reward_std, "version": result.version,
-                "train_iter": result.train_iter, "num_episodes": result.num_episodes,
-                "reward_min": result.reward_min, "reward_max": result.reward_max,
-                "episode_length_mean": result.episode_length_mean, "env_steps": result.env_steps},
+            "eval": None
+            if result is None
+            else {
+                "reward_mean": result.reward_mean,
+                "reward_std": result.reward_std,
+                "version": result.version,
+                "train_iter": result.train_iter,
+                "num_episodes": result.num_episodes,
+                "reward_min": result.reward_min,
+                "reward_max": result.reward_max,
+                "episode_length_mean": result.episode_length_mean,
+                "env_steps": result.env_steps,
+            },
             "best_eval_reward_mean": self.best_reward_mean,
             "rng": state.get("rng") or {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
             # the replay buffer's manifest beside this file (None: none saved) and the queued train
@@ -797,10 +870,12 @@ class Driver:
     def current_state_payload(self) -> dict[str, Any]:
         """A checkpoint of the learner as it is now (weights, optimizer, train_iter, counters, RNG):
         a restore from it continues exactly here."""
-        state = {"learner": copy.deepcopy(self.learner.state_dict()),
-                 "counters": asdict(self.counters) | {"train_iter": self.train_iter},
-                 "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
-                 "budgets": self.budgets.state_dict()}
+        state = {
+            "learner": copy.deepcopy(self.learner.state_dict()),
+            "counters": asdict(self.counters) | {"train_iter": self.train_iter},
+            "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
+            "budgets": self.budgets.state_dict(),
+        }
         return self._checkpoint_payload(state, None)
 
     def last_checkpoint_payload(self) -> dict[str, Any]:
@@ -825,8 +900,11 @@ class Driver:
         ``timeout`` seconds (restarted, waiting for room on a node)."""
         groups = self.backend.actor_placement_groups(timeout=timeout)
         nodes = self.backend.actor_node_ids(timeout=timeout)
-        return {"actor_placement_group_ids": groups, "collector_node_ids": nodes["collectors"],
-                "evaluator_node_ids": nodes["evaluators"]}
+        return {
+            "actor_placement_group_ids": groups,
+            "collector_node_ids": nodes["collectors"],
+            "evaluator_node_ids": nodes["evaluators"],
+        }
 
     def learner_placement(self, timeout: Optional[float] = None) -> dict[str, list]:
         """Where the learner workers run (``learner.num_workers >= 2``): their placement groups and
@@ -841,8 +919,9 @@ class Driver:
         self.cfg = cfg
         self.learner.cfg = cfg
 
-    def restore_from(self, ckpt: dict[str, Any], path: str, *, evaluated: Optional[dict[str, Any]] = None,
-                     filesystem: Any = None) -> None:
+    def restore_from(
+        self, ckpt: dict[str, Any], path: str, *, evaluated: Optional[dict[str, Any]] = None, filesystem: Any = None
+    ) -> None:
         """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
         state, counters, RNG. ``evaluated``: the evaluated checkpoint that goes with a "current"
         one (its evaluation becomes the latest known). Workers see a new weight version (new
@@ -878,16 +957,20 @@ class Driver:
         loaded = self.cfg.buffer.save_in_checkpoint and bool(name or os.path.isfile(path))
         if loaded and name and filesystem is None and not os.path.isfile(path):
             # a checkpoint file copied away from its folder: its weights are still good
-            self.print(f"[{self.cfg.exp_name}] note: {path} (the replay buffer of {checkpoint_path}) is not "
-                       f"there; the replay buffer is not restored")
+            self.print(
+                f"[{self.cfg.exp_name}] note: {path} (the replay buffer of {checkpoint_path}) is not "
+                f"there; the replay buffer is not restored"
+            )
             loaded = False
         if loaded:
             self.load_buffer(path, filesystem=filesystem)
-        self.restore_report.restored(buffer_transitions=self.buffer.num_transitions if loaded else 0,
-                                     env_steps=self.counters.env_steps)
+        self.restore_report.restored(
+            buffer_transitions=self.buffer.num_transitions if loaded else 0, env_steps=self.counters.env_steps
+        )
         if loaded and self.trainable:
-            pending, head_done = budgets_after_restore(ckpt.get("budgets"), cfg=self.cfg,
-                                                       env_steps=self.counters.env_steps, collects=self.counters.collects)
+            pending, head_done = budgets_after_restore(
+                ckpt.get("budgets"), cfg=self.cfg, env_steps=self.counters.env_steps, collects=self.counters.collects
+            )
             self.budgets.restore_pending(pending, head_done)
             self._prepared = None
 
@@ -910,18 +993,24 @@ class Driver:
     def _restore(self, ckpt: dict[str, Any]) -> None:
         saved_env = ((ckpt.get("config") or {}).get("env") or {}).get("env_id")
         if saved_env is not None and saved_env != self.cfg.env.env_id:  # same shapes would load silently
-            raise CheckpointError(f"{self.resume_from}: checkpoint was trained on env.env_id={saved_env!r}, the "
-                                  f"config asks for {self.cfg.env.env_id!r}; its weights, counters and replay "
-                                  f"buffer belong to that env (resume with the env it was trained on)")
+            raise CheckpointError(
+                f"{self.resume_from}: checkpoint was trained on env.env_id={saved_env!r}, the "
+                f"config asks for {self.cfg.env.env_id!r}; its weights, counters and replay "
+                f"buffer belong to that env (resume with the env it was trained on)"
+            )
         saved = (ckpt.get("config") or {}).get("learner", {}).get("optim_type")
         if saved is not None and saved != self.cfg.learner.optim_type:  # torch would load it silently
-            raise CheckpointError(f"{self.resume_from}: checkpoint was trained with learner.optim_type={saved!r}, "
-                                  f"the config asks for {self.cfg.learner.optim_type!r}")
+            raise CheckpointError(
+                f"{self.resume_from}: checkpoint was trained with learner.optim_type={saved!r}, "
+                f"the config asks for {self.cfg.learner.optim_type!r}"
+            )
         try:
             self.learner.load_state_dict(with_config_hyperparameters(ckpt["learner"], self.cfg))
         except (RuntimeError, KeyError, ValueError) as e:
-            raise CheckpointError(f"{self.resume_from}: checkpoint does not fit this config "
-                                  f"(network or optimizer shapes differ): {str(e).splitlines()[0]}") from e
+            raise CheckpointError(
+                f"{self.resume_from}: checkpoint does not fit this config "
+                f"(network or optimizer shapes differ): {str(e).splitlines()[0]}"
+            ) from e
         best = ckpt.get("best_eval_reward_mean")
         self.best_reward_mean = None if best is None else float(best)
         counters = dict(ckpt["counters"])
@@ -943,15 +1032,22 @@ class Driver:
         """Make the evaluation of an evaluated checkpoint payload the latest one known."""
         ev = payload["eval"]
         self.last_eval = EvalResult(
-            version=int(ev["version"]), train_iter=int(ev["train_iter"]), reward_mean=float(ev["reward_mean"]),
-            reward_std=float(ev["reward_std"]), reward_min=float(ev.get("reward_min", math.nan)),
+            version=int(ev["version"]),
+            train_iter=int(ev["train_iter"]),
+            reward_mean=float(ev["reward_mean"]),
+            reward_std=float(ev["reward_std"]),
+            reward_min=float(ev.get("reward_min", math.nan)),
             reward_max=float(ev.get("reward_max", math.nan)),
             episode_length_mean=float(ev.get("episode_length_mean", math.nan)),
-            num_episodes=int(ev["num_episodes"]), env_steps=int(ev.get("env_steps", 0)), eval_time_s=0.0,
-            stop=False)
+            num_episodes=int(ev["num_episodes"]),
+            env_steps=int(ev.get("env_steps", 0)),
+            eval_time_s=0.0,
+            stop=False,
+        )
         self.last_eval_env_steps = int(payload["counters"]["env_steps"])
-        self._last_eval_payload = {k: v for k, v in payload.items()
-                                   if k not in ("format", "format_version", "content_digest")}
+        self._last_eval_payload = {
+            k: v for k, v in payload.items() if k not in ("format", "format_version", "content_digest")
+        }
 
     def close(self, *, keep_backend: bool = False) -> None:
         """Shut the workers down (unless ``keep_backend``: a new Driver takes them over) and
@@ -973,8 +1069,10 @@ class Driver:
                 self.print(f"[{self.cfg.exp_name}] closing: finished work not consumed ({type(e).__name__}: {e})")
             self.collects_discarded_at_close = self.backend.collects_in_flight
             if self.collects_discarded_at_close:
-                self.print(f"[{self.cfg.exp_name}] closing: {self.collects_discarded_at_close} collect(s) still "
-                           f"running discarded (their env steps are not counted)")
+                self.print(
+                    f"[{self.cfg.exp_name}] closing: {self.collects_discarded_at_close} collect(s) still "
+                    f"running discarded (their env steps are not counted)"
+                )
             self.backend.close()
         for state in getattr(self, "_pending_eval_states", {}).values():
             self._discard_pending(state)

@@ -31,16 +31,18 @@ from typing import Any, Optional
 import numpy as np
 
 from lz_tune.config import Config
-from lz_tune.ray_auth import join_ray
 from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
+from lz_tune.ray_auth import join_ray
 from lz_tune.workers import WeightSnapshot
 
 #: weight snapshots whose ObjectRef the driver keeps for reuse (the newest; a launched task holds
 #: its own ref, so dropping one never frees weights an actor still needs)
 _KEPT_SNAPSHOT_REFS = 4
 
-RAY_MISSING = ("the async pipeline needs Ray, which is not installed: pip install 'ray[tune,train]' "
-               "(or run without --async-pipeline / async_pipeline.enabled=False for the sync pipeline)")
+RAY_MISSING = (
+    "the async pipeline needs Ray, which is not installed: pip install 'ray[tune,train]' "
+    "(or run without --async-pipeline / async_pipeline.enabled=False for the sync pipeline)"
+)
 
 #: the Ray versions lz-tune supports, [low, high): 2.59 turned token authentication on for the
 #: local clusters ray.init() starts (what docs/clusters_and_security.md relies on); 2.61 changes
@@ -62,8 +64,10 @@ def check_ray_version(version: str) -> None:
         found = (0, 0)
     (lo, hi) = SUPPORTED_RAY
     if not lo <= found < hi:
-        raise UnsupportedRayError(f"lz-tune needs Ray >= {lo[0]}.{lo[1]} and < {hi[0]}.{hi[1]}, found {version}: "
-                          f"pip install 'ray[tune,train]>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}'")
+        raise UnsupportedRayError(
+            f"lz-tune needs Ray >= {lo[0]}.{lo[1]} and < {hi[0]}.{hi[1]}, found {version}: "
+            f"pip install 'ray[tune,train]>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}'"
+        )
 
 
 def import_ray():
@@ -97,8 +101,12 @@ def init_ray(cfg: Config) -> bool:
     if address:
         join_ray(address, log_to_driver=True)
     else:
-        ray.init(num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1), include_dashboard=False,
-                 log_to_driver=True, configure_logging=False)
+        ray.init(
+            num_cpus=max(os.cpu_count() or 1, int(need + 0.999) + 1),
+            include_dashboard=False,
+            log_to_driver=True,
+            configure_logging=False,
+        )
     return True
 
 
@@ -122,8 +130,10 @@ def _snapshot_to_store(snapshot: WeightSnapshot) -> WeightSnapshot:
     ~0.5 ms, the put on the learner's critical path once per published version."""
     import torch
 
-    weights = {k: v if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()  # numpy has no bfloat16
-               for k, v in snapshot.weights.items()}
+    weights = {
+        k: v if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()  # numpy has no bfloat16
+        for k, v in snapshot.weights.items()
+    }
     return WeightSnapshot(version=snapshot.version, train_iter=snapshot.train_iter, weights=weights)
 
 
@@ -150,8 +160,10 @@ def _check_device(device: str, key: str) -> None:
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"async_pipeline.{key} > 0 reserves a GPU for this actor, but torch sees no CUDA device "
-                           f"here (CPU-only torch build, or no GPU on the node)")
+        raise RuntimeError(
+            f"async_pipeline.{key} > 0 reserves a GPU for this actor, but torch sees no CUDA device "
+            f"here (CPU-only torch build, or no GPU on the node)"
+        )
 
 
 def _store_get(object_store: Optional["LocalObjectStore"], ref):
@@ -203,8 +215,17 @@ class CollectorWorker(WorkerBody):
     None for Ray's object store.
     """
 
-    def __init__(self, cfg_dict: dict, seed: int, worker_id: int, num_threads: int, device: str = "cpu", *,
-                 own_process: bool = True, object_store: Optional["LocalObjectStore"] = None) -> None:
+    def __init__(
+        self,
+        cfg_dict: dict,
+        seed: int,
+        worker_id: int,
+        num_threads: int,
+        device: str = "cpu",
+        *,
+        own_process: bool = True,
+        object_store: Optional["LocalObjectStore"] = None,
+    ) -> None:
         import torch
 
         from lz_tune.config import Config
@@ -230,8 +251,16 @@ class CollectorWorker(WorkerBody):
 class EvaluatorWorker(WorkerBody):
     """Body of an evaluator actor (``own_process``, ``object_store``: as for :class:`CollectorWorker`)."""
 
-    def __init__(self, cfg_dict: dict, seed: int, num_threads: int, device: str = "cpu", *,
-                 own_process: bool = True, object_store: Optional["LocalObjectStore"] = None) -> None:
+    def __init__(
+        self,
+        cfg_dict: dict,
+        seed: int,
+        num_threads: int,
+        device: str = "cpu",
+        *,
+        own_process: bool = True,
+        object_store: Optional["LocalObjectStore"] = None,
+    ) -> None:
         import torch
 
         from lz_tune.config import Config
@@ -289,10 +318,10 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         self._spawn_count = 0
         self.collectors: list[Any] = [self._make_collector(k) for k in range(ap.num_collector_actors)]
         self.evaluators: list[Any] = [self._make_evaluator(k) for k in range(ap.num_evaluator_actors)]
-        self._collect_refs: dict[Any, tuple] = {}    # ObjectRef -> (collector id, actor handle it went to)
-        self._eval_refs: dict[Any, int] = {}         # ObjectRef -> evaluator id
-        self._launched_at: dict[Any, float] = {}     # ObjectRef -> time.monotonic() of its launch
-        self._snapshot_refs: dict[int, Any] = {}     # version -> ObjectRef (one per version)
+        self._collect_refs: dict[Any, tuple] = {}  # ObjectRef -> (collector id, actor handle it went to)
+        self._eval_refs: dict[Any, int] = {}  # ObjectRef -> evaluator id
+        self._launched_at: dict[Any, float] = {}  # ObjectRef -> time.monotonic() of its launch
+        self._snapshot_refs: dict[int, Any] = {}  # version -> ObjectRef (one per version)
         self.snapshot_puts = 0
 
     # ------------------------------------------------------------------------------ actors
@@ -306,8 +335,10 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=self._pg, placement_group_bundle_index=bundle_index,
-                placement_group_capture_child_tasks=True)
+                placement_group=self._pg,
+                placement_group_bundle_index=bundle_index,
+                placement_group_capture_child_tasks=True,
+            )
         elif self.cfg.async_pipeline.placement_strategy in ("SPREAD", "STRICT_SPREAD"):
             opts["scheduling_strategy"] = "SPREAD"
         return opts
@@ -316,24 +347,29 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
         ap = self.cfg.async_pipeline
         seed = self.cfg.seed + COLLECTOR_SEED_STRIDE * k + 7919 * self._spawn_count
         self._spawn_count += 1
-        cls = self.ray.remote(CollectorWorker).options(**self._options(1 + k, ap.collector_num_cpus,
-                                                                         ap.collector_num_gpus))
-        return cls.remote(self._cfg_dict, seed, k, max(1, int(ap.collector_num_cpus)),
-                          actor_device(ap.collector_num_gpus))
+        cls = self.ray.remote(CollectorWorker).options(
+            **self._options(1 + k, ap.collector_num_cpus, ap.collector_num_gpus)
+        )
+        return cls.remote(
+            self._cfg_dict, seed, k, max(1, int(ap.collector_num_cpus)), actor_device(ap.collector_num_gpus)
+        )
 
     def _make_evaluator(self, k: int):
         ap = self.cfg.async_pipeline
         seed = self.cfg.seed + EVALUATOR_SEED_OFFSET + k
-        cls = self.ray.remote(EvaluatorWorker).options(**self._options(1 + ap.num_collector_actors + k,
-                                                                         ap.evaluator_num_cpus, ap.evaluator_num_gpus))
+        cls = self.ray.remote(EvaluatorWorker).options(
+            **self._options(1 + ap.num_collector_actors + k, ap.evaluator_num_cpus, ap.evaluator_num_gpus)
+        )
         return cls.remote(self._cfg_dict, seed, max(1, int(ap.evaluator_num_cpus)), actor_device(ap.evaluator_num_gpus))
 
     def _restart(self, kind: str, k: int) -> None:
         self._restarts += 1
         limit = self.cfg.async_pipeline.max_actor_restarts
         if self._restarts > limit:
-            raise RuntimeError(f"{kind} actors failed {self._restarts} times, more than "
-                               f"async_pipeline.max_actor_restarts={limit}: giving up")
+            raise RuntimeError(
+                f"{kind} actors failed {self._restarts} times, more than "
+                f"async_pipeline.max_actor_restarts={limit}: giving up"
+            )
         old = self.collectors[k] if kind == "collector" else self.evaluators[k]
         try:
             self.ray.kill(old, no_restart=True)
@@ -351,14 +387,15 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
     def actor_placement_groups(self, timeout: Optional[float] = None) -> list:
         """Placement-group id (hex or None) of every collector and evaluator actor (raises Ray's
         GetTimeoutError after ``timeout`` seconds, e.g. while a restarted actor waits for room)."""
-        return self.ray.get([a.placement_group_id.remote() for a in [*self.collectors, *self.evaluators]],
-                            timeout=timeout)
+        return self.ray.get(
+            [a.placement_group_id.remote() for a in [*self.collectors, *self.evaluators]], timeout=timeout
+        )
 
     def actor_node_ids(self, timeout: Optional[float] = None) -> dict[str, list]:
         """Hex Ray node id of each actor: ``{"collectors": [...], "evaluators": [...]}`` (``timeout``:
         as for :meth:`actor_placement_groups`)."""
         ids = self.ray.get([a.node_id.remote() for a in [*self.collectors, *self.evaluators]], timeout=timeout)
-        return {"collectors": ids[:len(self.collectors)], "evaluators": ids[len(self.collectors):]}
+        return {"collectors": ids[: len(self.collectors)], "evaluators": ids[len(self.collectors) :]}
 
     # ------------------------------------------------------------------------------ work
 
@@ -382,8 +419,9 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             in_flight[k] += 1
         return [k for k, n in enumerate(in_flight) if n < self.collect_queue_depth]
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
-                       epsilon: float = 0.0) -> None:
+    def launch_collect(
+        self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *, epsilon: float = 0.0
+    ) -> None:
         actor = self.collectors[worker_id]
         ref = actor.collect.remote(snapshot.version, [self._snapshot_ref(snapshot)], temperature, epsilon)
         self._collect_refs[ref] = (worker_id, actor)
@@ -442,7 +480,7 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
             except Exception as e:  # actor died (RayActorError) or raised inside (RayTaskError)
                 out.failures.append((kind, k, f"{type(e).__name__}: {e}"))
                 if kind == "evaluator" or self.collectors[k] is actor:  # queued collects of a dead actor
-                    self._restart(kind, k)                              # fail too: restart it only once
+                    self._restart(kind, k)  # fail too: restart it only once
                 continue
             (out.collects if kind == "collector" else out.evals).append(value)
         return out
@@ -459,8 +497,14 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
                         if same is actor:
                             del self._collect_refs[other]
                             self._launched_at.pop(other, None)
-                    out.failures.append(("collector", k, f"CollectTimeout: no result {ap.collect_timeout_s:g} s after "
-                                                         f"its launch (async_pipeline.collect_timeout_s)"))
+                    out.failures.append(
+                        (
+                            "collector",
+                            k,
+                            f"CollectTimeout: no result {ap.collect_timeout_s:g} s after "
+                            f"its launch (async_pipeline.collect_timeout_s)",
+                        )
+                    )
                     if self.collectors[k] is actor:
                         self._restart("collector", k)
         if ap.eval_timeout_s is not None:
@@ -468,8 +512,14 @@ class RayBackend(_SnapshotRefs, WorkerBackend):
                 if now - self._launched_at.get(ref, now) > ap.eval_timeout_s:
                     del self._eval_refs[ref]
                     self._launched_at.pop(ref, None)
-                    out.failures.append(("evaluator", k, f"EvalTimeout: no result {ap.eval_timeout_s:g} s after "
-                                                         f"its launch (async_pipeline.eval_timeout_s)"))
+                    out.failures.append(
+                        (
+                            "evaluator",
+                            k,
+                            f"EvalTimeout: no result {ap.eval_timeout_s:g} s after "
+                            f"its launch (async_pipeline.eval_timeout_s)",
+                        )
+                    )
                     self._restart("evaluator", k)
 
     def close(self) -> None:
@@ -572,12 +622,24 @@ class LocalActorBackend(_SnapshotRefs, WorkerBackend):
         n = ap.num_collector_actors if num_collectors is None else num_collectors
         cfg_dict = self.store.roundtrip(cfg.to_dict())
         common = {"device": "cpu", "own_process": False, "object_store": self.store}
-        self.collectors = [CollectorWorker(*self.store.roundtrip((cfg_dict, cfg.seed + COLLECTOR_SEED_STRIDE * k, k,
-                                                                  max(1, int(ap.collector_num_cpus)))), **common)
-                           for k in range(n)]
-        self.evaluators = [EvaluatorWorker(*self.store.roundtrip((cfg_dict, cfg.seed + EVALUATOR_SEED_OFFSET + k,
-                                                                  max(1, int(ap.evaluator_num_cpus)))), **common)
-                           for k in range(num_evaluators)]
+        self.collectors = [
+            CollectorWorker(
+                *self.store.roundtrip(
+                    (cfg_dict, cfg.seed + COLLECTOR_SEED_STRIDE * k, k, max(1, int(ap.collector_num_cpus)))
+                ),
+                **common,
+            )
+            for k in range(n)
+        ]
+        self.evaluators = [
+            EvaluatorWorker(
+                *self.store.roundtrip(
+                    (cfg_dict, cfg.seed + EVALUATOR_SEED_OFFSET + k, max(1, int(ap.evaluator_num_cpus)))
+                ),
+                **common,
+            )
+            for k in range(num_evaluators)
+        ]
         self._done = PollResult()
 
     def _put(self, value: Any) -> LocalObjectRef:
@@ -586,10 +648,12 @@ class LocalActorBackend(_SnapshotRefs, WorkerBackend):
     def idle_collectors(self) -> list[int]:
         return list(range(len(self.collectors)))
 
-    def launch_collect(self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *,
-                       epsilon: float = 0.0) -> None:
-        version, box, temperature, epsilon = self.store.roundtrip((snapshot.version, [self._snapshot_ref(snapshot)],
-                                                                   temperature, epsilon))
+    def launch_collect(
+        self, worker_id: int, snapshot: WeightSnapshot, temperature: float, *, epsilon: float = 0.0
+    ) -> None:
+        version, box, temperature, epsilon = self.store.roundtrip(
+            (snapshot.version, [self._snapshot_ref(snapshot)], temperature, epsilon)
+        )
         result = self.collectors[worker_id].collect(version, box, temperature, epsilon)
         self._done.collects.append(self.store.roundtrip(result))
 

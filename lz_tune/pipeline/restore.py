@@ -38,8 +38,9 @@ def with_config_hyperparameters(learner_state: dict[str, Any], cfg: Config) -> d
     return {**learner_state, "optimizer": {**optimizer, "param_groups": groups}}
 
 
-def budgets_after_restore(saved: Optional[dict[str, Any]], *, cfg: Config, env_steps: int,
-                          collects: int) -> tuple[list[int], int]:
+def budgets_after_restore(
+    saved: Optional[dict[str, Any]], *, cfg: Config, env_steps: int, collects: int
+) -> tuple[list[int], int]:
     """(pending budgets, updates already done in the head one) for the queue after a restore that
     loaded a trainable buffer: the checkpoint's (``TrainBudgetQueue.state_dict()``), or one
     budget of ``updates_for_collect`` for the mean transitions per collect so far."""
@@ -73,5 +74,8 @@ class RestoreReport:
             self._env_steps_at_restore = None
 
     def metrics(self) -> dict[str, float]:
-        return {"restore_fallbacks": self.fallbacks, "restore_buffer_transitions": self.buffer_transitions,
-                "restore_env_steps_before_first_update": self.env_steps_before_first_update}
+        return {
+            "restore_fallbacks": self.fallbacks,
+            "restore_buffer_transitions": self.buffer_transitions,
+            "restore_env_steps_before_first_update": self.env_steps_before_first_update,
+        }

@@ -24,8 +24,9 @@ GENERATION_STRIDE = 1_000_000_000_000
 
 
 class SnapshotPublisher:
-    def __init__(self, *, weight_sync_interval: int, max_policy_lag: int,
-                 get_weights: Callable[[], dict[str, torch.Tensor]]) -> None:
+    def __init__(
+        self, *, weight_sync_interval: int, max_policy_lag: int, get_weights: Callable[[], dict[str, torch.Tensor]]
+    ) -> None:
         self.weight_sync_interval = weight_sync_interval
         self.max_policy_lag = max_policy_lag
         self._get_weights = get_weights

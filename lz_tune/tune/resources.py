@@ -40,19 +40,25 @@ def trial_bundles(cfg: Config, tune_config: Mapping[str, Any]) -> list[dict[str,
     # learner.num_workers >= 2: the workers hold the learner's GPUs (learner.worker_num_gpus, checked with
     # learner.device by the config); the driver's copy then builds batches on its CPU unless it has one
     if on_gpu and gpus == 0 and cfg.learner.num_workers < 2:
-        raise ConfigError(f"learner.device / driver_num_gpus: learner.device={cfg.learner.device} runs the learner on "
-                          "a GPU, but driver_num_gpus=0 reserves none for the trial's driver; set driver_num_gpus=1 "
-                          "(or a fraction, e.g. 0.5, to share one GPU between two trials)")
+        raise ConfigError(
+            f"learner.device / driver_num_gpus: learner.device={cfg.learner.device} runs the learner on "
+            "a GPU, but driver_num_gpus=0 reserves none for the trial's driver; set driver_num_gpus=1 "
+            "(or a fraction, e.g. 0.5, to share one GPU between two trials)"
+        )
     if gpus > 0 and not on_gpu and cfg.learner.num_workers < 2:
-        raise ConfigError(f"driver_num_gpus / learner.device: driver_num_gpus={gpus:g} reserves a GPU for the trial's "
-                          f"driver, but learner.device={cfg.learner.device} leaves it idle; set learner.device=cuda")
+        raise ConfigError(
+            f"driver_num_gpus / learner.device: driver_num_gpus={gpus:g} reserves a GPU for the trial's "
+            f"driver, but learner.device={cfg.learner.device} leaves it idle; set learner.device=cuda"
+        )
     if gpus > 0:
         driver["GPU"] = gpus
     bundles = [driver]
     ap = cfg.async_pipeline
     if ap.enabled and not ap.ray_local_mode:
-        for count, cpus, gpus in ((ap.num_collector_actors, ap.collector_num_cpus, ap.collector_num_gpus),
-                                  (ap.num_evaluator_actors, ap.evaluator_num_cpus, ap.evaluator_num_gpus)):
+        for count, cpus, gpus in (
+            (ap.num_collector_actors, ap.collector_num_cpus, ap.collector_num_gpus),
+            (ap.num_evaluator_actors, ap.evaluator_num_cpus, ap.evaluator_num_gpus),
+        ):
             bundle = {"CPU": float(cpus)} | ({"GPU": float(gpus)} if gpus > 0 else {})
             bundles.extend(dict(bundle) for _ in range(count))
     bundles.extend(learner_bundles(cfg))
@@ -70,8 +76,9 @@ def _keys_for(index: int, cfg: Config) -> str:
     return "async_pipeline.evaluator_num_cpus / evaluator_num_gpus"
 
 
-def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
-                      nodes: Sequence[Mapping[str, float]]) -> None:
+def check_bundles_fit(
+    cfg: Config, bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]]
+) -> None:
     """Raise ConfigError unless the trial can be placed: every bundle fits on some node, the sum
     fits the cluster, and the bundles can be laid out over the nodes as
     ``async_pipeline.placement_strategy`` asks (PACK / SPREAD: some split over the nodes;
@@ -88,9 +95,11 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
     have = ", ".join(f"{r}={totals.get(r, 0.0):g}" for r in ("CPU", "GPU"))
     for i, bundle in enumerate(bundles):
         if not any(_fits(bundle, node) for node in nodes):
-            raise ConfigError(f"{_keys_for(i, cfg)}: bundle {i} of the trial asks for {dict(bundle)}, which no "
-                              f"node of this Ray cluster can hold (cluster: {have}); lower it, or start Ray "
-                              f"with more resources")
+            raise ConfigError(
+                f"{_keys_for(i, cfg)}: bundle {i} of the trial asks for {dict(bundle)}, which no "
+                f"node of this Ray cluster can hold (cluster: {have}); lower it, or start Ray "
+                f"with more resources"
+            )
     for r in sorted({r for b in bundles for r in b}):
         need = sum(float(b.get(r, 0.0)) for b in bundles)
         if need > totals.get(r, 0.0) + _EPS:
@@ -98,8 +107,10 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
             parts = f"driver {bundles[0].get(r, 0.0):g}"
             first_learner = learner_bundle_index(cfg, 0)
             if first_learner > 1:
-                parts += (f" + {ap.num_collector_actors} collector(s) x {bundles[1].get(r, 0.0):g}"
-                          f" + {ap.num_evaluator_actors} evaluator(s) x {bundles[first_learner - 1].get(r, 0.0):g}")
+                parts += (
+                    f" + {ap.num_collector_actors} collector(s) x {bundles[1].get(r, 0.0):g}"
+                    f" + {ap.num_evaluator_actors} evaluator(s) x {bundles[first_learner - 1].get(r, 0.0):g}"
+                )
             learner_keys = ""
             if lc.num_workers > 1:
                 parts += f" + {lc.num_workers} learner worker(s) x {bundles[first_learner].get(r, 0.0):g}"
@@ -109,26 +120,33 @@ def check_bundles_fit(cfg: Config, bundles: Sequence[Mapping[str, float]],
                 f"{r.lower()}s / async_pipeline.evaluator_num_{r.lower()}s{learner_keys}: one trial needs {need:g} {r} "
                 f"({parts}) but the Ray cluster has {totals.get(r, 0.0):g}; the trial would stay PENDING "
                 "forever. Use fractional actor resources (e.g. async_pipeline.collector_num_cpus=0.25) or "
-                "fewer actors")
+                "fewer actors"
+            )
     strategy = cfg.async_pipeline.placement_strategy
     if strategy == "STRICT_PACK" and len(bundles) > 1:
         need = {r: sum(float(b.get(r, 0.0)) for b in bundles) for r in {r for b in bundles for r in b}}
         if not any(_fits(need, node) for node in nodes):
-            raise ConfigError(f"async_pipeline.placement_strategy: STRICT_PACK puts the whole trial on one node, "
-                              f"but no node of this Ray cluster holds {_fmt(need)} (cluster: {have}); use PACK, or "
-                              f"fewer / smaller actors")
+            raise ConfigError(
+                f"async_pipeline.placement_strategy: STRICT_PACK puts the whole trial on one node, "
+                f"but no node of this Ray cluster holds {_fmt(need)} (cluster: {have}); use PACK, or "
+                f"fewer / smaller actors"
+            )
     if strategy == "STRICT_SPREAD" and len(bundles) > 1 and _distinct_nodes(bundles, nodes) is None:
-        raise ConfigError(f"async_pipeline.placement_strategy: STRICT_SPREAD puts each of the trial's {len(bundles)} "
-                          f"bundles (driver + actors) on its own node, but this Ray cluster has {len(nodes)} node(s) "
-                          f"that cannot hold them that way; use SPREAD (as spread as the nodes allow) or fewer actors")
+        raise ConfigError(
+            f"async_pipeline.placement_strategy: STRICT_SPREAD puts each of the trial's {len(bundles)} "
+            f"bundles (driver + actors) on its own node, but this Ray cluster has {len(nodes)} node(s) "
+            f"that cannot hold them that way; use SPREAD (as spread as the nodes allow) or fewer actors"
+        )
     if strategy in ("PACK", "SPREAD") and len(bundles) > 1 and not _packs(bundles, nodes):
         learner_keys = " / learner.worker_num_cpus" if cfg.learner.num_workers > 1 else ""
-        raise ConfigError(f"driver_num_cpus / async_pipeline.collector_num_cpus / async_pipeline.evaluator_num_cpus"
-                          f"{learner_keys}: "
-                          f"the trial's {len(bundles)} bundles {[_fmt(b) for b in bundles]} fit the cluster's total "
-                          f"but cannot be split over its nodes "
-                          f"{[_fmt({r: float(n.get(r, 0.0)) for b in bundles for r in b}) for n in nodes]}; the trial would stay "
-                          "PENDING forever. Use smaller (fractional) actor resources or fewer actors")
+        raise ConfigError(
+            f"driver_num_cpus / async_pipeline.collector_num_cpus / async_pipeline.evaluator_num_cpus"
+            f"{learner_keys}: "
+            f"the trial's {len(bundles)} bundles {[_fmt(b) for b in bundles]} fit the cluster's total "
+            f"but cannot be split over its nodes "
+            f"{[_fmt({r: float(n.get(r, 0.0)) for b in bundles for r in b}) for n in nodes]}; the trial would stay "
+            "PENDING forever. Use smaller (fractional) actor resources or fewer actors"
+        )
 
 
 def _fits(bundle: Mapping[str, float], node: Mapping[str, float]) -> bool:
@@ -139,7 +157,9 @@ def _fmt(resources: Mapping[str, float]) -> str:
     return "{" + ", ".join(f"{r}: {v:g}" for r, v in sorted(resources.items())) + "}"
 
 
-def _distinct_nodes(bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]]) -> Optional[list[int]]:
+def _distinct_nodes(
+    bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]]
+) -> Optional[list[int]]:
     """A node index per bundle, all distinct, each node holding its bundle (bipartite matching by
     augmenting paths); None when there is none."""
     owner: dict[int, int] = {}  # node -> bundle
@@ -160,8 +180,9 @@ def _distinct_nodes(bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapp
     return [by_bundle[b] for b in range(len(bundles))]
 
 
-def _packs(bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]],
-           max_steps: int = 100_000) -> bool:
+def _packs(
+    bundles: Sequence[Mapping[str, float]], nodes: Sequence[Mapping[str, float]], max_steps: int = 100_000
+) -> bool:
     """Whether the bundles can be split over the nodes, several per node allowed (depth-first
     search, largest bundles first, nodes with the same free resources tried once). A search
     past ``max_steps`` answers True: the check must never refuse a trial that fits."""
@@ -203,9 +224,10 @@ def cluster_nodes() -> list[dict[str, float]]:
     return [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
 
 
-def check_cluster_resources(tune_config: Mapping[str, Any],
-                            available: Optional[Mapping[str, float] | Sequence[Mapping[str, float]]] = None,
-                            ) -> None:
+def check_cluster_resources(
+    tune_config: Mapping[str, Any],
+    available: Optional[Mapping[str, float] | Sequence[Mapping[str, float]]] = None,
+) -> None:
     """Fail fast (ConfigError naming the keys) when one trial of ``tune_config`` cannot be placed.
 
     Args:

@@ -52,8 +52,8 @@ from ray import tune
 from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from lz_tune.metrics import EVAL_FIELDS, public_metrics
 from lz_tune.tune.resources import check_cluster_resources, trial_bundles
-from lz_tune.tune.tune_config import config_from_tune
 from lz_tune.tune.trial_storage import MANIFEST_FILE, TrialStorage
+from lz_tune.tune.tune_config import config_from_tune
 
 #: the latest evaluated snapshot inside a Tune checkpoint folder (the weights the metric belongs to)
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
@@ -76,9 +76,17 @@ def placement_group_factory(tune_config: dict[str, Any]) -> tune.PlacementGroupF
 
 
 #: config keys a running driver can take without rebuilding networks, buffer or workers
-_NOT_LIVE = {"learner.optim_type", "learner.device", "learner.num_threads", "learner.momentum",
-             "learner.weight_decay", "learner.num_workers", "learner.worker_num_cpus", "learner.worker_num_gpus",
-             "learner.sync_batchnorm"}
+_NOT_LIVE = {
+    "learner.optim_type",
+    "learner.device",
+    "learner.num_threads",
+    "learner.momentum",
+    "learner.weight_decay",
+    "learner.num_workers",
+    "learner.worker_num_cpus",
+    "learner.worker_num_gpus",
+    "learner.sync_batchnorm",
+}
 
 
 def _live(key: str) -> bool:
@@ -134,9 +142,13 @@ class MuZeroTrainable(tune.Trainable):
         self.cfg = config_from_tune(config)  # validates step_seconds and the driver resources too
         self.step_seconds = float(config.get("step_seconds", 10.0))
         # Tune's checkpoints replace the driver's own ckpt/ files; TensorBoard goes to storage
-        self.driver = Driver(self.cfg, exp_dir=os.path.join(self._output_dir(), "lz_tune"), print_fn=None,
-                             write_checkpoints=False,
-                             backend=backend_from.backend if backend_from is not None else None)
+        self.driver = Driver(
+            self.cfg,
+            exp_dir=os.path.join(self._output_dir(), "lz_tune"),
+            print_fn=None,
+            write_checkpoints=False,
+            backend=backend_from.backend if backend_from is not None else None,
+        )
         if backend_from is not None:  # versions never collide with what the workers hold
             self.driver.continue_weight_versions(backend_from)
         # the buffer's chunks go to the trial's folder in Tune's storage (cloud storage included)
@@ -176,8 +188,9 @@ class MuZeroTrainable(tune.Trainable):
         metrics = self.driver.step(max_seconds=self.step_seconds)
         while self.driver.last_eval is None and not self.driver.done:
             metrics = self.driver.step(max_seconds=self.step_seconds)
-        result: dict[str, Any] = public_metrics(metrics, policy_type=self.cfg.policy_type,
-                                                learner_logs=self.driver.last_learner_logs)
+        result: dict[str, Any] = public_metrics(
+            metrics, policy_type=self.cfg.policy_type, learner_logs=self.driver.last_learner_logs
+        )
         # the same keys in every result (progress.csv keeps the header of the first row it wrote)
         result.setdefault("env_runners/episode_return_mean", math.nan)
         last = self.driver.last_eval
@@ -218,14 +231,17 @@ class MuZeroTrainable(tune.Trainable):
             learners = self.driver.learner_placement(timeout=5.0)
         except ray.exceptions.GetTimeoutError:
             return
-        info = {"placement_group_id": pg.id.hex() if pg is not None else None,
-                "actor_placement_group_ids": workers["actor_placement_group_ids"],
-                "placement_strategy": self.cfg.async_pipeline.placement_strategy,
-                "driver_node_id": ray.get_runtime_context().get_node_id(),
-                "collector_node_ids": workers["collector_node_ids"],
-                "evaluator_node_ids": workers["evaluator_node_ids"],
-                "learner_placement_group_ids": learners["placement_group_ids"],
-                "learner_node_ids": learners["node_ids"], "learner_pids": learners["pids"]}
+        info = {
+            "placement_group_id": pg.id.hex() if pg is not None else None,
+            "actor_placement_group_ids": workers["actor_placement_group_ids"],
+            "placement_strategy": self.cfg.async_pipeline.placement_strategy,
+            "driver_node_id": ray.get_runtime_context().get_node_id(),
+            "collector_node_ids": workers["collector_node_ids"],
+            "evaluator_node_ids": workers["evaluator_node_ids"],
+            "learner_placement_group_ids": learners["placement_group_ids"],
+            "learner_node_ids": learners["node_ids"],
+            "learner_pids": learners["pids"],
+        }
         path = os.path.join(self.driver.exp_dir, PLACEMENT_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(info, f)
@@ -255,8 +271,11 @@ class MuZeroTrainable(tune.Trainable):
             self.driver.reconfigure(new_cfg)
             self.step_seconds = float(new_config.get("step_seconds", self.step_seconds))
             return True
-        logger.info("MuZeroTrainable.reset_config: new driver for trial %s (%s)", self.trial_id,
-                    "actors kept" if live else f"actors rebuilt: {[k for k in changed if not _live(k)]}")
+        logger.info(
+            "MuZeroTrainable.reset_config: new driver for trial %s (%s)",
+            self.trial_id,
+            "actors kept" if live else f"actors rebuilt: {[k for k in changed if not _live(k)]}",
+        )
         old_driver = self.driver
         # this trial's counters, in case a checkpoint of another trial (PBT) is loaded next
         self._carried_progress = (self.trial_id, self._progress()) if same_trial else None
@@ -311,8 +330,7 @@ class MuZeroTrainable(tune.Trainable):
             state = load_checkpoint(state_path, policy_type=self.cfg.policy_type)
             donor = state.get("trial_id")
             own = self._own_progress() if donor not in (None, self.trial_id) else None
-            self.driver.restore_from(state, state_path, evaluated=evaluated,
-                                     filesystem=self._trial_storage.filesystem)
+            self.driver.restore_from(state, state_path, evaluated=evaluated, filesystem=self._trial_storage.filesystem)
             self._trial_seconds_before = float(state.get("trial_seconds", 0.0))
             self._trial_start = time.perf_counter()
             self._time_to_stop_value = float(state.get("time_to_stop_value_s", math.nan))
@@ -326,8 +344,11 @@ class MuZeroTrainable(tune.Trainable):
 
     def _progress(self) -> dict[str, Any]:
         """This trial's counters and clock as they are now."""
-        return {"counters": asdict(self.driver.counters), "trial_seconds": self._trial_seconds(),
-                "time_to_stop_value_s": self._time_to_stop_value}
+        return {
+            "counters": asdict(self.driver.counters),
+            "trial_seconds": self._trial_seconds(),
+            "time_to_stop_value_s": self._time_to_stop_value,
+        }
 
     def _own_progress(self) -> dict[str, Any]:
         """This trial's counters and clock before taking another trial's checkpoint: of the
@@ -339,10 +360,13 @@ class MuZeroTrainable(tune.Trainable):
             candidates.append(carried[1])
         saved = self._own_latest_state()
         if saved is not None:
-            candidates.append({"counters": {k: int(v) for k, v in saved["counters"].items()
-                                            if k in candidates[0]["counters"]},
-                               "trial_seconds": float(saved.get("trial_seconds", 0.0)),
-                               "time_to_stop_value_s": float(saved.get("time_to_stop_value_s", math.nan))})
+            candidates.append(
+                {
+                    "counters": {k: int(v) for k, v in saved["counters"].items() if k in candidates[0]["counters"]},
+                    "trial_seconds": float(saved.get("trial_seconds", 0.0)),
+                    "time_to_stop_value_s": float(saved.get("time_to_stop_value_s", math.nan)),
+                }
+            )
         return max(candidates, key=lambda p: p["counters"].get("env_steps", 0))
 
     def _own_latest_state(self) -> Optional[dict[str, Any]]:
@@ -371,9 +395,14 @@ class MuZeroTrainable(tune.Trainable):
         self._time_to_stop_value = own["time_to_stop_value_s"]
         report = self.driver.restore_report  # env steps before the first update count from this trial's
         report.restored(buffer_transitions=report.buffer_transitions, env_steps=self.driver.counters.env_steps)
-        logger.info("trial %s took trial %s's learner and replay buffer (%d transitions); its own counters go on "
-                    "(env steps %d)", self.trial_id, donor, self.driver.buffer.num_transitions,
-                    self.driver.counters.env_steps)
+        logger.info(
+            "trial %s took trial %s's learner and replay buffer (%d transitions); its own counters go on "
+            "(env steps %d)",
+            self.trial_id,
+            donor,
+            self.driver.buffer.num_transitions,
+            self.driver.counters.env_steps,
+        )
 
     def cleanup(self) -> None:
         if self.driver is not None:

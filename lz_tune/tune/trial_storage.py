@@ -86,8 +86,11 @@ class TrialStorage:
             infos = fs.get_file_info(pyarrow.fs.FileSelector(self.trial_fs_path, recursive=False))
         except FileNotFoundError:
             return []
-        return sorted(i.path for i in infos
-                      if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith(_CHECKPOINT_PREFIX))
+        return sorted(
+            i.path
+            for i in infos
+            if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith(_CHECKPOINT_PREFIX)
+        )
 
     def _read_all(self, name: str) -> Iterator[bytes]:
         import pyarrow.fs

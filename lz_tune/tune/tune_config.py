@@ -26,8 +26,11 @@ TUNE_ONLY_KEYS = ("config", "step_seconds", "driver_num_cpus", "driver_num_gpus"
 
 def config_from_tune(tune_config: dict[str, Any]) -> Config:
     """Build the experiment Config from a Tune config dict (raises ConfigError naming a bad key)."""
-    for key, minimum, strict in (("step_seconds", 0.0, True), ("driver_num_cpus", 0.0, False),
-                                 ("driver_num_gpus", 0.0, False)):
+    for key, minimum, strict in (
+        ("step_seconds", 0.0, True),
+        ("driver_num_cpus", 0.0, False),
+        ("driver_num_gpus", 0.0, False),
+    ):
         value = tune_config.get(key)
         if value is None:
             continue

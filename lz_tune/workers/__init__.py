@@ -5,5 +5,14 @@ from lz_tune.workers.collector import CollectResult, SegmentCollector, epsilon_a
 from lz_tune.workers.common import WeightSnapshot, env_spec_for, make_env
 from lz_tune.workers.evaluator import EvalResult, Evaluator
 
-__all__ = ["CollectResult", "EvalResult", "Evaluator", "SegmentCollector", "WeightSnapshot", "env_spec_for",
-           "make_env", "epsilon_at", "temperature_at"]
+__all__ = [
+    "CollectResult",
+    "EvalResult",
+    "Evaluator",
+    "SegmentCollector",
+    "WeightSnapshot",
+    "env_spec_for",
+    "make_env",
+    "epsilon_at",
+    "temperature_at",
+]

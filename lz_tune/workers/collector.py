@@ -83,13 +83,15 @@ def epsilon_at(cfg: Config, env_steps: int) -> float:
 class SegmentCollector:
     """One collector: its own envs, collect policy and segment builders."""
 
-    def __init__(self, cfg: Config, *, seed: int, worker_id: int = 0, device: str = "cpu",
-                 env: Optional[VectorEnv] = None) -> None:
+    def __init__(
+        self, cfg: Config, *, seed: int, worker_id: int = 0, device: str = "cpu", env: Optional[VectorEnv] = None
+    ) -> None:
         self.cfg = cfg
         self.worker_id = worker_id
         self.seed = seed
-        self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.collector_env_num, seed=seed,
-                                                        mode="collect")
+        self.env = (
+            env if env is not None else make_env(cfg, num_envs=cfg.env.collector_env_num, seed=seed, mode="collect")
+        )
         self.spec = env_spec_for(cfg)
         algo = get_algorithm(cfg.policy_type)
         self.policy: Policy = algo.make_policy(cfg, self.spec, device=device)
@@ -99,15 +101,24 @@ class SegmentCollector:
         self.policy_train_iter = 0
         self.rng = np.random.default_rng(seed + 7)
         # its own random stream: exploration draws leave the search's stream unchanged
-        self.exploration = EpsilonGreedy(num_envs=self.env.num_envs, continuous=self.spec.is_continuous,
-                                         max_duration=cfg.collector.eps_greedy_max_duration,
-                                         rng=np.random.default_rng([seed, 0xE95]))
+        self.exploration = EpsilonGreedy(
+            num_envs=self.env.num_envs,
+            continuous=self.spec.is_continuous,
+            max_duration=cfg.collector.eps_greedy_max_duration,
+            rng=np.random.default_rng([seed, 0xE95]),
+        )
         b = cfg.buffer
         self.builders = [
-            SegmentBuilder(segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps,
-                           td_steps=b.td_steps, frame_stack=self.env.frame_stack,
-                           action_space_size=self.env.action_space_size, step_columns=step_columns,
-                           policy_target_size=algo.policy_target_size(cfg, self.spec), action_dim=self.spec.action_dim)
+            SegmentBuilder(
+                segment_length=b.game_segment_length,
+                num_unroll_steps=b.num_unroll_steps,
+                td_steps=b.td_steps,
+                frame_stack=self.env.frame_stack,
+                action_space_size=self.env.action_space_size,
+                step_columns=step_columns,
+                policy_target_size=algo.policy_target_size(cfg, self.spec),
+                action_dim=self.spec.action_dim,
+            )
             for _ in range(self.env.num_envs)
         ]
         self._batch = None
@@ -152,8 +163,7 @@ class SegmentCollector:
     def steps_in_progress(self) -> int:
         return sum(b.num_steps_in_progress for b in self.builders)
 
-    def collect(self, *, temperature: float, epsilon: float = 0.0,
-                num_segments: Optional[int] = None) -> CollectResult:
+    def collect(self, *, temperature: float, epsilon: float = 0.0, num_segments: Optional[int] = None) -> CollectResult:
         """Step all envs until at least ``num_segments`` segments are done (default:
         collector.segments_per_collect, else one per env); ``epsilon``: see :func:`epsilon_at` and
         :class:`~lz_tune.workers.exploration.EpsilonGreedy`."""
@@ -173,8 +183,13 @@ class SegmentCollector:
         use_max = self.cfg.buffer.use_max_priority_for_new_data
         while len(segments) < target:
             batch = self._batch
-            act = self.policy.act(batch, mode="collect", temperature=temperature, rng=self.rng,
-                                  previous_action=self._previous_action.copy())
+            act = self.policy.act(
+                batch,
+                mode="collect",
+                temperature=temperature,
+                rng=self.rng,
+                previous_action=self._previous_action.copy(),
+            )
             action = self.exploration.apply(act.action, batch.action_mask, epsilon)
             res = self.env.step(action)
             done = res.done
@@ -182,13 +197,22 @@ class SegmentCollector:
             self._previous_action = carry_previous_action(action, done)
             self.exploration.end_episodes(done)
             for i, builder in enumerate(self.builders):
-                segments.extend(builder.add_step(
-                    action=action[i], reward=float(res.reward[i]), root_value=float(act.root_value[i]),
-                    pred_value=float(act.pred_value[i]), policy_target=act.policy_target[i],
-                    action_mask=batch.action_mask[i], to_play=int(batch.to_play[i]),
-                    timestep=int(batch.timestep[i]), next_frame=self._next_frame(res, i),
-                    done=bool(done[i]), truncated=bool(res.truncated[i] and not res.terminated[i]),
-                    extras={k: v[i] for k, v in step_extras.items()}))
+                segments.extend(
+                    builder.add_step(
+                        action=action[i],
+                        reward=float(res.reward[i]),
+                        root_value=float(act.root_value[i]),
+                        pred_value=float(act.pred_value[i]),
+                        policy_target=act.policy_target[i],
+                        action_mask=batch.action_mask[i],
+                        to_play=int(batch.to_play[i]),
+                        timestep=int(batch.timestep[i]),
+                        next_frame=self._next_frame(res, i),
+                        done=bool(done[i]),
+                        truncated=bool(res.truncated[i] and not res.terminated[i]),
+                        extras={k: v[i] for k, v in step_extras.items()},
+                    )
+                )
                 if done[i]:
                     builder.begin_episode(self._stack_frames(res.batch.observation[i]))
                 if res.real_episode_end[i]:
@@ -200,12 +224,19 @@ class SegmentCollector:
             self._batch = res.batch
         self.total_env_steps += steps
         priorities = None if use_max else [s.initial_priorities() for s in segments]
-        return CollectResult(segments=segments, priorities=priorities, env_steps=steps,
-                             policy_version=self.policy_version,
-                             policy_train_iter=self.policy_train_iter, episode_returns=returns, episode_lengths=lengths,
-                             steps_in_progress=self.steps_in_progress,
-                             collect_time_s=time.perf_counter() - start, started_at=started_at,
-                             worker_id=self.worker_id)
+        return CollectResult(
+            segments=segments,
+            priorities=priorities,
+            env_steps=steps,
+            policy_version=self.policy_version,
+            policy_train_iter=self.policy_train_iter,
+            episode_returns=returns,
+            episode_lengths=lengths,
+            steps_in_progress=self.steps_in_progress,
+            collect_time_s=time.perf_counter() - start,
+            started_at=started_at,
+            worker_id=self.worker_id,
+        )
 
     def close(self) -> None:
         self.env.close()

@@ -30,27 +30,47 @@ class WeightSnapshot:
 
 
 def atari_options(env: EnvConfig) -> AtariOptions:
-    return AtariOptions(frame_skip=env.frame_skip, image_size=env.image_size, grayscale=env.grayscale,
-                        frame_stack=env.frame_stack, noop_max=env.noop_max, episodic_life=env.episodic_life,
-                        clip_rewards=env.clip_rewards, repeat_action_probability=env.repeat_action_probability)
+    return AtariOptions(
+        frame_skip=env.frame_skip,
+        image_size=env.image_size,
+        grayscale=env.grayscale,
+        frame_stack=env.frame_stack,
+        noop_max=env.noop_max,
+        episodic_life=env.episodic_life,
+        clip_rewards=env.clip_rewards,
+        repeat_action_probability=env.repeat_action_probability,
+    )
 
 
 def opponent_options(cfg: Config) -> OpponentOptions:
     """The evaluation opponent of two-player games (``evaluator.opponent*``)."""
     ev = cfg.evaluator
-    return OpponentOptions(kind=ev.opponent, mcts_simulations=ev.opponent_mcts_simulations,
-                           mcts_uct_c=ev.opponent_mcts_uct_c, mcts_rollouts=ev.opponent_mcts_rollouts)
+    return OpponentOptions(
+        kind=ev.opponent,
+        mcts_simulations=ev.opponent_mcts_simulations,
+        mcts_uct_c=ev.opponent_mcts_uct_c,
+        mcts_rollouts=ev.opponent_mcts_rollouts,
+    )
 
 
 def make_env(cfg: Config, *, num_envs: int, seed: int, mode: str) -> VectorEnv:
     """The vector env a config describes (``mode``: "collect" or "eval")."""
     e = cfg.env
     run_env_imports(e.import_modules)
-    return make_vector_env(env_id=e.env_id, num_envs=num_envs, seed=seed, mode=mode,  # type: ignore[arg-type]
-                           frame_stack=e.frame_stack, atari=atari_options(e), max_episode_steps=e.max_episode_steps,
-                           action_repeat=e.action_repeat, openspiel_planes=e.openspiel_planes,
-                           opponent=opponent_options(cfg), observation_layout=e.observation_layout,
-                           flatten=flatten_observations(cfg))
+    return make_vector_env(
+        env_id=e.env_id,
+        num_envs=num_envs,
+        seed=seed,
+        mode=mode,  # type: ignore[arg-type]
+        frame_stack=e.frame_stack,
+        atari=atari_options(e),
+        max_episode_steps=e.max_episode_steps,
+        action_repeat=e.action_repeat,
+        openspiel_planes=e.openspiel_planes,
+        opponent=opponent_options(cfg),
+        observation_layout=e.observation_layout,
+        flatten=flatten_observations(cfg),
+    )
 
 
 def flatten_observations(cfg: Config) -> bool | None:
@@ -63,9 +83,15 @@ def flatten_observations(cfg: Config) -> bool | None:
 @functools.lru_cache(maxsize=32)
 def _probe(env: EnvConfig, flatten: bool | None) -> EnvSpecInfo:
     run_env_imports(env.import_modules)
-    return probe_env_spec(env.env_id, frame_stack=env.frame_stack, atari=atari_options(env),
-                          action_repeat=env.action_repeat, openspiel_planes=env.openspiel_planes,
-                          observation_layout=env.observation_layout, flatten=flatten)
+    return probe_env_spec(
+        env.env_id,
+        frame_stack=env.frame_stack,
+        atari=atari_options(env),
+        action_repeat=env.action_repeat,
+        openspiel_planes=env.openspiel_planes,
+        observation_layout=env.observation_layout,
+        flatten=flatten,
+    )
 
 
 def env_spec_for(cfg: Config) -> EnvSpecInfo:
@@ -75,7 +101,7 @@ def env_spec_for(cfg: Config) -> EnvSpecInfo:
 
 
 def no_previous_action(num_envs: int, action_dim: int) -> np.ndarray:
-    """"No previous action" for ``num_envs`` envs: ``[N] int64`` -1 (discrete), ``[N, D]``
+    """ "No previous action" for ``num_envs`` envs: ``[N] int64`` -1 (discrete), ``[N, D]``
     float32 NaN (continuous): what ``Policy.act`` receives right after a reset."""
     if action_dim:
         return np.full((num_envs, action_dim), np.nan, np.float32)

@@ -19,8 +19,8 @@ from lz_tune.algos.base import Policy
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
 from lz_tune.envs.openspiel_env import SEAT_COLUMN
-from lz_tune.workers.match_stats import LOSS_RATE, match_rates
 from lz_tune.workers.common import WeightSnapshot, carry_previous_action, env_spec_for, make_env, no_previous_action
+from lz_tune.workers.match_stats import LOSS_RATE, match_rates
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,7 @@ class Evaluator:
     def __init__(self, cfg: Config, *, seed: int, device: str = "cpu", env: Optional[VectorEnv] = None) -> None:
         self.cfg = cfg
         self.seed = seed
-        self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.evaluator_env_num, seed=seed,
-                                                        mode="eval")
+        self.env = env if env is not None else make_env(cfg, num_envs=cfg.env.evaluator_env_num, seed=seed, mode="eval")
         self.spec = env_spec_for(cfg)
         self.policy: Policy = get_algorithm(cfg.policy_type).make_policy(cfg, self.spec, device=device)
         self.rng = np.random.default_rng(seed + 11)
@@ -96,12 +95,21 @@ class Evaluator:
         stop_value = self.cfg.evaluator.stop_value
         mean = float(arr.mean())
         match = match_rates(returns, seats) if seats else {}
-        return EvalResult(version=snapshot.version, train_iter=snapshot.train_iter, reward_mean=mean,
-                          reward_std=float(arr.std()), reward_min=float(arr.min()), reward_max=float(arr.max()),
-                          episode_length_mean=float(np.mean(lengths)), num_episodes=len(returns), env_steps=steps,
-                          eval_time_s=time.perf_counter() - start,
-                          stop=(stop_value is not None and mean >= stop_value) or self._no_more_losses(match),
-                          returns=tuple(returns), match=match)
+        return EvalResult(
+            version=snapshot.version,
+            train_iter=snapshot.train_iter,
+            reward_mean=mean,
+            reward_std=float(arr.std()),
+            reward_min=float(arr.min()),
+            reward_max=float(arr.max()),
+            episode_length_mean=float(np.mean(lengths)),
+            num_episodes=len(returns),
+            env_steps=steps,
+            eval_time_s=time.perf_counter() - start,
+            stop=(stop_value is not None and mean >= stop_value) or self._no_more_losses(match),
+            returns=tuple(returns),
+            match=match,
+        )
 
     def _no_more_losses(self, match: Mapping[str, float]) -> bool:
         """Two-player games: the loss rate reached evaluator.stop_loss_rate."""

@@ -28,15 +28,19 @@ class EpsilonGreedy:
         self.continuous = continuous
         self.rng = rng
         n = np.arange(1, max_duration + 1, dtype=np.float64)
-        self._duration_cdf = np.cumsum(n ** -2.0) / np.sum(n ** -2.0)  # zeta(2) on 1..max_duration
+        self._duration_cdf = np.cumsum(n**-2.0) / np.sum(n**-2.0)  # zeta(2) on 1..max_duration
         self.steps_left = np.zeros(num_envs, np.int64)
         """[N] steps the current option of each env still holds its action (0: none running)."""
         self.held_action: np.ndarray | None = None
         """[N] int64 or [N, D] float32, the action each running option repeats."""
 
     def _duration(self, size: int) -> np.ndarray:
-        return np.searchsorted(self._duration_cdf, self.rng.random(size), side="right").clip(
-            max=len(self._duration_cdf) - 1) + 1
+        return (
+            np.searchsorted(self._duration_cdf, self.rng.random(size), side="right").clip(
+                max=len(self._duration_cdf) - 1
+            )
+            + 1
+        )
 
     def apply(self, action: np.ndarray, action_mask: np.ndarray, epsilon: float) -> np.ndarray:
         """The actions to play this step: the searched ``action`` (``[N]`` int64 or ``[N, D]``

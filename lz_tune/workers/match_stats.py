@@ -38,6 +38,10 @@ def match_rates(returns: Sequence[float], seats: Sequence[int]) -> dict[str, flo
 
 def format_match(rates: dict[str, float]) -> str:
     """``W/D/L 0.50/0.30/0.20 (first 0.6/0.3/0.1, second 0.4/0.3/0.3)``."""
+
     def triple(seat: str, digits: int) -> str:
-        return "/".join(f"{rates[f'evaluation/env_runners/{o}_rate{seat}']:.{digits}f}" for o in ("win", "draw", "loss"))
+        return "/".join(
+            f"{rates[f'evaluation/env_runners/{o}_rate{seat}']:.{digits}f}" for o in ("win", "draw", "loss")
+        )
+
     return f"W/D/L {triple('', 2)} (first {triple('_as_first', 2)}, second {triple('_as_second', 2)})"

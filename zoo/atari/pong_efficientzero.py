@@ -9,9 +9,11 @@ from lz_tune.zoo.atari.pong_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "efficientzero",
-        "exp_name": "pong_efficientzero",
-        "efficientzero.lstm_horizon_len": 5,
-        "efficientzero.lstm_hidden_size": 512,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "efficientzero",
+            "exp_name": "pong_efficientzero",
+            "efficientzero.lstm_horizon_len": 5,
+            "efficientzero.lstm_hidden_size": 512,
+        }
+    )

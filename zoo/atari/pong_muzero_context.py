@@ -9,8 +9,10 @@ from lz_tune.zoo.atari.pong_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "muzero_context",
-        "exp_name": "pong_muzero_context",
-        "context.context_length_init": 4,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "muzero_context",
+            "exp_name": "pong_muzero_context",
+            "context.context_length_init": 4,
+        }
+    )

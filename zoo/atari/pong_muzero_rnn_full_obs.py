@@ -9,9 +9,11 @@ from lz_tune.zoo.atari.pong_muzero import make_config as muzero_config
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "muzero_rnn_full_obs",
-        "exp_name": "pong_muzero_rnn_full_obs",
-        "context.context_length_init": 4,
-        "context.rnn_hidden_size": 512,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "muzero_rnn_full_obs",
+            "exp_name": "pong_muzero_rnn_full_obs",
+            "context.context_length_init": 4,
+            "context.rnn_hidden_size": 512,
+        }
+    )

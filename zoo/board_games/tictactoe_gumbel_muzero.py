@@ -11,14 +11,16 @@ from lz_tune.zoo.board_games.tictactoe_muzero import make_config as muzero_confi
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "gumbel_muzero",
-        "exp_name": "tictactoe_gumbel_muzero",
-        "gumbel.max_num_considered_actions": 9,
-        # Gumbel acts by its own sampling (collector.temperature is unused) and its improved policy
-        # sharpens fast: the epsilon-greedy self-play of MuZero's config (a random legal move with
-        # probability 0.25) is what keeps it exploring, here falling to 0 over 160k env steps (over
-        # 80k, seed 2 kept losing 3 games in 100 as second player; without it every seed-0 run
-        # fell into one line the MCTS bot punishes)
-        "collector.eps_greedy_decay_env_steps": 160_000,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "gumbel_muzero",
+            "exp_name": "tictactoe_gumbel_muzero",
+            "gumbel.max_num_considered_actions": 9,
+            # Gumbel acts by its own sampling (collector.temperature is unused) and its improved policy
+            # sharpens fast: the epsilon-greedy self-play of MuZero's config (a random legal move with
+            # probability 0.25) is what keeps it exploring, here falling to 0 over 160k env steps (over
+            # 80k, seed 2 kept losing 3 games in 100 as second player; without it every seed-0 run
+            # fell into one line the MCTS bot punishes)
+            "collector.eps_greedy_decay_env_steps": 160_000,
+        }
+    )

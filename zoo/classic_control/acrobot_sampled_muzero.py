@@ -33,24 +33,50 @@ from lz_tune.config import Config
 
 
 def make_config() -> Config:
-    return Config.from_dict({
-        "policy_type": "sampled_muzero",
-        "exp_name": "acrobot_sampled_muzero",
-        "seed": 0,
-        "max_env_step": 150_000,
-        "env": {"env_id": "Acrobot-v1", "collector_env_num": 8, "evaluator_env_num": 8, "action_repeat": 3},
-        # reward -1 per step until the goal; returns >= -100 at gamma 0.99: h(-100) ~ -9
-        "model": {"kind": "mlp", "latent_dim": 128, "hidden_sizes": [128], "layer_norm": True,
-                  "value_support_size": 15, "reward_support_size": 5},
-        "mcts": {"num_simulations": 50, "discount_factor": 0.99, "pb_c_init": 0.5},
-        "sampled": {"num_samples": 2},
-        "buffer": {"replay_buffer_size": 100_000, "game_segment_length": 50, "num_unroll_steps": 5,
-                   "td_steps": 5, "use_priority": True},
-        "learner": {"batch_size": 256, "optim_type": "adam", "learning_rate": 3e-3,
-                    "piecewise_decay_lr_scheduler": True, "threshold_training_steps_for_final_lr": 45_000,
-                    "weight_decay": 1e-4, "update_per_collect": 100,
-                    "ssl_loss_weight": 0.0, "target_update_freq": 20, "num_threads": 2},
-        "collector": {"temperature": 0.5, "eps_greedy_start": 1.0, "eps_greedy_end": 0.05,
-                      "eps_greedy_decay_env_steps": 20_000, "eps_greedy_max_duration": 20},
-        "evaluator": {"eval_freq": 500, "n_evaluator_episode": 8, "stop_value": -100.0},
-    })
+    return Config.from_dict(
+        {
+            "policy_type": "sampled_muzero",
+            "exp_name": "acrobot_sampled_muzero",
+            "seed": 0,
+            "max_env_step": 150_000,
+            "env": {"env_id": "Acrobot-v1", "collector_env_num": 8, "evaluator_env_num": 8, "action_repeat": 3},
+            # reward -1 per step until the goal; returns >= -100 at gamma 0.99: h(-100) ~ -9
+            "model": {
+                "kind": "mlp",
+                "latent_dim": 128,
+                "hidden_sizes": [128],
+                "layer_norm": True,
+                "value_support_size": 15,
+                "reward_support_size": 5,
+            },
+            "mcts": {"num_simulations": 50, "discount_factor": 0.99, "pb_c_init": 0.5},
+            "sampled": {"num_samples": 2},
+            "buffer": {
+                "replay_buffer_size": 100_000,
+                "game_segment_length": 50,
+                "num_unroll_steps": 5,
+                "td_steps": 5,
+                "use_priority": True,
+            },
+            "learner": {
+                "batch_size": 256,
+                "optim_type": "adam",
+                "learning_rate": 3e-3,
+                "piecewise_decay_lr_scheduler": True,
+                "threshold_training_steps_for_final_lr": 45_000,
+                "weight_decay": 1e-4,
+                "update_per_collect": 100,
+                "ssl_loss_weight": 0.0,
+                "target_update_freq": 20,
+                "num_threads": 2,
+            },
+            "collector": {
+                "temperature": 0.5,
+                "eps_greedy_start": 1.0,
+                "eps_greedy_end": 0.05,
+                "eps_greedy_decay_env_steps": 20_000,
+                "eps_greedy_max_duration": 20,
+            },
+            "evaluator": {"eval_freq": 500, "n_evaluator_episode": 8, "stop_value": -100.0},
+        }
+    )

@@ -10,11 +10,13 @@ from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_co
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "efficientzero",
-        "exp_name": "cartpole_efficientzero",
-        # CartPole's reward is 1 per step: a prefix over 5 steps stays <= 5, h(5) ~ 1.5
-        "model.reward_support_size": 5,
-        "efficientzero.lstm_horizon_len": 5,
-        "efficientzero.lstm_hidden_size": 64,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "efficientzero",
+            "exp_name": "cartpole_efficientzero",
+            # CartPole's reward is 1 per step: a prefix over 5 steps stays <= 5, h(5) ~ 1.5
+            "model.reward_support_size": 5,
+            "efficientzero.lstm_horizon_len": 5,
+            "efficientzero.lstm_hidden_size": 64,
+        }
+    )

@@ -10,8 +10,10 @@ from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_co
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "gumbel_muzero",
-        "exp_name": "cartpole_gumbel_muzero",
-        "gumbel.max_num_considered_actions": 2,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "gumbel_muzero",
+            "exp_name": "cartpole_gumbel_muzero",
+            "gumbel.max_num_considered_actions": 2,
+        }
+    )

@@ -11,8 +11,10 @@ from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_co
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "muzero_context",
-        "exp_name": "cartpole_muzero_context",
-        "context.context_length_init": 4,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "muzero_context",
+            "exp_name": "cartpole_muzero_context",
+            "context.context_length_init": 4,
+        }
+    )

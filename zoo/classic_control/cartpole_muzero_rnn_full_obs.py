@@ -11,9 +11,11 @@ from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_co
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "muzero_rnn_full_obs",
-        "exp_name": "cartpole_muzero_rnn_full_obs",
-        "context.context_length_init": 4,
-        "context.rnn_hidden_size": 64,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "muzero_rnn_full_obs",
+            "exp_name": "cartpole_muzero_rnn_full_obs",
+            "context.context_length_init": 4,
+            "context.rnn_hidden_size": 64,
+        }
+    )

@@ -11,8 +11,10 @@ from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_co
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "stochastic_muzero",
-        "exp_name": "cartpole_stochastic_muzero",
-        "stochastic.chance_space_size": 4,
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "stochastic_muzero",
+            "exp_name": "cartpole_stochastic_muzero",
+            "stochastic.chance_space_size": 4,
+        }
+    )

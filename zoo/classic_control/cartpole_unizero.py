@@ -11,13 +11,29 @@ from lz_tune.zoo.classic_control.cartpole_muzero import make_config as muzero_co
 
 
 def make_config() -> Config:
-    return muzero_config().with_updates({
-        "policy_type": "unizero",
-        "exp_name": "cartpole_unizero",
-        "unizero": {"embed_dim": 64, "num_layers": 2, "num_heads": 2, "infer_context_length": 4,
-                    "kv_cache_clear_interval": 2000, "target_momentum": 0.05},
-        # loss weights as UniZero's discrete setting: latent 10, reward 1, value 0.5, policy 1
-        "learner": {"optim_type": "adamw", "learning_rate": 1e-3, "weight_decay": 1e-2, "grad_clip_value": 5.0,
-                    "value_loss_weight": 0.5, "reward_loss_weight": 1.0, "policy_loss_weight": 1.0,
-                    "ssl_loss_weight": 10.0, "policy_entropy_weight": 5e-3},
-    })
+    return muzero_config().with_updates(
+        {
+            "policy_type": "unizero",
+            "exp_name": "cartpole_unizero",
+            "unizero": {
+                "embed_dim": 64,
+                "num_layers": 2,
+                "num_heads": 2,
+                "infer_context_length": 4,
+                "kv_cache_clear_interval": 2000,
+                "target_momentum": 0.05,
+            },
+            # loss weights as UniZero's discrete setting: latent 10, reward 1, value 0.5, policy 1
+            "learner": {
+                "optim_type": "adamw",
+                "learning_rate": 1e-3,
+                "weight_decay": 1e-2,
+                "grad_clip_value": 5.0,
+                "value_loss_weight": 0.5,
+                "reward_loss_weight": 1.0,
+                "policy_loss_weight": 1.0,
+                "ssl_loss_weight": 10.0,
+                "policy_entropy_weight": 5e-3,
+            },
+        }
+    )

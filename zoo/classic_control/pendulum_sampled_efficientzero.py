@@ -10,11 +10,13 @@ from lz_tune.zoo.classic_control.pendulum_sampled_muzero import make_config as s
 
 
 def make_config() -> Config:
-    return sampled_muzero_config().with_updates({
-        "policy_type": "sampled_efficientzero",
-        "exp_name": "pendulum_sampled_efficientzero",
-        # a prefix over 5 steps stays above -82: h(-82) ~ -8.2 (support +-10)
-        "model.reward_support_size": 10,
-        "efficientzero.lstm_horizon_len": 5,
-        "efficientzero.lstm_hidden_size": 64,
-    })
+    return sampled_muzero_config().with_updates(
+        {
+            "policy_type": "sampled_efficientzero",
+            "exp_name": "pendulum_sampled_efficientzero",
+            # a prefix over 5 steps stays above -82: h(-82) ~ -8.2 (support +-10)
+            "model.reward_support_size": 10,
+            "efficientzero.lstm_horizon_len": 5,
+            "efficientzero.lstm_hidden_size": 64,
+        }
+    )

@@ -11,13 +11,29 @@ from lz_tune.zoo.classic_control.pendulum_sampled_muzero import make_config as s
 
 
 def make_config() -> Config:
-    return sampled_muzero_config().with_updates({
-        "policy_type": "sampled_unizero",
-        "exp_name": "pendulum_sampled_unizero",
-        "unizero": {"embed_dim": 64, "num_layers": 2, "num_heads": 2, "infer_context_length": 4,
-                    "kv_cache_clear_interval": 2000, "target_momentum": 0.05},
-        # loss weights as UniZero's continuous setting: latent 10, reward / value / policy 0.1 each
-        "learner": {"optim_type": "adamw", "learning_rate": 1e-3, "weight_decay": 1e-2, "grad_clip_value": 5.0,
-                    "value_loss_weight": 0.1, "reward_loss_weight": 0.1, "policy_loss_weight": 0.1,
-                    "ssl_loss_weight": 10.0, "policy_entropy_weight": 5e-3},
-    })
+    return sampled_muzero_config().with_updates(
+        {
+            "policy_type": "sampled_unizero",
+            "exp_name": "pendulum_sampled_unizero",
+            "unizero": {
+                "embed_dim": 64,
+                "num_layers": 2,
+                "num_heads": 2,
+                "infer_context_length": 4,
+                "kv_cache_clear_interval": 2000,
+                "target_momentum": 0.05,
+            },
+            # loss weights as UniZero's continuous setting: latent 10, reward / value / policy 0.1 each
+            "learner": {
+                "optim_type": "adamw",
+                "learning_rate": 1e-3,
+                "weight_decay": 1e-2,
+                "grad_clip_value": 5.0,
+                "value_loss_weight": 0.1,
+                "reward_loss_weight": 0.1,
+                "policy_loss_weight": 0.1,
+                "ssl_loss_weight": 10.0,
+                "policy_entropy_weight": 5e-3,
+            },
+        }
+    )
