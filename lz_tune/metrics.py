@@ -50,6 +50,7 @@ RENAMED: dict[str, str] = {
     "failed_saves": "checkpoint/failed_saves_lifetime",
     "restore_buffer_transitions": "restore/buffer_transitions",
     "restore_fallbacks": "restore/fallbacks",
+    "restore_weights_only": "restore/weights_only",
     "restore_env_steps_before_first_update": "restore/env_steps_before_first_update",
     "stop_value_reached": "stop_value_reached",
     "done": "done",

@@ -478,3 +478,69 @@ def test_garbage_collection_spares_files_newer_than_the_newest_live_manifest(tin
     target = image_buffer(seed=2)
     checkpointer.load(target, str(tmp_path / "m.json"))  # what the manifest names is all there
     assert_buffer_states_equal(target.state_dict(), buffer.state_dict())
+
+
+def test_export_makes_a_self_contained_checkpoint_that_restores_with_its_buffer(tiny_cfg, tmp_path, capsys):
+    """``python -m lz_tune export`` copies a run's latest checkpoint and exactly the chunks its
+    manifest names; with the run folder gone, the export verifies and restores the same buffer."""
+    import shutil
+
+    from lz_tune.__main__ import main
+
+    cfg = tiny_cfg("max_env_step=80")
+    driver = _quiet(cfg, exp_dir=str(tmp_path / "run"))
+    driver.run()
+    driver.close()
+    saved_buffer = driver.buffer.state_dict()
+    assert main(["export", str(tmp_path / "run"), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "ok      " in out and "exported 1 checkpoint file(s)" in out
+    manifest_name = load_checkpoint(tmp_path / "out" / "ckpt_latest.pt")["buffer_manifest"]
+    manifest = read_manifest(str(tmp_path / "out" / manifest_name))
+    assert manifest["store"] == {"filesystem": "local", "path": None, "relative": "buffer_store"}
+    chunks = {p.name[: -len(SUFFIX)] for p in (tmp_path / "out" / "buffer_store").iterdir()}
+    assert chunks == set(manifest["chunks"])  # exactly its own, not the run's other checkpoints'
+    shutil.rmtree(tmp_path / "run")  # nothing of the run is left
+    resumed = _quiet(cfg, exp_dir=str(tmp_path / "again"), resume_from=str(tmp_path / "out" / "ckpt_latest.pt"))
+    try:
+        assert_buffer_states_equal(resumed.buffer.state_dict(), saved_buffer)
+    finally:
+        resumed.close()
+    # an export into a folder that holds files is refused, and leaves it as it was
+    assert main(["export", str(tmp_path / "out" / "ckpt_latest.pt"), str(tmp_path / "out")]) == 2
+    assert "not an empty folder" in capsys.readouterr().err
+
+
+def test_a_buffer_that_does_not_load_falls_back_to_weights_only_where_asked(tiny_cfg, tmp_path):
+    """A Tune restore (``weights_only_fallback``) of a checkpoint whose chunks are gone keeps the
+    weights, optimizer and counters, says so and counts it in restore/weights_only; without the
+    fallback (train --resume, which tries an older checkpoint instead) it is a CheckpointError."""
+    import shutil
+
+    cfg = tiny_cfg("max_env_step=80")
+    driver = _quiet(cfg, exp_dir=str(tmp_path / "run"))
+    driver.run()
+    driver.close()
+    latest = tmp_path / "run" / "ckpt" / "ckpt_latest.pt"
+    ckpt = load_checkpoint(latest)
+    shutil.rmtree(tmp_path / "run" / "ckpt" / "buffer_store")
+    lines: list[str] = []
+    other = Driver(cfg, exp_dir=str(tmp_path / "other"), print_fn=lines.append)
+    try:
+        with pytest.raises(CheckpointError):
+            other.restore_from(ckpt, str(latest))
+        assert other.buffer.num_transitions == 0 and other.metrics()["restore_weights_only"] == 0
+        other.restore_from(ckpt, str(latest), weights_only_fallback=True)
+        assert other.metrics()["restore_weights_only"] == 1 and other.buffer.num_transitions == 0
+        assert (
+            other.train_iter == ckpt["learner"]["train_iter"]
+            and other.counters.env_steps == ckpt["counters"]["env_steps"]
+        )
+        assert any("restored the weights, optimizer and counters without it" in line for line in lines), lines
+        import torch
+
+        net = other.learner.policy.weights()
+        for key, value in ckpt["learner"]["network"].items():
+            assert torch.equal(net[key].cpu(), value.cpu()), key
+    finally:
+        other.close()

@@ -20,6 +20,7 @@ from lz_tune.cli import config as config_command
 from lz_tune.cli import evaluate as evaluate_command
 from lz_tune.cli import train as train_command
 from lz_tune.cli import tune as tune_command
+from lz_tune.cli import export as export_command
 from lz_tune.cli import verify as verify_command
 from lz_tune.cli.common import zoo_epilog
 from lz_tune.cli.signals import SIGNALS, flush_streams
@@ -33,7 +34,7 @@ __all__ = ["main", "build_parser", "run_as_process"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m lz_tune``: train, tune, evaluate, config, verify; the zoo list in --help."""
+    """The parser of ``python -m lz_tune``: train, tune, evaluate, config, verify, export; the zoo list in --help."""
     parser = argparse.ArgumentParser(
         prog="python -m lz_tune", description="Train MuZero-family agents (sync or async on Ray)."
     )
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_command.add_parser(sub)
     config_command.add_parser(sub, epilog=epilog)
     verify_command.add_parser(sub)
+    export_command.add_parser(sub)
     return parser
 
 
@@ -65,6 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "evaluate": evaluate_command,
         "config": config_command,
         "verify": verify_command,
+        "export": export_command,
     }
     try:
         return commands[args.command].run(args)

@@ -17,7 +17,7 @@ With the in-process back-end, one collector and a budget-queue cap of 1, this is
 sync order: collect, train the whole budget, evaluate when due, collect again.
 
 All buffer mutation, sampling, reanalyze and priority write-back happen here, in one
-process; workers only get immutable weight snapshots and return data (spec 2.2). The driver
+process; workers only get immutable weight snapshots and return data (the single-owner boundary). The driver
 knows no policy type: the learner builds its own training batch (``learner.make_batch``) and
 the buffer is built from the type's declared step columns.
 
@@ -302,7 +302,7 @@ class Driver:
     @property
     def trainable(self) -> bool:
         """Cold start is over: env steps exceed learner.train_start_after_envsteps and the buffer
-        holds more than one batch of positions (the reference's rule, strict in both)."""
+        holds more than one batch of positions (LightZero's rule, strict in both)."""
         return (
             self.counters.env_steps > self.cfg.learner.train_start_after_envsteps
             and self.buffer.num_transitions > self.cfg.learner.batch_size
@@ -320,7 +320,7 @@ class Driver:
     def training_over(self) -> bool:
         """No update will follow: the stop value was reached or max_train_iter; or max_env_step
         was reached, no collect is still running (their env steps count and their segments are
-        pushed, as the reference waits for them) and every queued budget was trained (or the
+        pushed, as LightZero waits for them) and every queued budget was trained (or the
         buffer cannot give a batch)."""
         stop = self.stop
         if stop.reached_stop_value or stop.max_train_iter:
@@ -382,7 +382,7 @@ class Driver:
         if not self.stop:  # past max_env_step no collect starts; those running finish and are pushed
             self._launch_collects()  # right after consuming: a worker that just finished starts again at once
         if may_train and not self.stop.reached_stop_value:  # (an evaluation just taken in may have stopped it)
-            self._train_chunk()  # ... and the queued budgets are trained to the end (the reference's drain)
+            self._train_chunk()  # ... and the queued budgets are trained to the end (LightZero's drain)
         self._check_limits()
 
     def _check_limits(self) -> None:
@@ -406,7 +406,7 @@ class Driver:
     def _launch_blocked(self) -> bool:
         """No collect may start now: the in-flight cap is reached, or backpressure: the queued
         budgets reached max_train_budget_queue_size (only once the buffer is trainable, so cold
-        start never starves). As in the reference, collects in flight do not count toward the
+        start never starves). As in LightZero, collects in flight do not count toward the
         budget cap: the queue may exceed it by the collects that were running when it filled."""
         if self.backend.collects_in_flight >= self.collect_inflight_cap:
             return True
@@ -487,10 +487,10 @@ class Driver:
         self.times.train += time.perf_counter() - start
 
     def _evaluate_between_updates(self) -> bool:
-        """The async pipeline after every update, as the reference's chunk loop: an evaluation that
+        """The async pipeline after every update, as LightZero's chunk loop: an evaluation that
         is due launches at exactly this train_iter. Workers that run at launch (``ray_local_mode``)
         have then finished it: its result is taken in at once (checkpoint, best, stop value), as
-        the reference's poll after every update would. True when the run must stop training."""
+        LightZero's poll after every update would. True when the run must stop training."""
         launched = self._maybe_launch_eval()
         if launched and not self.backend.concurrent:
             self._consume(self.backend.poll(0.0))
@@ -574,7 +574,7 @@ class Driver:
     def _reanalyze_due(self, done: int) -> bool:
         """buffer_reanalyze_freq >= 1: whether a buffer reanalyze comes before the update at
         progress ``done`` of the head budget of u updates, every max(1, u // freq) updates from 0
-        (the reference spreads them through the budget)."""
+        (LightZero spreads them through the budget)."""
         freq = self.cfg.buffer.buffer_reanalyze_freq
         size = self.budgets.head_size
         if freq < 1 or done >= size:
@@ -582,7 +582,7 @@ class Driver:
         return done % max(1, int(size // freq)) == 0
 
     def _buffer_reanalyze(self, *, at: str) -> None:
-        """One periodic buffer reanalyze (the reference's): reanalyze_batch_size sequences, as whole
+        """One periodic buffer reanalyze (LightZero's): reanalyze_batch_size sequences, as whole
         segments among the oldest reanalyze_partition, the least reanalysed first, re-searched by
         the learner's target network; skipped while the buffer holds too few positions."""
         b = self.cfg.buffer
@@ -601,8 +601,8 @@ class Driver:
 
     def _maybe_launch_eval(self) -> bool:
         """An evaluation every evaluator.eval_freq updates, also while the last collects and budgets
-        drain after max_env_step (the reference keeps evaluating then); the final one is separate.
-        Sync: checked between budgets (the reference's sync entry evaluates before each collect);
+        drain after max_env_step (LightZero keeps evaluating then); the final one is separate.
+        Sync: checked between budgets (LightZero's sync entry evaluates before each collect);
         async: also after every update (:meth:`_evaluate_between_updates`). True when one launched."""
         if self.training_over or self.train_iter == 0:
             return False
@@ -690,7 +690,7 @@ class Driver:
             self._last_eval_payload = payload
             if self.ckpt_dir:
                 self._save_evaluated(state, payload, is_best=is_best)
-        if result.stop and result.train_iter > 0:  # (the reference's evaluator: an untrained policy never stops a run)
+        if result.stop and result.train_iter > 0:  # (LightZero's evaluator: an untrained policy never stops a run)
             self.stop.reached_stop_value = True
         m = self.metrics()
         if self.run_folder.write_files:
@@ -920,7 +920,13 @@ class Driver:
         self.learner.cfg = cfg
 
     def restore_from(
-        self, ckpt: dict[str, Any], path: str, *, evaluated: Optional[dict[str, Any]] = None, filesystem: Any = None
+        self,
+        ckpt: dict[str, Any],
+        path: str,
+        *,
+        evaluated: Optional[dict[str, Any]] = None,
+        filesystem: Any = None,
+        weights_only_fallback: bool = False,
     ) -> None:
         """Load a checkpoint into a running driver (Tune's load_checkpoint, PBT exploit): learner
         state, counters, RNG. ``evaluated``: the evaluated checkpoint that goes with a "current"
@@ -929,7 +935,10 @@ class Driver:
         replay buffer and the workers' in-progress segments are kept, unless the checkpoint has a
         replay buffer beside it (and ``buffer.save_in_checkpoint`` is on): then that buffer and
         its queued budgets replace them (``filesystem``: the pyarrow file system of a buffer
-        store in cloud storage)."""
+        store in cloud storage). ``weights_only_fallback``: a replay buffer that does not load
+        (a checkpoint folder copied away from a store that was since pruned, a damaged chunk) is
+        said, counted in ``restore/weights_only`` and left out, the rest of the restore stands
+        (a Tune trial's restore; ``train --resume`` falls back to an older checkpoint instead)."""
         self.resume_from = path
         self.last_eval = self.best_eval = None
         self.last_eval_env_steps = None
@@ -938,7 +947,7 @@ class Driver:
         self._restore(ckpt)
         if evaluated is not None and ckpt.get("eval") is None:
             self._adopt_evaluation(evaluated)
-        self._load_buffer_beside(path, ckpt, filesystem=filesystem)
+        self._load_buffer_beside(path, ckpt, filesystem=filesystem, weights_only_fallback=weights_only_fallback)
         for state in self._pending_eval_states.values():
             self._discard_pending(state)
         self._pending_eval_states.clear()
@@ -946,7 +955,9 @@ class Driver:
         self._prepared = None  # built from the weights before the restore
         self.stop = StopReason()
 
-    def _load_buffer_beside(self, checkpoint_path: str, ckpt: dict[str, Any], *, filesystem: Any = None) -> None:
+    def _load_buffer_beside(
+        self, checkpoint_path: str, ckpt: dict[str, Any], *, filesystem: Any = None, weights_only_fallback: bool = False
+    ) -> None:
         """The replay buffer a checkpoint refers to (its ``buffer_manifest``, in the same folder;
         an older checkpoint's ``replay_buffer.pt``), unless ``buffer.save_in_checkpoint`` is off.
         When it makes the buffer trainable, the checkpoint's queued train budgets come back (or
@@ -963,7 +974,18 @@ class Driver:
             )
             loaded = False
         if loaded:
-            self.load_buffer(path, filesystem=filesystem)
+            try:
+                self.load_buffer(path, filesystem=filesystem)  # (the buffer is unchanged when this raises)
+            except CheckpointError as e:
+                if not weights_only_fallback:
+                    raise
+                self.restore_report.weights_only += 1
+                self.print(
+                    f"[{self.cfg.exp_name}] warning: the replay buffer of {checkpoint_path} does not load ({e}); "
+                    f"restored the weights, optimizer and counters without it (restore/weights_only). "
+                    f"`python -m lz_tune export` makes a checkpoint folder that carries its buffer"
+                )
+                loaded = False
         self.restore_report.restored(
             buffer_transitions=self.buffer.num_transitions if loaded else 0, env_steps=self.counters.env_steps
         )

@@ -58,6 +58,7 @@ class RestoreReport:
 
     def __init__(self) -> None:
         self.fallbacks = 0  # damaged newer checkpoints passed over for an older one (train --resume RUN)
+        self.weights_only = 0  # restores that kept the weights but not a replay buffer that did not load (Tune)
         self.buffer_transitions = 0
         self._env_steps_at_restore: Optional[int] = None
         self.env_steps_before_first_update = math.nan
@@ -76,6 +77,7 @@ class RestoreReport:
     def metrics(self) -> dict[str, float]:
         return {
             "restore_fallbacks": self.fallbacks,
+            "restore_weights_only": self.weights_only,
             "restore_buffer_transitions": self.buffer_transitions,
             "restore_env_steps_before_first_update": self.env_steps_before_first_update,
         }

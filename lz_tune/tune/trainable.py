@@ -154,10 +154,32 @@ class MuZeroTrainable(tune.Trainable):
         # the buffer's chunks go to the trial's folder in Tune's storage (cloud storage included)
         self._trial_storage = TrialStorage(self._current_storage(), fallback_dir=self.driver.exp_dir)
         self.driver.buffer_checkpoints = self._trial_storage.checkpointer(self.cfg, log=logger.warning)
+        self._take_lease()
         self._evaluations_reported = self.driver.counters.evaluations
         self._env_steps_reported = self.driver.counters.env_steps
         self._setup_trial_id = self.trial_id
         self._bundles = trial_bundles(self.cfg, config)
+
+    def _take_lease(self) -> None:
+        """One writer per trial (:mod:`lz_tune.tune.trial_lease`): the lease of this trial's folder in
+        storage, kept when this process holds it already (a new driver for the same trial)."""
+        folder = self._trial_storage.lease_folder
+        lease = getattr(self, "_lease", None)
+        if lease is not None and lease.folder == (folder or "").rstrip("/"):
+            return
+        if lease is not None:  # a reused actor now runs another trial
+            lease.release()
+            self._lease = None
+        if folder:
+            from lz_tune.tune.trial_lease import TrialLease
+
+            self._lease = TrialLease(self._trial_storage.filesystem, folder)
+            try:
+                self._lease.acquire()
+            except BaseException:
+                self.driver.close()  # refused before this process wrote anything of the trial
+                self.driver = None
+                raise
 
     def _output_dir(self) -> str:
         """The trial's folder in Tune's storage when that is a local (or mounted) file system, so
@@ -290,6 +312,9 @@ class MuZeroTrainable(tune.Trainable):
         (:data:`MANIFEST_FILE` + new chunks in the trial's store, unless the buffer rule leaves it
         out) and the latest evaluated snapshot (:data:`CHECKPOINT_FILE`). The state file comes
         last: a folder with it is complete. Then the chunks no kept checkpoint uses are deleted."""
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease.check()  # another process took this trial over: write nothing of it
         state = self.driver.current_state_payload()
         state["checkpoint_kind"] = "evaluated" if getattr(self, "_evaluated_save_due", False) else "current"
         state["trial_seconds"] = self._trial_seconds()
@@ -330,7 +355,13 @@ class MuZeroTrainable(tune.Trainable):
             state = load_checkpoint(state_path, policy_type=self.cfg.policy_type)
             donor = state.get("trial_id")
             own = self._own_progress() if donor not in (None, self.trial_id) else None
-            self.driver.restore_from(state, state_path, evaluated=evaluated, filesystem=self._trial_storage.filesystem)
+            self.driver.restore_from(
+                state,
+                state_path,
+                evaluated=evaluated,
+                filesystem=self._trial_storage.filesystem,
+                weights_only_fallback=True,  # a trial restored without its buffer beats a trial that fails
+            )
             self._trial_seconds_before = float(state.get("trial_seconds", 0.0))
             self._trial_start = time.perf_counter()
             self._time_to_stop_value = float(state.get("time_to_stop_value_s", math.nan))
@@ -407,3 +438,7 @@ class MuZeroTrainable(tune.Trainable):
     def cleanup(self) -> None:
         if self.driver is not None:
             self.driver.close()
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease.release()
+            self._lease = None

@@ -48,6 +48,8 @@ class TrialStorage:
             self.store_path = f"{fs_path.rstrip('/')}/{_TRIAL_SUBDIR}/{STORE_DIR}"
         else:
             self.store_path = os.path.join(fallback_dir, STORE_DIR)
+        #: where the trial's lease lives (:mod:`lz_tune.tune.trial_lease`; None outside Tune)
+        self.lease_folder: Optional[str] = f"{fs_path.rstrip('/')}/{_TRIAL_SUBDIR}" if fs_path else None
 
     def checkpointer(self, cfg: Config, *, log: Optional[Callable[[str], None]] = None) -> BufferCheckpointer:
         """The trial's buffer checkpointer (its manifests live in checkpoint folders next to the
