@@ -5,7 +5,7 @@ Both :class:`lz_tune.config.Config` (validation of ``policy_type``, and which se
 holds) and :func:`lz_tune.algos.get_algorithm` read it; this module imports nothing from lz_tune,
 so the config can validate a name without importing torch or any policy code.
 
-The ten built-in types are listed here (their modules are imported only when used). A new
+The eleven built-in types are listed here (their modules are imported only when used). A new
 type registers from its own module::
 
     register_policy_type("muzero_mc", module=__name__)
@@ -168,6 +168,12 @@ BUILTIN_POLICY_TYPES: tuple[PolicyTypeEntry, ...] = (
         module="lz_tune.algos.sampled_unizero",
         config_sections=("unizero", "sampled"),
         reanalyze_writes_root_values=True,
+    ),
+    PolicyTypeEntry(
+        name="alphazero",
+        module="lz_tune.algos.alphazero",
+        config_section="lz_tune.algos.alphazero_config:AlphaZeroConfig",
+        config_sections=("alphazero",),
     ),
 )
 """The types lz-tune ships, in the order the docs list them."""

@@ -77,7 +77,7 @@ def test_a_fresh_process_resolves_the_type_from_the_config_alone():
 
 def test_the_registry_is_the_one_list_of_names():
     assert set(POLICY_TYPES) <= set(registered_policy_types()) and "muzero_mc" in registered_policy_types()
-    assert len(POLICY_TYPES) == 10
+    assert len(POLICY_TYPES) == 11
     for name in POLICY_TYPES:
         assert get_algorithm(name).make_learner  # every built-in resolves to its module
     assert get_algorithm(toy.POLICY_TYPE) is toy and get_algorithm("muzero_mc") is toy  # registered here

@@ -335,10 +335,10 @@ ROWS = [
     ),
     _row(
         "unknown-policy-type",
-        lambda c: Config.from_dict({"policy_type": "alphazero"}),
+        lambda c: Config.from_dict({"policy_type": "alphago"}),
         ConfigError,
         "policy_type",
-        "alphazero",
+        "alphago",
     ),
     # --- per-type sections
     _row(

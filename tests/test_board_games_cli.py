@@ -121,6 +121,7 @@ def test_an_unsupported_game_is_refused_before_anything_is_written(tmp_path, cap
         "muzero_rnn_full_obs",
         "unizero",
         "sampled_unizero",
+        "alphazero",
     ],
 )
 @pytest.mark.parametrize("pipeline", ["sync", "async"])

@@ -78,8 +78,11 @@ def _grads_of_one_update(learner, batch):
 
 
 # types with one unroll path (update_path only picks the optimizer kernel) or MuZero's learner unchanged
-# are not rows here
-ONE_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "muzero_context", "unizero", "sampled_unizero"}
+# are not rows here (alphazero: one batched pass over the window's positions on either path, and
+# board games only: tests/test_alphazero.py)
+ONE_PATH = {"stochastic_muzero", "muzero_rnn_full_obs", "muzero_context", "unizero", "sampled_unizero", "alphazero"}
+#: the env a type needs instead of the tiny CartPole config's (alphazero searches a game's true rules)
+TYPE_ENV = {"alphazero": ("env.env_id=openspiel:tic_tac_toe",)}
 CASES = [
     (t, kind, extra)
     for t in sorted(POLICY_TYPES)
@@ -222,7 +225,7 @@ def test_fused_optimizer_makes_the_same_step(tiny_cfg, optim_type):
         for fused in (True, False)
     }
     optims = {fused: make_optimizer(cfg, params[fused], fused=fused) for fused in (True, False)}
-    for step in range(3):
+    for _ in range(3):
         grads = [torch.randn(s) for s in shapes]
         for fused in (True, False):
             for p, g in zip(params[fused], grads):
@@ -240,7 +243,7 @@ def test_a_type_without_the_batched_unroll_says_so(tiny_cfg, policy_type):
     """No type loses the fast path silently: the types whose unroll has one path return a
     notice naming the type when the fused path is asked for; the others (and any type asked
     for the eager path) return None."""
-    cfg = tiny_cfg(f"policy_type={policy_type}", "sampled.num_samples=2")
+    cfg = tiny_cfg(f"policy_type={policy_type}", "sampled.num_samples=2", *TYPE_ENV.get(policy_type, ()))
     spec = env_spec_for(cfg)
     fused = get_algorithm(policy_type).make_learner(cfg, spec).update_path_notice()
     eager = (

@@ -125,6 +125,7 @@ def test_every_type_trains_with_two_learner_workers(ray_cluster, tiny_cfg, polic
     cfg = tiny_cfg(
         f"policy_type={policy_type}",
         *TYPE_OVERRIDES,
+        *(("env.env_id=openspiel:tic_tac_toe",) if policy_type == "alphazero" else ()),  # true rules: board games
         "learner.num_workers=2",
         "learner.worker_num_cpus=0.5",
         "max_train_iter=6",

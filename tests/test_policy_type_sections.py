@@ -153,6 +153,7 @@ def test_config_py_holds_only_the_shared_sections():
         "stochastic",
         "context",
         "unizero",
+        "alphazero",
     }
     for name, cls in owned.items():
         assert cls.__module__ == f"lz_tune.algos.{name}_config", (name, cls)

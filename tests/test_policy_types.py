@@ -34,16 +34,17 @@ SMOKE_CONFIG = {
     "muzero_rnn_full_obs": "zoo/classic_control/cartpole_muzero_rnn_full_obs.py",
     "unizero": "zoo/classic_control/cartpole_unizero.py",
     "sampled_unizero": "zoo/classic_control/pendulum_sampled_unizero.py",
+    "alphazero": "zoo/board_games/tictactoe_alphazero.py",  # true rules: board games only
 }
 
 TYPES = [pytest.param(t, marks=pytest.mark.slow) if t == "muzero" else t for t in sorted(POLICY_TYPES)]
 #: async rows: muzero_context's carried state and sampled_muzero's step column add nothing to the
-#: pipeline beyond unizero's and sampled_efficientzero's rows, nor efficientzero's and
-#: gumbel_muzero's (MuZero's data, another network or search) beyond the MuZero pipeline tests
+#: pipeline beyond unizero's and sampled_efficientzero's rows, nor efficientzero's, gumbel_muzero's
+#: and alphazero's (MuZero's data, another network or search) beyond the MuZero pipeline tests
 #: (tests/test_train_muzero_segment_async.py), so theirs run with ``-m slow``
 ASYNC_TYPES = [
     pytest.param(t, marks=pytest.mark.slow)
-    if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero")
+    if t in ("muzero", "muzero_context", "sampled_muzero", "efficientzero", "gumbel_muzero", "alphazero")
     else t
     for t in sorted(POLICY_TYPES)
 ]
@@ -103,11 +104,11 @@ def test_async_pipeline_on_ray_actors(policy_type, ray_cluster):
     driver.buffer.check_invariants()
 
 
-#: local mode runs the same actor code in-process; the history types add no pipeline behaviour
-#: beyond their policy (covered by the sync and Ray rows), so their rows run with ``-m slow``
+#: local mode runs the same actor code in-process; the history types and alphazero add no pipeline
+#: behaviour beyond their policy (covered by the sync and Ray rows), so their rows run with ``-m slow``
 LOCAL_TYPES = [
     pytest.param(t, marks=pytest.mark.slow)
-    if t in ("muzero", "muzero_context", "muzero_rnn_full_obs", "unizero")
+    if t in ("muzero", "muzero_context", "muzero_rnn_full_obs", "unizero", "alphazero")
     else t
     for t in sorted(POLICY_TYPES)
 ]

@@ -34,7 +34,7 @@ from lz_tune.envs.gym_vector import GymVectorEnv
 from lz_tune.envs.openspiel_bots import OpponentOptions, make_opponent
 from lz_tune.envs.openspiel_game import NUM_PLAYERS, OPENSPIEL_PREFIX, encode_observation, load_openspiel_game
 from lz_tune.envs.text_render import render_text
-from lz_tune.envs.types import EnvSpecInfo, StepResult
+from lz_tune.envs.types import EnvBatch, EnvSpecInfo, StepResult
 
 __all__ = ["OpenSpielEnv", "OpenSpielVectorEnv", "GYM_ID", "SEAT_COLUMN", "probe_openspiel"]
 
@@ -60,7 +60,9 @@ class OpenSpielEnv(gymnasium.Env):
         render_mode: ``"rgb_array"``, ``"ansi"`` or None.
     """
 
-    metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
+    # planes are served channels-first: declared, so that [C, H, W] shapes the layout rule cannot
+    # tell apart (tic-tac-toe's (5, 3, 3)) need no env.observation_layout
+    metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2, "observation_layout": "chw"}
 
     def __init__(
         self,
@@ -150,9 +152,10 @@ class OpenSpielEnv(gymnasium.Env):
 
     def _play_opponent(self) -> float:
         """The bot's moves until the agent is to move or the game ends; the agent's reward for them."""
-        state, reward = self._state, 0.0
+        state, reward, opponent = self._state, 0.0, self._opponent
+        assert opponent is not None  # called for a game against the bot
         while not state.is_terminal() and state.current_player() != self._seat:
-            state.apply_action(self._opponent.choose(state))
+            state.apply_action(opponent.choose(state))
             reward += float(state.rewards()[self._seat])
         return reward
 
@@ -230,6 +233,12 @@ class OpenSpielVectorEnv(GymVectorEnv):
 
     def _games(self) -> list[OpenSpielEnv]:
         return [env.unwrapped for env in self.gym_envs]  # type: ignore[misc]
+
+    def current_batch(self, frames: np.ndarray) -> EnvBatch:
+        """:meth:`GymVectorEnv.current_batch` with ``game_states``: a clone of every game's
+        ``pyspiel.State`` (what a policy that searches on the rules reads; ~1 us a game)."""
+        batch = super().current_batch(frames)
+        return dataclasses.replace(batch, game_states=tuple(g.state.clone() for g in self._games()))
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every game (self-play: one move; against a bot: the agent's move and the bot's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,11 @@ class EnvBatch:
         to_play: ``[N]`` int64, the player to move; -1 for single-player envs.
         timestep: ``[N]`` int64, steps since the start of the current episode (0 right
             after a reset, and right after a life loss counted as an episode end).
+        game_states: the true game state of each env, for policies that search on the
+            game's rules (``policy_type=alphazero``): ``openspiel:<game>`` envs give a clone
+            of each game's ``pyspiel.State`` as the batch shows it (the player to move is
+            ``to_play``; against a bot, after the bot's replies), owned by the batch (a policy
+            clones it again before applying moves to it); None for every other env.
     """
 
     observation: np.ndarray
@@ -34,6 +40,7 @@ class EnvBatch:
     action_mask: np.ndarray
     to_play: np.ndarray
     timestep: np.ndarray
+    game_states: tuple[Any, ...] | None = None
 
     @property
     def num_envs(self) -> int:
