@@ -190,7 +190,7 @@ def run_one(
             stdout, stderr = proc.communicate(timeout=300)
             evals = _PROGRESS.findall(stdout)
             if not evals:
-                raise RuntimeError(f"{variant} seed {seed}: no evaluation before the {timeout:.0f} s timeout")
+                raise RuntimeError(f"{variant} seed {seed}: no evaluation before the {timeout:.0f} s timeout") from None
             best = max(float(e[2]) for e in evals)
             row = {
                 "variant": variant,

@@ -169,7 +169,8 @@ name = latest["buffer_manifest"]
 m = re.fullmatch(r"replay_buffer\.v(\d+)(\.[0-9a-f]{8})?\.json", name or "")
 if not m or int(m.group(1)) != latest["eval"]["version"]:
     problems.append(f"ckpt_latest.pt names manifest {name} for evaluation version {latest['eval']['version']}")
-cfg = load_config_module(os.path.join(sys.argv[2], "zoo/classic_control/cartpole_muzero.py")).with_overrides(sys.argv[3:])
+cfg = load_config_module(os.path.join(sys.argv[2], "zoo/classic_control/cartpole_muzero.py"))
+cfg = cfg.with_overrides(sys.argv[3:])
 expected = read_manifest(os.path.join(run, "ckpt", name))["transitions"]
 driver = Driver(cfg, exp_dir=run, resume_from=os.path.join(run, "ckpt", "ckpt_latest.pt"), print_fn=None)
 restored = driver.buffer.num_transitions

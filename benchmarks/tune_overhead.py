@@ -121,13 +121,15 @@ def main() -> None:
         f"  ray.init: {ray_init_s:.1f} s; tune.run total: {total_s:.1f} s; time to first result: {first_result_s:.1f} s"
     )
     header = (
-        f"  {'trial':<14}{'1st result s':>13}{'setup s':>9}{'1st step s':>11}{'wall s':>9}{'driver s':>10}{'step() s':>10}"
+        f"  {'trial':<14}{'1st result s':>13}{'setup s':>9}{'1st step s':>11}{'wall s':>9}{'driver s':>10}"
+        f"{'step() s':>10}"
         f"{'overhead':>10}{'outside step()':>16}{'ckpts':>7}{'env steps':>11}"
     )
     print(header)
     for r in rows:
         print(
-            f"  {r['trial']:<14}{r['first_result_s']:>13.1f}{r['setup_s']:>9.1f}{r['first_step_s']:>11.1f}{r['wall_s']:>9.1f}{r['driver_loop_s']:>10.1f}"
+            f"  {r['trial']:<14}{r['first_result_s']:>13.1f}{r['setup_s']:>9.1f}{r['first_step_s']:>11.1f}"
+            f"{r['wall_s']:>9.1f}{r['driver_loop_s']:>10.1f}"
             f"{r['step_s']:>10.1f}{r['overhead_share']:>9.1%}{r['outside_step_share']:>15.1%}"
             f"{r['checkpoints']:>7}{r['env_steps']:>11}"
         )

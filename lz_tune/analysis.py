@@ -440,6 +440,7 @@ def _checkpoint_rows(t: TrialInfo) -> list[dict[str, Any]]:
         except CheckpointError as e:
             warnings.warn(str(e), stacklevel=3)
             continue
+        assert st_ck is not None  # one of the two files is there
         ev = (ev_ck or {}).get("eval") or {}
         rows.append(
             {

@@ -16,7 +16,7 @@ import pandas as pd
 
 try:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure, SubFigure
 except ImportError as e:  # the `analysis` extra
     from lz_tune.extras import missing_extra
 
@@ -25,7 +25,7 @@ except ImportError as e:  # the `analysis` extra
 from lz_tune.analysis import EVAL_METRIC, STEPS, Experiment
 
 
-def _axes(ax: Optional[Axes], figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+def _axes(ax: Optional[Axes], figsize: tuple[float, float]) -> tuple[Figure | SubFigure, Axes]:
     if ax is not None:
         return ax.figure, ax
     fig = Figure(figsize=figsize, layout="constrained")
@@ -47,9 +47,9 @@ def _label(exp: Experiment, trial_id: str) -> str:
 
 def plot_eval_returns(
     exp: Experiment, *, best: Optional[str] = None, mode: str = "max", ax: Optional[Axes] = None
-) -> Figure:
-    """Evaluation return (``evaluation/env_runners/episode_return_mean``) vs env steps, one line per trial; ``best`` (default:
-    the best trial by that metric, scope "all") drawn thick and labelled first."""
+) -> Figure | SubFigure:
+    """Evaluation return (``evaluation/env_runners/episode_return_mean``) vs env steps, one line per trial; ``best``
+    (default: the best trial by that metric, scope "all") drawn thick and labelled first."""
     fig, ax = _axes(ax, (7, 4))
     curve = exp.eval_curve()
     if best is None and not curve.empty:
@@ -79,9 +79,10 @@ def plot_eval_returns(
     return fig
 
 
-def plot_throughput(exp: Experiment, *, axes: Optional[Sequence[Axes]] = None) -> Figure:
+def plot_throughput(exp: Experiment, *, axes: Optional[Sequence[Axes]] = None) -> Figure | SubFigure:
     """Env steps/s (left) and learner updates/s (right) per Tune iteration vs the trial's wall time
     (``time_total_s``); one line per trial. ``axes``: two Axes to draw on."""
+    fig: Figure | SubFigure  # (the figure of the axes given: a SubFigure's axes give it)
     if axes is None:
         fig = Figure(figsize=(10, 3.6), layout="constrained")
         axes = fig.subplots(1, 2)
@@ -102,7 +103,9 @@ def plot_throughput(exp: Experiment, *, axes: Optional[Sequence[Axes]] = None) -
     return fig
 
 
-def plot_policy_lag(exp: Experiment, *, column: str = "policy_lag/return_mean", ax: Optional[Axes] = None) -> Figure:
+def plot_policy_lag(
+    exp: Experiment, *, column: str = "policy_lag/return_mean", ax: Optional[Axes] = None
+) -> Figure | SubFigure:
     """Distribution of ``column`` (a :meth:`Experiment.policy_lag` column, in learner updates) over
     the results of each trial: one box per trial, points on top. All zeros for sync trials."""
     fig, ax = _axes(ax, (7, 3.6))
@@ -138,7 +141,7 @@ def plot_hyperparameters(
     params: Optional[list[str]] = None,
     log_x: Optional[dict[str, bool]] = None,
     axes: Optional[Sequence[Axes]] = None,
-) -> Figure:
+) -> Figure | SubFigure:
     """One panel per searched parameter (default :meth:`Experiment.searched_params`): the
     parameter's value vs ``metric`` (a column of :meth:`Experiment.results`), one point per trial.
     Numeric parameters get a log x axis when their values are positive and span >= 10x (override
@@ -150,6 +153,7 @@ def plot_hyperparameters(
             f"(choose one of: {', '.join(c for c in res.columns if not c.startswith('config/'))})"
         )
     params = exp.searched_params() if params is None else params
+    fig: Figure | SubFigure
     if axes is None:
         n = max(len(params), 1)
         cols = min(n, 3)

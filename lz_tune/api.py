@@ -188,6 +188,7 @@ def train(
     if print_fn is None:
         print_fn = (lambda s: None) if quiet else (lambda s: print(s, flush=True))
     candidates = resume_candidates(resume_path) if resume_path else []
+    ray_was_up = _ray_is_up()  # a Ray instance the caller started is the caller's to shut down
     driver = None
     try:
         driver = start_driver(Driver, cfg, exp_dir=run_dir, candidates=candidates, print_fn=print_fn)
@@ -208,7 +209,7 @@ def train(
                     driver.close()
                 except Exception as e:  # the first error is the one to see
                     print(f"closing after the error: {type(e).__name__}: {e}", file=sys.stderr)
-            else:
+            elif not ray_was_up:
                 shutdown_ray_if_started()
         raise
     return _run_result(driver, run_dir)
@@ -331,6 +332,11 @@ def start_driver(
         driver.restore_report.fallbacks = i
         return driver
     raise AssertionError("unreachable")
+
+
+def _ray_is_up() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
 
 
 def shutdown_ray_if_started() -> None:

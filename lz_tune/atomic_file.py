@@ -16,7 +16,7 @@ __all__ = ["atomic_write", "make_dirs", "remove_leftover_temporaries", "sync_dir
 TMP_PREFIX = ".tmp-"
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, sync_folder: bool = True) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object], *, sync_folder: bool = True) -> Path:
     """Create ``path`` (its folder too) with the bytes ``write(f)`` writes to a binary file object.
     ``sync_folder=False`` skips the folder's fsync (the caller syncs once after many files)."""
     path = Path(path)

@@ -114,7 +114,8 @@ def evaluate_checkpoint(
         except RenderError as e:
             raise ConfigError(str(e)) from None
         recorder = FrameRecorder(screen or env, max_frames) if record_frames else None
-        evaluator = Evaluator(cfg, seed=seed, device=device, env=recorder or screen or env)
+        # (FrameRecorder: a duck-typed VectorEnv pass-through)
+        evaluator = Evaluator(cfg, seed=seed, device=device, env=recorder or screen or env)  # type: ignore[arg-type]
     except BaseException:
         env.close()
         raise

@@ -344,7 +344,7 @@ class MCTSConfig(Section):
     them (numpy BLAS + numba on the same weights: the MuZero MLP, ``mlp_inference.py``; the MLP
     EfficientZero, stochastic and GRU-history networks; UniZero's world model with any encoder,
     ``transformer_inference.py``), everything else (conv MuZero-family networks, GPU networks)
-    through torch. ``torch``: always torch (the reference path)."""
+    through torch. ``torch``: always torch (the plain path, what the engines are checked against)."""
 
     def validate(self) -> None:
         self.require_positive(
@@ -379,15 +379,15 @@ class BufferConfig(Section):
     reanalyze_ratio: float = 0.0
     """Share of each batch whose policy targets are recomputed by a search with the target network."""
     buffer_reanalyze_freq: float = 0.0
-    """Periodic buffer reanalyze (the reference's). >= 1: spread through each collect budget of u
+    """Periodic buffer reanalyze (LightZero's). >= 1: spread through each collect budget of u
     updates, before the update at budget progress p whenever p % max(1, u // freq) == 0 (so
     int(u // max(1, u // freq)) rounded up times per budget); < 1: once every round(1/freq)
-    collects, when the collect is pushed (the reference computes int(1 // freq), which gives 9
+    collects, when the collect is pushed (LightZero computes int(1 // freq), which gives 9
     for 1/10); 0 disables. Each needs N // num_unroll_steps > int(reanalyze_batch_size /
     reanalyze_partition) positions in the buffer, else it is skipped."""
     reanalyze_batch_size: int = 160
     """Sequences of num_unroll_steps steps re-searched per periodic buffer reanalyze, taken as
-    whole segments of game_segment_length // num_unroll_steps sequences each (the reference's
+    whole segments of game_segment_length // num_unroll_steps sequences each (LightZero's
     count, ``reanalysis.segments_for_sequences``)."""
     reanalyze_partition: float = 0.75
     """Periodic reanalyze picks segments among this oldest fraction of the buffer, the least
@@ -478,7 +478,7 @@ class LearnerConfig(Section):
     """Updates per collected transition when update_per_collect is None."""
     train_start_after_envsteps: int = 0
     """Cold start: training starts once the env steps EXCEED this and the buffer holds MORE
-    than learner.batch_size positions (the reference's rule)."""
+    than learner.batch_size positions (LightZero's rule)."""
     device: str = "cpu"
     """Torch device of the learner (``cpu``, ``cuda``, ``cuda:1``). Under Tune, ``cuda`` needs
     ``driver_num_gpus`` > 0 (the trial's driver bundle then reserves the GPU), and a reserved GPU
@@ -493,7 +493,7 @@ class LearnerConfig(Section):
     update_path: Literal["fused", "eager"] = "fused"
     """How an update is computed. ``fused``: only the dynamics runs step by step; prediction,
     the SSL projector and the loss terms run once over all unroll steps, and the optimizer uses
-    torch's fused kernel (~2x the updates/s of eager on CartPole). ``eager``: the reference
+    torch's fused kernel (~2x the updates/s of eager on CartPole). ``eager``: the plain
     path, every step on its own and the optimizer's per-parameter loop. Both compute the same
     losses, gradients and priorities (to float rounding; tests/test_learner_paths.py)."""
     num_workers: int = 1
@@ -615,17 +615,23 @@ class EvaluatorConfig(Section):
     """Episodes per evaluation."""
     stop_value: Optional[float] = None
     """Stop once the mean evaluation return reaches this."""
-    opponent: Literal["random", "mcts"] = "random"
+    opponent: Literal["random", "mcts", "minimax"] = "random"
     """Two-player games (``openspiel:<game>``): the OpenSpiel bot the agent plays in evaluation,
     its seat alternating game by game (half the games as first player); the return is the
     agent's (+1 win, 0 draw, -1 loss), and win / draw / loss rates are reported. ``random``: a
-    uniformly random legal move; ``mcts``: OpenSpiel's MCTS bot (random rollouts, MCTS-Solver)."""
+    uniformly random legal move; ``mcts``: OpenSpiel's MCTS bot (random rollouts, MCTS-Solver);
+    ``minimax``: a perfect player (alpha-beta search to the end of the game, or to
+    opponent_minimax_depth plies), drawing at random among equally good moves."""
     opponent_mcts_simulations: int = 1000
     """Simulations per move of the ``mcts`` opponent."""
     opponent_mcts_uct_c: float = 2.0
     """UCT exploration constant of the ``mcts`` opponent."""
     opponent_mcts_rollouts: int = 1
     """Random rollouts per leaf evaluation of the ``mcts`` opponent."""
+    opponent_minimax_depth: Optional[int] = None
+    """Plies the ``minimax`` opponent searches (None: to the end of the game, perfect play; fine
+    for tic-tac-toe, connect four needs a limit such as 4). Positions at the limit that are not
+    over score 0, as a draw."""
     stop_loss_rate: Optional[float] = None
     """Two-player games: also stop once an evaluation's loss rate against the opponent is at most
     this (0.0: no lost game); None: only stop_value stops."""
@@ -642,6 +648,7 @@ class EvaluatorConfig(Section):
             "max_failed_saves_in_a_row",
             "opponent_mcts_simulations",
             "opponent_mcts_rollouts",
+            "opponent_minimax_depth",
         )
         self.require_non_negative("opponent_mcts_uct_c")
         if self.stop_loss_rate is not None:
@@ -650,7 +657,7 @@ class EvaluatorConfig(Section):
 
 @dataclass(frozen=True)
 class AsyncPipelineConfig(Section):
-    """The async segment pipeline (spec 4.2). Ignored unless ``enabled``."""
+    """The async segment pipeline (docs/async_pipeline.md). Ignored unless ``enabled``."""
 
     section_name = "async_pipeline"
     enabled: bool = False
@@ -665,7 +672,7 @@ class AsyncPipelineConfig(Section):
     ones wait in its mailbox and start the moment the previous one ends, without waiting for
     the driver (whose reaction time is up to one learner update); each uses the newest snapshot
     at its launch. Launches also wait while the budget queue is at max_train_budget_queue_size
-    (once trainable); collects in flight do not count toward that cap, as in the reference."""
+    (once trainable); collects in flight do not count toward that cap, as in LightZero."""
     max_eval_inflight: int = 1
     """Concurrent eval tasks."""
     max_train_chunk_steps: int = 4
@@ -967,7 +974,7 @@ def _from_dict(cls: type, data: Mapping[str, Any], prefix: str, *, also_known: S
         if key not in names:
             raise ConfigError(f"{dotted}: unknown config key{_did_you_mean(key, names | set(also_known))}")
         tp = hints[key]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a nested section's class
             value = value if isinstance(value, tp) else _from_dict(tp, value, dotted)
         kwargs[key] = value
     return cls(**kwargs)

@@ -29,7 +29,8 @@ def format_progress(
     steps, rate = m["env_steps"], m["env_steps_per_s"]
     if max_env_step:
         eta = _clock(max(0, max_env_step - steps) / rate) if rate > 0 else "n/a"
-        env = f"env steps {steps:,}/{max_env_step:,} ({min(100.0, 100.0 * steps / max_env_step):.1f}%, {rate:.0f}/s, ETA {eta})"
+        done = min(100.0, 100.0 * steps / max_env_step)
+        env = f"env steps {steps:,}/{max_env_step:,} ({done:.1f}%, {rate:.0f}/s, ETA {eta})"
     else:
         env = f"env steps {steps:,} ({rate:.0f}/s)"
     parts = [_clock(m.get("wall_time_s", 0.0)), env]

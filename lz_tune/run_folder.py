@@ -79,7 +79,7 @@ class RunFolder:
     def __init__(self, path: Optional[str], *, write_files: bool = True) -> None:
         self.path = path
         self.write_files = bool(path) and write_files
-        self.ckpt_dir = os.path.join(path, CKPT_DIR) if self.write_files else None
+        self.ckpt_dir = os.path.join(path, CKPT_DIR) if path and self.write_files else None
         self.tb_dir = os.path.join(path, TB_DIR) if path else None
         self.tb_train_iter_dir = os.path.join(path, TB_TRAIN_ITER_DIR) if path else None
         self._lock_fd: Optional[int] = None
@@ -90,6 +90,7 @@ class RunFolder:
         Nothing to do without the run's files, or when this object holds it already."""
         if not self.write_files or self._lock_fd is not None:
             return
+        assert self.path is not None and self.ckpt_dir is not None  # the run's files have a folder
         import fcntl
 
         os.makedirs(self.path, exist_ok=True)
@@ -106,7 +107,9 @@ class RunFolder:
                 f"stop it, or use another folder"
             ) from None
         except OSError as e:  # a file system without flock
-            warnings.warn(f"{self.path}: could not lock the run folder ({e}); make sure one process writes it")
+            warnings.warn(
+                f"{self.path}: could not lock the run folder ({e}); make sure one process writes it", stacklevel=2
+            )
             os.close(fd)
             return
         os.ftruncate(fd, 0)
@@ -150,7 +153,7 @@ class RunFolder:
     def append_result(self, row: dict[str, Any]) -> None:
         """One row of ``result.json`` (appended: a resumed run continues the file); nothing without
         the run's files."""
-        if not self.write_files:
+        if not self.write_files or self.path is None:  # (the run's files have a folder)
             return
         with open(os.path.join(self.path, RESULT_FILE), "a") as f:
             f.write(json.dumps(row) + "\n")

@@ -108,8 +108,14 @@ def test_driver_is_a_context_manager_that_closes_on_any_exit(tiny_cfg, tmp_path)
 
 
 def test_train_closes_ray_when_an_async_run_fails_to_start(tiny_cfg, tmp_path, monkeypatch):
-    """An error while the driver starts (after ray.init) leaves no Ray instance behind."""
+    """An error while the driver starts (after ray.init) leaves no Ray instance behind; a Ray
+    instance the caller had started before is left alone."""
+    import ray
+
     from lz_tune.pipeline import driver as driver_module
+
+    if ray.is_initialized():  # the session's shared cluster (tests/conftest.py starts it again)
+        ray.shutdown()
 
     calls = []
 
@@ -123,9 +129,19 @@ def test_train_closes_ray_when_an_async_run_fails_to_start(tiny_cfg, tmp_path, m
     monkeypatch.setattr(driver_module.Driver, "__init__", failing_init)
     with pytest.raises(RuntimeError, match="after ray.init"):
         lz_tune.train(tiny_cfg(), exp_dir=tmp_path / "b")
-    import ray
-
     assert calls == [True] and not ray.is_initialized()
+
+    def failing(self, *a, **kw):
+        raise RuntimeError("failed while starting")
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)  # the caller's own
+    try:
+        monkeypatch.setattr(driver_module.Driver, "__init__", failing)
+        with pytest.raises(RuntimeError, match="while starting"):
+            lz_tune.train(tiny_cfg(), exp_dir=tmp_path / "c")
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
 
 
 def test_progress_line_shows_share_of_budget_and_eta():

@@ -95,7 +95,8 @@ def test_inference_crossover_prints_engine_speedups():
     assert out["efficientzero_w32_b4_engine_speedup"] > 0 and out["unizero_w32_b4_engine_speedup"] > 0
 
 
-@pytest.mark.slow  # ~50 s: two drivers, Ray, measurement windows; the pipeline itself: test_train_muzero_segment_async.py
+# ~50 s: two drivers, Ray, measurement windows; the pipeline itself: test_train_muzero_segment_async.py
+@pytest.mark.slow
 def test_async_vs_sync_prints_the_promised_keys():
     tiny = [
         "env.collector_env_num=2",

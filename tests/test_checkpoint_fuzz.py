@@ -10,7 +10,7 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 from lz_tune.checkpoint import CheckpointError, content_digest, load_checkpoint, save_checkpoint  # noqa: E402
 

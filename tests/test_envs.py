@@ -393,7 +393,7 @@ def test_atari_time_limit_truncates_with_fresh_stack_and_raw_return():
     ) as env:
         env.reset()
         raw_total = np.zeros(2)
-        for t in range(1, 13):
+        for t in range(1, 13):  # noqa: B007 (t is read after the loop)
             result = env.step(np.array([2, 3]))
             raw_total += result.reward  # Pong rewards are already in {-1, 0, 1}
             if result.truncated.any():

@@ -397,7 +397,7 @@ def test_frame_stack_and_time_limit():
         batch = env.reset()
         assert env.observation_shape == (768,) and batch.observation.shape == (2, 768)
         np.testing.assert_array_equal(batch.observation[:, :256], batch.observation[:, 512:])
-        for t in range(1, 6):
+        for t in range(1, 6):  # noqa: B007 (t is read after the loop)
             res = env.step(g.greedy_actions(env.boards))
             np.testing.assert_array_equal(res.batch.observation[:, 512:], res.batch.frame)
         assert t == 5 and res.truncated.all() and not res.terminated.any()

@@ -1,4 +1,4 @@
-"""Gumbel MuZero search: golden values from mctx (shared/MCTX_NOTES.md section 5), hand-computed
+"""Gumbel MuZero search: golden values from mctx (its Gumbel MuZero policy), hand-computed
 trees, root noise and batch independence."""
 
 import math

@@ -248,6 +248,7 @@ def test_the_wheel_ships_the_zoo_and_the_search_spaces_inside_lz_tune(tmp_path):
     assert {t for t in tops if not t.endswith(".dist-info")} == {"lz_tune"}, sorted(tops)
     assert "lz_tune/zoo/classic_control/cartpole_muzero.py" in names
     assert "lz_tune/search_spaces/cartpole_muzero.py" in names
+    assert "lz_tune/py.typed" in names  # PEP 561: type checkers read the package's annotations
     for folder, under in (("zoo", "lz_tune/zoo"), ("search_spaces", "lz_tune/search_spaces")):
         for f in (REPO_ROOT / folder).rglob("*.py"):
             assert f"{under}/{f.relative_to(REPO_ROOT / folder).as_posix()}" in names, f
@@ -262,7 +263,8 @@ def test_the_wheel_ships_the_zoo_and_the_search_spaces_inside_lz_tune(tmp_path):
         "from lz_tune.config_loader import load_config_module\n"
         "from lz_tune.cli.common import zoo_configs\n"
         "assert load_config_module('cartpole_unizero').policy_type == 'unizero'\n"
-        "assert load_config_module('lz_tune.zoo.classic_control.cartpole_efficientzero').policy_type == 'efficientzero'\n"
+        "assert load_config_module('lz_tune.zoo.classic_control.cartpole_efficientzero').policy_type"
+        " == 'efficientzero'\n"
         "(path,) = [p for p in zoo_configs() if p.endswith('cartpole_gumbel_muzero.py')]\n"
         f"assert path.startswith({str(site)!r}), path\n"
         "assert load_config_module(path).policy_type == 'gumbel_muzero'\n"

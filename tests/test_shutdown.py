@@ -183,7 +183,7 @@ def test_ctrl_c_or_sigterm_while_the_run_starts_exits_cleanly(tmp_path, phase):
     for sig, expected in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         run = _Run(tmp_path / f"exp{int(sig)}")
         try:
-            run.wait_for(lambda: START_PHASES[phase](run), phase.replace("_", " "), timeout_s=90)
+            run.wait_for(lambda run=run: START_PHASES[phase](run), phase.replace("_", " "), timeout_s=90)
         except BaseException:
             run.kill()
             raise

@@ -12,7 +12,7 @@ NEG_INF = -np.inf
 
 
 def _e4_recurrent(num_actions: int = 2):
-    """MCTX_NOTES section 5, E4: A = C = 2. Decision expansion (slot < A): chance logits
+    """mctx's stochastic MuZero search, A = C = 2. Decision expansion (slot < A): chance logits
     log[.75, .25], afterstate value .3. Chance expansion: reward 1 (c=0) / 2 (c=1), value .5,
     action logits log[.4, .6]."""
     A = num_actions

@@ -177,7 +177,7 @@ def test_caches_clear_every_kv_cache_clear_interval_steps(uni, interval, restart
     cfg, policy, env = uni(f"unizero.kv_cache_clear_interval={interval}", num_envs=2)
     batch = env.reset(seed=0)
     previous, fresh = None, []
-    for step in range(11):
+    for _ in range(11):
         fresh.append(not policy.history.carried(2, previous)[0])
         policy.root_windows(batch.observation, previous)
         previous = np.zeros(2, np.int64)
@@ -316,7 +316,7 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
         values = learner.target_policy.sequence_values(seq)[0]  # at o_{t+n-h+1} .. o_{t+n+u}
         first = t + n - h + 1
 
-        def from_this_sequence(segment_ids, positions):
+        def from_this_sequence(segment_ids, positions, seg=seg, first=first, values=values):
             assert (segment_ids == seg).all() and (positions - first >= h - 1).all()
             return values[positions - first]
 

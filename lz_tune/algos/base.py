@@ -83,6 +83,7 @@ class Policy(abc.ABC):
     """Network + search for one policy type (inference only; no optimizer)."""
 
     network: torch.nn.Module
+    device: torch.device
 
     @abc.abstractmethod
     def act(
@@ -95,6 +96,10 @@ class Policy(abc.ABC):
         previous_action: Optional[np.ndarray] = None,
     ) -> ActResult:
         """Search from every observation of ``batch`` and pick actions.
+
+        A type that searches on the game's true rules reads ``batch.game_states`` instead (the
+        envs' game states, which ``openspiel:<game>`` envs give and others leave None:
+        ``alphazero``); the collector and the evaluator pass batches as the env made them.
 
         mode: ``"collect"`` (root noise, exploration with ``temperature``) or ``"eval"`` (no
         noise, greedy).
@@ -113,7 +118,7 @@ class Policy(abc.ABC):
     ) -> Reanalysis:
         """Fresh search without root noise over K stored observations."""
 
-    def reset(self, env_ids: np.ndarray) -> None:
+    def reset(self, env_ids: np.ndarray) -> None:  # noqa: B027 (an optional hook: a no-op by default)
         """Forget per-env inference state of ``env_ids`` [k] int (their episodes ended or an
         evaluation starts). Stateless types have none."""
 
@@ -125,7 +130,7 @@ class Policy(abc.ABC):
         self.network.load_state_dict(state)
         self.on_weights_loaded()
 
-    def on_weights_loaded(self) -> None:
+    def on_weights_loaded(self) -> None:  # noqa: B027 (an optional hook: a no-op by default)
         """Hook for caches that depend on the weights (KV caches, recurrent history); called
         after every weight change. None for MuZero."""
 
@@ -197,7 +202,7 @@ class Learner(abc.ABC):
 class RecurrentFn(Protocol):
     """One simulation's model step for B trees at once (what ``run_search`` calls)."""
 
-    def __call__(self, state: Any, action: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    def __call__(self, state: Any, action: np.ndarray, /) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         """``state``: the parents' model state (a tensor, a numpy array or a tuple of them, rows =
         the B trees); ``action``: [B] int64 child slots (or [B, D] float32 continuous actions).
 
@@ -222,8 +227,11 @@ class SearchModel(Protocol):
     """The inference side of a MuZero-family Policy, as its search and acting use it."""
 
     cfg: Any
-    network: torch.nn.Module
     device: torch.device
+
+    @property
+    def network(self) -> torch.nn.Module:
+        """The policy's network (read only here)."""
 
     def search_backend(self, obs: np.ndarray, root_latent: Any = None) -> SearchRoots:
         """Roots from observations ``[K, *obs_shape]``, or from prepared roots ``root_latent``
@@ -259,8 +267,9 @@ class Acting(Protocol):
     """How a search over a batch becomes actions and stored targets (discrete actions: the
     visit counts over A actions; sampled types: over K sampled actions)."""
 
-    continuous_actions: bool
-    """Whether it can act in continuous (Box) action spaces."""
+    @property
+    def continuous_actions(self) -> bool:
+        """Whether it can act in continuous (Box) action spaces."""
 
     def act(
         self,
@@ -368,19 +377,35 @@ class UpdateHooks(Protocol):
     one update."""
 
     cfg: Any
-    policy: Policy
     optimizer: torch.optim.Optimizer
     device: torch.device
     train_iter: int
-    reward_loss_weight: float
-    """Weight of the reward-like term (EfficientZero: ``efficientzero.value_prefix_loss_weight``)."""
-    value_reward_label_smoothing: float
-    """eps of the value and reward support targets' label smoothing (0: plain two-hot)."""
-    reward_loss_name: str
-    """Log name of the reward-like term (``loss/reward``, ``loss/value_prefix``)."""
-    ssl_loss_name: str
-    """Log name of the SSL term (``loss/ssl``, UniZero's ``loss/latent``)."""
-    learning_rate: float
+    nonfinite_term: Optional[str]
+    """Set by an update skipped for a non-finite loss or gradient: the first such term."""
+
+    @property
+    def policy(self) -> Policy:
+        """The learner's policy (its network is the one updated)."""
+
+    @property
+    def reward_loss_weight(self) -> float:
+        """Weight of the reward-like term (EfficientZero: ``efficientzero.value_prefix_loss_weight``)."""
+
+    @property
+    def value_reward_label_smoothing(self) -> float:
+        """eps of the value and reward support targets' label smoothing (0: plain two-hot)."""
+
+    @property
+    def reward_loss_name(self) -> str:
+        """Log name of the reward-like term (``loss/reward``, ``loss/value_prefix``)."""
+
+    @property
+    def ssl_loss_name(self) -> str:
+        """Log name of the SSL term (``loss/ssl``, UniZero's ``loss/latent``)."""
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate of the next update."""
 
     def unroll_losses(
         self,

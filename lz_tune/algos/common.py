@@ -4,15 +4,18 @@ schedule, soft cross-entropy and gradient scaling."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
-from lz_tune.models.base import MuZeroNetwork
 from lz_tune.models.conv import MuZeroConvNetwork
 from lz_tune.models.unizero import UniZeroWorldModel
+
+if TYPE_CHECKING:
+    from lz_tune.models.mlp import MuZeroMLPNetwork
 
 __all__ = [
     "build_network",
@@ -49,7 +52,7 @@ def resolve_model_kind(cfg: Config, spec: EnvSpecInfo) -> str:
     return kind
 
 
-def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
+def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroMLPNetwork | MuZeroConvNetwork:
     """The MuZero MLP network for vector observations (``mlp``) and, behind a conv stem, for small
     images (``conv_mlp``); the conv network for images (``conv``); for a continuous action space
     (``spec.action_dim``) with a Gaussian policy output."""
@@ -58,7 +61,7 @@ def build_network(cfg: Config, spec: EnvSpecInfo) -> MuZeroNetwork:
     if kind in ("mlp", "conv_mlp"):
         from lz_tune.models.mlp import MuZeroMLPNetwork
 
-        image = (
+        image: dict[str, Any] = (
             dict(
                 image_shape=spec.observation_shape,
                 encoder_channels=m.num_channels,
@@ -164,7 +167,7 @@ def make_optimizer(cfg: Config, params, *, fused: bool = False) -> torch.optim.O
     """``learner.optim_type`` over ``params``. ``fused``: torch's fused kernel (one call for all
     parameters instead of a Python loop over them; ~5x faster step on the CPU, same update)."""
     lc = cfg.learner
-    extra = {"fused": True} if fused else {}
+    extra: dict[str, Any] = {"fused": True} if fused else {}
     if lc.optim_type == "sgd":
         return torch.optim.SGD(params, lr=lc.learning_rate, momentum=lc.momentum, weight_decay=lc.weight_decay, **extra)
     if lc.optim_type == "adam":

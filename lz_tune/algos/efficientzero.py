@@ -14,7 +14,7 @@ counted from the root of each search and from each sampled position of a batch:
 
 so the reward the tree sees at depth d is exactly the one-step difference of the targets it was
 trained on. The original's buffer counts the reset points with a counter that is not reset per
-sample, so for every sample but the first they drift (VARIANT_NOTES 6); here they are a pure
+sample, so for every sample but the first they drift; here they are a pure
 function of the unroll step (:func:`value_prefix_targets`). The prefix is decoded with the
 reward support (the original uses the value support).
 
@@ -25,7 +25,7 @@ Per-node search state: ``(latent, lstm_h, lstm_c, prefix [B, 1], depth [B, 1])``
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -82,6 +82,8 @@ def prefix_rewards(
 class EfficientZeroPolicy(MuZeroPolicy):
     """EfficientZero network + pUCT search over per-node (latent, LSTM state, prefix, depth)."""
 
+    network: EfficientZeroNetwork  # type: ignore[assignment]  # a ComposedMuZeroNetwork, not a MuZeroNetwork: this class overrides the methods that differ
+
     def __init__(
         self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None, **parts
     ) -> None:
@@ -94,10 +96,10 @@ class EfficientZeroPolicy(MuZeroPolicy):
     def build_network(cfg: Config, spec: EnvSpecInfo) -> EfficientZeroNetwork:
         """The MuZero network of ``model.*`` wrapped with the value-prefix LSTM."""
         muzero = build_network(cfg, spec)
-        extra = {"fc_hidden": muzero.fc_hidden} if resolve_model_kind(cfg, spec) == "conv" else {}
+        extra: dict[str, Any] = {"fc_hidden": muzero.fc_hidden} if resolve_model_kind(cfg, spec) == "conv" else {}
         return EfficientZeroNetwork(muzero, lstm_hidden_size=cfg.efficientzero.lstm_hidden_size, **extra)
 
-    def search_backend(self, obs: np.ndarray) -> SearchRoots:
+    def search_backend(self, obs: np.ndarray, root_latent: None = None) -> SearchRoots:
         """Root states, value [K], policy logits [K, A] and the recurrent function: the numpy
         engine (:class:`EfficientZeroSearchInference`) for an MLP network on the CPU under
         ``mcts.inference=auto``, else torch. Call under inference mode."""
@@ -140,6 +142,7 @@ class EfficientZeroLearner(MuZeroLearner):
     """MuZero's unrolled loss with the value-prefix LSTM carried through the unroll."""
 
     policy_class = EfficientZeroPolicy
+    policy: EfficientZeroPolicy  # policy_class's, or sampled_efficientzero's (also an EfficientZeroPolicy)
     reward_loss_name = "loss/value_prefix"
 
     @property

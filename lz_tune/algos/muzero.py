@@ -26,7 +26,7 @@ acting (:class:`MuZeroPolicy`), the policy factory, the policy loss and the targ
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ from lz_tune.algos.parts import (
     map_policy_target,
     n_step_targets,
     obs_to_tensor,
+    policy_target_step,
     puct_rule,
     search_tree,
     simulations_per_search,
@@ -69,6 +70,7 @@ from lz_tune.buffer import GameBuffer, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import SearchOutput
+from lz_tune.models.base import MuZeroNetwork
 from lz_tune.models.mlp_inference import MLPSearchInference
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
@@ -80,6 +82,8 @@ class MuZeroPolicy(Policy):
     acting: how a search becomes actions and stored targets (:class:`DiscreteActing`; the
     sampled types' :class:`lz_tune.algos.sampled_muzero.SampledActing`).
     """
+
+    network: MuZeroNetwork
 
     def __init__(
         self,
@@ -97,7 +101,8 @@ class MuZeroPolicy(Policy):
         self.cfg = cfg
         self.spec = spec
         self.device = torch.device(device)
-        self.network = (network or self.build_network(cfg, spec)).to(self.device)
+        # build_network's (a subclass's own network type), or the one given: the learner's copy
+        self.network = cast(MuZeroNetwork, (network or self.build_network(cfg, spec)).to(self.device))
         self.network.eval()
         self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
         self._engine = MLPSearchInference()  # numpy search engine for MLP networks on the CPU (mcts.inference)
@@ -124,14 +129,14 @@ class MuZeroPolicy(Policy):
         """float32 numpy view (no copy on CPU: this runs once per simulation)."""
         return float32_numpy(t, zero_copy=self._cpu_float32)
 
-    def recurrent_inference(self, latent: torch.Tensor, action: np.ndarray):
+    def recurrent_inference(self, latent: Any, action: np.ndarray):
         """The torch :class:`~lz_tune.algos.base.RecurrentFn`: latents [B, *latent], actions [B]."""
         out = self.network.recurrent_inference(latent, torch.from_numpy(action).to(self.device))
         reward = support_to_scalar_np(self.to_numpy(out.reward_logits))
         value = support_to_scalar_np(self.to_numpy(out.value_logits))
         return out.latent, reward, value, self.to_numpy(out.policy_logits)
 
-    def search_backend(self, obs: np.ndarray, root_latent: Optional[torch.Tensor] = None) -> SearchRoots:
+    def search_backend(self, obs: np.ndarray, root_latent: Any = None) -> SearchRoots:
         """Root state and recurrent function for the search from observations ``[K, *obs_shape]``
         (or from given root latents ``[K, *latent]``, e.g. muzero_context's).
 
@@ -140,9 +145,9 @@ class MuZeroPolicy(Policy):
         throughout. Call under inference mode.
         """
         if self.cfg.mcts.inference == "auto" and self._engine.try_bind(self.network):
-            latent = (self.network.representation(self.obs_tensor(obs)) if root_latent is None else root_latent).numpy()
-            value, policy_logits = self._engine.prediction(latent)
-            return SearchRoots(latent, value, policy_logits, self._engine)
+            roots = (self.network.representation(self.obs_tensor(obs)) if root_latent is None else root_latent).numpy()
+            root_value, root_logits = self._engine.prediction(roots)
+            return SearchRoots(roots, root_value, root_logits, self._engine)
         if root_latent is None:
             init = self.network.initial_inference(self.obs_tensor(obs))
             latent, value_logits, policy_logits = init.latent, init.value_logits, init.policy_logits
@@ -233,6 +238,8 @@ class MuZeroLearner(Learner):
     ssl_loss_name = "loss/ssl"
     batched_unroll = True
     """Whether :meth:`unroll_losses` has the batched path of ``learner.update_path=fused``."""
+    nonfinite_term: Optional[str] = None
+    """The first non-finite loss term of an update that was skipped (set by ``unrolled_update``)."""
 
     def __init__(
         self,
@@ -350,7 +357,7 @@ class MuZeroLearner(Learner):
         return self.unroll_losses_eager(net, obs, actions, value_t, reward_t, target_policy, mask)
 
     def unroll_losses_eager(self, net, obs, actions, value_t, reward_t, target_policy, mask) -> UnrollTerms:
-        """The reference path (``learner.update_path=eager``): prediction and every loss term step
+        """The plain path (``learner.update_path=eager``): prediction and every loss term step
         by step, through :meth:`initial_state` and :meth:`unroll_step`."""
         lc = self.cfg.learner
         num_unroll = actions.shape[1]
@@ -371,9 +378,7 @@ class MuZeroLearner(Learner):
                 state, latent, reward_logits = self.unroll_step(net, state, actions[:, k - 1], k)
                 policy_logits, value_logits = net.prediction(latent)
                 value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-                policy_loss = policy_loss + self.policy_loss(
-                    policy_logits, map_policy_target(lambda t: t[:, k], target_policy)
-                )
+                policy_loss = policy_loss + self.policy_loss(policy_logits, policy_target_step(target_policy, k))
                 reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
                 policy_entropy = policy_entropy + self.policy_entropy(policy_logits)
                 if lc.ssl_loss_weight > 0:

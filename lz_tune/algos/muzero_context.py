@@ -1,7 +1,7 @@
 """muzero_context: MuZero whose search root is carried across real env steps.
 
-Training is plain MuZero (:class:`MuZeroLearner` composed with this type's policy). At collection and evaluation the root latent
-of env i is ``dynamics(its previous ROOT latent, the action it really took)``, and it is
+Training is plain MuZero (:class:`MuZeroLearner` composed with this type's policy). At collection and evaluation the
+root latent of env i is ``dynamics(its previous ROOT latent, the action it really took)``, and it is
 re-encoded from the real observation every ``context.context_length_init`` steps of that env,
 counted from its episode start. So the search plans from the model's own rollout of the
 episode, as the original's ``conv_context`` model does, with three differences (each tested in
@@ -71,6 +71,7 @@ class MuZeroContextPolicy(MuZeroPolicy):
             if not carried.any():
                 latent = self.network.representation(self.obs_tensor(obs))
             else:
+                assert self._latent is not None  # an env is carried only after a step that stored its root
                 latent = torch.empty(
                     (num_envs, *self._latent.shape[1:]), dtype=self._latent.dtype, device=self._latent.device
                 )

@@ -42,6 +42,7 @@ __all__ = [
     "VisitPolicyLoss",
     "ImprovedPolicyKL",
     "map_policy_target",
+    "policy_target_step",
 ]
 
 
@@ -238,3 +239,8 @@ class ImprovedPolicyKL(VisitPolicyLoss):
 def map_policy_target(fn: Callable[[torch.Tensor], torch.Tensor], target):
     """``fn`` applied to a policy target: a tensor or each tensor of a tuple."""
     return tuple(fn(t) for t in target) if isinstance(target, tuple) else fn(target)
+
+
+def policy_target_step(target, k: int):
+    """Unroll step ``k`` of a policy target ``[B, U+1, ...]``: ``[B, ...]`` (each tensor of a tuple)."""
+    return map_policy_target(lambda t: t[:, k], target)

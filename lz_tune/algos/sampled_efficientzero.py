@@ -4,9 +4,9 @@ on EfficientZero's model (value-prefix LSTM, :mod:`lz_tune.algos.efficientzero`)
 A composition, no subclass: EfficientZero's policy and learner with the sampled acting
 (:class:`~lz_tune.algos.sampled_muzero.SampledActing`) and policy loss
 (:class:`~lz_tune.algos.sampled_muzero.SampledPolicyLoss`). The per-node search state is
-EfficientZero's ``(latent, lstm_h, lstm_c, prefix, depth)`` plus the node's K sampled actions; the loss is EfficientZero's with the policy term over the K
-stored root samples. The log-density of a continuous sample sums ``log(1 - tanh^2)`` over
-the action dimensions (the original subtracts the log of their sum).
+EfficientZero's ``(latent, lstm_h, lstm_c, prefix, depth)`` plus the node's K sampled actions; the loss is
+EfficientZero's with the policy term over the K stored root samples. The log-density of a continuous sample sums
+``log(1 - tanh^2)`` over the action dimensions (the original subtracts the log of their sum).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ import torch
 
 from lz_tune.algos.base import ActResult, Reanalysis, SearchModel
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
-from lz_tune.algos.sampling import make_sampler
+from lz_tune.algos.sampling import TanhGaussian, make_sampler
 from lz_tune.buffer import StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
@@ -115,6 +115,7 @@ class SampledActing:
             batch = obs.shape[0]
             rows = np.arange(batch)
             if sampler.draws_at_edges:
+                assert isinstance(sampler, TanhGaussian)  # the sampler that draws at the edges
                 # a node keeps its policy output (+ a root flag), each edge draws its own action
                 uniform = np.zeros((batch, k), np.float32)
                 node_out = np.empty((batch, policy_out.shape[1] + 1), np.float32)

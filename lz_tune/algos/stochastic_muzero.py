@@ -52,7 +52,7 @@ from lz_tune.algos.common import (
     soft_ce,
 )
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
-from lz_tune.algos.parts import map_policy_target
+from lz_tune.algos.parts import map_policy_target, policy_target_step
 from lz_tune.buffer import StepColumn, TrainBatch
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.types import EnvSpecInfo
@@ -117,6 +117,8 @@ def stochastic_puct_rule(cfg: Config, *, noise: bool) -> StochasticPUCT:
 class StochasticMuZeroPolicy(MuZeroPolicy):
     """Stochastic MuZero network + the alternating decision / chance search."""
 
+    network: StochasticMuZeroNetwork  # type: ignore[assignment]  # a ComposedMuZeroNetwork, not a MuZeroNetwork: this class overrides the methods that differ
+
     def __init__(
         self, cfg: Config, spec: EnvSpecInfo, *, device: str = "cpu", network: Optional[torch.nn.Module] = None
     ) -> None:
@@ -130,7 +132,7 @@ class StochasticMuZeroPolicy(MuZeroPolicy):
     def build_network(cfg: Config, spec: EnvSpecInfo) -> StochasticMuZeroNetwork:
         return StochasticMuZeroNetwork(build_network(cfg, spec), chance_space_size=cfg.stochastic.chance_space_size)
 
-    def search_backend(self, obs: np.ndarray) -> SearchRoots:
+    def search_backend(self, obs: np.ndarray, root_latent: None = None) -> SearchRoots:
         """Root state, value [K], policy logits [K, A] and the stochastic recurrent function: the
         numpy engine (:class:`StochasticSearchInference`, numpy latents) for an MLP network on the
         CPU under ``mcts.inference=auto``, else torch latents and :meth:`recurrent_inference`."""
@@ -200,6 +202,7 @@ class StochasticMuZeroLearner(MuZeroLearner):
         """The code of transition t+k-1 -> t+k, ``[B, C]``, and the encoder's logits (None
         with true labels)."""
         if self.cfg.stochastic.use_true_chance_label:
+            assert self._batch is not None, "called inside learn()"
             labels = torch.from_numpy(self._batch.extras[CHANCE_COLUMN][:, k - 1]).to(obs.device)
             return F.one_hot(labels.clamp(0, net.chance_space_size - 1), net.chance_space_size).float(), None
         encoder_logits = net.encode_chance(obs[:, k - 1], obs[:, k])
@@ -238,9 +241,7 @@ class StochasticMuZeroLearner(MuZeroLearner):
             reward_loss = reward_loss + soft_ce(reward_logits, reward_t[:, k - 1])
             policy_logits, value_logits = net.prediction(latent)
             value_loss = value_loss + soft_ce(value_logits, value_t[:, k])
-            policy_loss = policy_loss + self.policy_loss(
-                policy_logits, map_policy_target(lambda t: t[:, k], target_policy)
-            )
+            policy_loss = policy_loss + self.policy_loss(policy_logits, policy_target_step(target_policy, k))
             policy_entropy = policy_entropy + entropy(policy_logits)
             if lc.ssl_loss_weight > 0:
                 cos = cosine(net.project(latent, with_grad=True), target_proj[:, k - 1])

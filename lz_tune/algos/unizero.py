@@ -33,8 +33,8 @@ each term only where its step is real (``m_k``: o_{t+k} exists; the latent term:
 past the episode end the buffer pads with zero observations, which are no state (on CartPole
 zeros are the upright, centred cart), and no absorbing-state targets are taught to them, as the
 original masks these terms with its ``mask_padding``; divided by U + 1, PER-weighted; the target
-network is a momentum average (``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step values
-bootstrap with the target world model, one teacher-forced pass per sample over the stored
+network is a momentum average (``unizero.target_momentum``). Targets (single owner: the driver's learner): the n-step
+values bootstrap with the target world model, one teacher-forced pass per sample over the stored
 ``o_{t+n-H+1} .. o_{t+n+U}`` (H = ``infer_context_length``), so that every bootstrap position has
 at least H steps of context, as the policy had when it acted there (cut at the segment's first
 step); reanalysis searches from the H stored steps ending at each position.
@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Optional
+from typing import Callable, Optional, cast
 
 import numpy as np
 import torch
@@ -74,7 +74,6 @@ from lz_tune.algos.base import (
     ActResult,
     Learner,
     Policy,
-    PolicyFactory,
     PolicyLoss,
     Reanalysis,
     SearchRoots,
@@ -235,6 +234,8 @@ class UniZeroPolicy(Policy):
     :class:`~lz_tune.algos.sampled_muzero.SampledActing`.
     """
 
+    network: UniZeroWorldModel
+
     def __init__(
         self,
         cfg: Config,
@@ -251,7 +252,8 @@ class UniZeroPolicy(Policy):
         self.cfg = cfg
         self.spec = spec
         self.device = torch.device(device)
-        self.network = (network or build_world_model(cfg, spec)).to(self.device)
+        # build_world_model's, or the one given: the learner's copy for its target policy
+        self.network = cast(UniZeroWorldModel, (network or build_world_model(cfg, spec)).to(self.device))
         self.network.eval()
         self._cpu_float32 = self.device.type == "cpu" and next(self.network.parameters()).dtype == torch.float32
         interval = cfg.unizero.kv_cache_clear_interval
@@ -348,13 +350,15 @@ class UniZeroPolicy(Policy):
                 policy_logits, value_logits, window = net.root_step(None, None, latent)
             else:
                 window = net.empty_window(num_envs)
-                policy_logits = latent.new_empty(num_envs, net.policy_head[-1].out_features)
-                value_logits = latent.new_empty(num_envs, net.value_head[-1].out_features)
+                # (the heads end in a Linear: torch types Sequential items as Module)
+                policy_logits = latent.new_empty(num_envs, net.policy_head[-1].out_features)  # type: ignore[call-overload]
+                value_logits = latent.new_empty(num_envs, net.value_head[-1].out_features)  # type: ignore[call-overload]
                 for rows, cont in ((np.flatnonzero(carried), True), (np.flatnonzero(~carried), False)):
                     if not rows.size:
                         continue
                     index = torch.from_numpy(rows).to(self.device)
                     if cont:
+                        assert self.cache is not None  # an env is carried only after a step that cached it
                         action = torch.from_numpy(np.asarray(previous_action)[rows]).to(self.device)
                         out = net.root_step(self.cache.select(index), action, latent.index_select(0, index))
                     else:
@@ -517,13 +521,17 @@ class UniZeroLearner(Learner):
 
     reward_loss_name = "loss/reward"
     ssl_loss_name = "loss/latent"
+    policy: UniZeroPolicy
+    target_policy: UniZeroPolicy
+    nonfinite_term: Optional[str] = None
+    """The first non-finite loss term of an update that was skipped (set by ``unrolled_update``)."""
 
     def __init__(
         self,
         cfg: Config,
         spec: EnvSpecInfo,
         *,
-        policy_factory: Optional[PolicyFactory] = None,
+        policy_factory: Optional[Callable[..., UniZeroPolicy]] = None,
         policy_loss: Optional[PolicyLoss] = None,
     ) -> None:
         self.cfg = cfg
@@ -767,7 +775,7 @@ class UniZeroLearner(Learner):
 
     @property
     def value_reward_label_smoothing(self) -> float:
-        """unizero.label_smoothing_eps, or the reference's default of the type (unizero 0.1)."""
+        """unizero.label_smoothing_eps, or LightZero's default of the type (unizero 0.1)."""
         eps = self.cfg.unizero.label_smoothing_eps
         return self.default_label_smoothing if eps is None else eps
 
@@ -784,8 +792,8 @@ class UniZeroLearner(Learner):
         with torch.no_grad():
             for mine, target in zip(self.policy.network.parameters(), self.target_policy.network.parameters()):
                 target.lerp_(mine, tau)
-            for mine, target in zip(self.policy.network.buffers(), self.target_policy.network.buffers()):
-                target.copy_(mine)
+            for mine_buffer, target_buffer in zip(self.policy.network.buffers(), self.target_policy.network.buffers()):
+                target_buffer.copy_(mine_buffer)
         self.target_policy.on_weights_loaded()
 
     # ------------------------------------------------------------------ batch
@@ -938,6 +946,7 @@ class UniZeroLearner(Learner):
         if num_unroll == 0:
             zeros = torch.zeros_like(value_loss)
             return UnrollTerms(policy_loss, value_loss, zeros, zeros.clone(), policy_entropy, pred_value0)
+        assert reward_logits is not None and next_latent is not None  # num_unroll > 0
         reward_loss = per_sample(
             soft_ce(reward_logits, reward_t.reshape(batch * num_unroll, -1)) * mask[:, :num_unroll].reshape(-1),
             num_unroll,

@@ -48,14 +48,14 @@ class UniZeroConfig(Section):
     (1 - tau) theta_target + tau theta. 1: a hard copy every update."""
     policy_ls_eps_start: float = 0.0
     """Policy label smoothing at train_iter 0 (target (1 - eps) pi + eps / A); 0: off (the
-    schedule runs only when this is > 0, as the reference's)."""
+    schedule runs only when this is > 0, as LightZero's)."""
     policy_ls_eps_end: float = 0.0
     """Policy label smoothing after policy_ls_eps_decay_steps updates (linear in train_iter)."""
     policy_ls_eps_decay_steps: int = 50_000
     """Updates over which the label smoothing goes from start to end."""
     label_smoothing_eps: Optional[float] = None
     """Label smoothing of the value and reward targets: the two-hot target over the K support
-    bins becomes (1 - eps) two_hot + eps / K. None: the reference's default of the type
+    bins becomes (1 - eps) two_hot + eps / K. None: LightZero's default of the type
     (unizero 0.1, sampled_unizero 0: LightZero's sampled UniZero does not smooth)."""
     use_continuous_label_smoothing: bool = False
     """Smooth the policy target by continuous_ls_eps at every update instead of the
@@ -69,7 +69,7 @@ class UniZeroConfig(Section):
     (target_entropy_*). alpha starts at 1 and is kept in [adaptive_entropy_alpha_min, _max]; it
     and its optimizer are saved in checkpoints. unizero only (discrete actions)."""
     adaptive_entropy_alpha_lr: float = 1e-3
-    """Adam learning rate of log alpha (the reference's Atari config uses 1e-4)."""
+    """Adam learning rate of log alpha (LightZero's Atari config uses 1e-4)."""
     adaptive_entropy_alpha_min: float = 1e-4
     """Lower bound of the adaptive alpha."""
     adaptive_entropy_alpha_max: float = 10.0
@@ -78,7 +78,7 @@ class UniZeroConfig(Section):
     """Target entropy at train_iter 0, as a fraction of the maximum ln(A)."""
     target_entropy_end_ratio: float = 0.05
     """Target entropy after target_entropy_decay_steps updates (linear in train_iter; the
-    reference's Atari config uses 0.7)."""
+    LightZero's Atari config uses 0.7)."""
     target_entropy_decay_steps: int = 500_000
     """Updates over which the target entropy ratio goes from start to end (Atari: 100000)."""
     use_encoder_clip_annealing: bool = False
@@ -99,7 +99,7 @@ class UniZeroConfig(Section):
     """Fixed encoder latent-norm clip threshold when use_encoder_clip_annealing is off; 0: no
     clipping."""
     head_clip_heads: tuple[Literal["policy", "value", "reward", "observations"], ...] = ()
-    """Heads whose outputs are clipped (the reference's head clip; empty: off). When the largest
+    """Heads whose outputs are clipped (LightZero's head clip; empty: off). When the largest
     |output| of a head in this update exceeds the head clip threshold, every parameter of that
     head is scaled by threshold / max, after the backward pass and before the optimizer step
     (``observations``: the next-latent head). One schedule (head_clip_*) for all the heads."""

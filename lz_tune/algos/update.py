@@ -8,7 +8,7 @@ class. What :func:`unrolled_update` reads of the learner is declared by
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import numpy as np
 import torch
@@ -31,9 +31,12 @@ __all__ = [
 ]
 
 
+PolicyT = TypeVar("PolicyT", bound=Policy)
+
+
 def build_learner_networks(
-    cfg: Config, spec: EnvSpecInfo, make_policy: Callable[..., Policy]
-) -> tuple[Policy, Policy, torch.optim.Optimizer]:
+    cfg: Config, spec: EnvSpecInfo, make_policy: Callable[..., PolicyT]
+) -> tuple[PolicyT, PolicyT, torch.optim.Optimizer]:
     """The learner's policy on ``learner.device``, its target policy (a deep copy of the network)
     and the optimizer (``learner.optim_type``; the fused kernel and channels-last conv weights
     under ``learner.update_path=fused``)."""

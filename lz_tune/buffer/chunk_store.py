@@ -52,7 +52,7 @@ def chunk_name(array: np.ndarray) -> str:
     shape and bytes."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{array.dtype.str}{array.shape}".encode())
-    h.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+    h.update(np.ascontiguousarray(array).data.cast("B"))
     return h.hexdigest()
 
 

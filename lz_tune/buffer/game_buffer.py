@@ -129,7 +129,7 @@ class GameBuffer:
     def max_priority(self) -> float:
         """Largest priority of the positions in the buffer (1.0 when empty).
 
-        This is the reference's rule; a running max over all time would let one early outlier
+        This is LightZero's rule; a running max over all time would let one early outlier
         set the priority of all later data.
         """
         if not len(self.tables.positions):
@@ -423,7 +423,7 @@ class GameBuffer:
         )
 
     def enough_for_reanalysis(self, *, num_sequences: int, partition: float) -> bool:
-        """The reference's precondition of a buffer reanalyze (see `reanalysis.enough_for_reanalysis`)."""
+        """LightZero's precondition of a buffer reanalyze (see `reanalysis.enough_for_reanalysis`)."""
         return reanalysis.enough_for_reanalysis(self.tables, num_sequences=num_sequences, partition=partition)
 
     def reanalyze_counts(self) -> np.ndarray:

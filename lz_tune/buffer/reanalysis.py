@@ -1,10 +1,10 @@
 """Reanalysis over a buffer's `tables.ReplayTables`: re-searching stored positions with a newer network.
 
-Periodic buffer reanalyze (the reference's ``reanalyze_buffer``) is two steps:
+Periodic buffer reanalyze (LightZero's ``reanalyze_buffer``) is two steps:
 
 * `choose_stale_segments` picks whole segments among the oldest ``reanalyze_partition`` of the
   buffer, favouring those re-searched least often: P(j) ∝ exp(-(staleness_decay / P) * c_j) over
-  the P = int(partition * live) oldest, c_j the segment's reanalyze count (the reference's
+  the P = int(partition * live) oldest, c_j the segment's reanalyze count (LightZero's
   weighting: a segment never reanalysed is ``e^100`` times likelier than one done once at
   P = 1), and adds one to the count of each chosen segment;
 * `reanalyze_segments` re-searches every step of those segments (owned and padding) with
@@ -21,6 +21,7 @@ reanalysed rows of a training batch). All are bound as `GameBuffer` methods.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,23 +41,24 @@ __all__ = [
     "check_reanalysis",
 ]
 
-ReanalyzeFn = Callable[[np.ndarray, np.ndarray, np.ndarray], Reanalysis]
-"""`fn(obs [K, *obs_shape], action_mask [K, A] bool, to_play [K] int64) -> Reanalysis`."""
+ReanalyzeFn = Callable[[Any, np.ndarray, np.ndarray], Reanalysis]
+"""`fn(obs [K, *obs_shape], action_mask [K, A] bool, to_play [K] int64) -> Reanalysis` (with a
+``history_length``: a `History` in place of obs)."""
 
 
 def segments_for_sequences(num_sequences: int, *, game_segment_length: int, num_unroll_steps: int) -> int:
     """How many whole segments a reanalyze of ``num_sequences`` sequences re-searches.
 
-    The reference counts ``reanalyze_batch_size`` in sequences of ``num_unroll_steps`` steps and
+    LightZero counts ``reanalyze_batch_size`` in sequences of ``num_unroll_steps`` steps and
     slices each chosen segment into ``s = game_segment_length // num_unroll_steps`` of them
     (positions 0, U, 2U, ...), so it takes ``num_sequences // s`` segments, plus one more segment
-    per sequence of the remainder (``num_sequences % s``), as the reference does."""
+    per sequence of the remainder (``num_sequences % s``), as LightZero does."""
     per_segment = max(1, game_segment_length // max(1, num_unroll_steps))
     return num_sequences // per_segment + num_sequences % per_segment
 
 
 def enough_for_reanalysis(tables: ReplayTables, *, num_sequences: int, partition: float) -> bool:
-    """The reference's precondition of a buffer reanalyze: ``N // U > int(num_sequences / partition)``
+    """LightZero's precondition of a buffer reanalyze: ``N // U > int(num_sequences / partition)``
     (N registered positions, U num_unroll_steps, at least 1)."""
     return len(tables.positions) // max(1, tables.layout.num_unroll_steps) > int(num_sequences / partition)
 

@@ -237,6 +237,12 @@ class _Draft:
         self.extras: list[dict[str, np.ndarray]] = []
         self.num_owned: int | None = None  # set when the draft stops owning new steps
 
+    @property
+    def owned(self) -> int:
+        """``num_owned`` of a draft that stopped owning new steps (a pending one)."""
+        assert self.num_owned is not None, "the draft still owns new steps"
+        return self.num_owned
+
     def build(self, *, terminal: bool, columns: Sequence[StepColumn], truncated: bool = False) -> GameSegment:
         (actions, rewards, root_values, pred_values, policy_targets, action_mask, to_play, timesteps) = zip(*self.steps)
         extras = {c.name: np.stack([e[c.name] for e in self.extras]).astype(c.dtype, copy=False) for c in columns}
@@ -313,7 +319,7 @@ class SegmentBuilder:
         """Steps taken but not yet emitted as owned positions (current + pending owned)."""
         if self._current is None:
             return 0
-        return len(self._current.steps) + sum(d.num_owned for d in self._pending)
+        return len(self._current.steps) + sum(d.owned for d in self._pending)
 
     def begin_episode(self, stacked_frames: np.ndarray) -> None:
         """Starts an episode from the env's first stacked observation.
@@ -432,6 +438,6 @@ class SegmentBuilder:
             self._current = _Draft(current.frames[-self.frame_stack :])
 
         emitted = []
-        while self._pending and len(self._pending[0].steps) - self._pending[0].num_owned >= self.num_padding:
+        while self._pending and len(self._pending[0].steps) - self._pending[0].owned >= self.num_padding:
             emitted.append(self._pending.pop(0).build(terminal=False, columns=self.step_columns))
         return emitted

@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
@@ -209,19 +209,20 @@ class SnapshotWriter:
         with ThreadPoolExecutor(_THREADS) as pool:
             for i, name in zip(todo, pool.map(lambda i: chunk_name(jobs[i][3]), todo)):
                 names[i] = name
+            named = cast("list[str]", names)  # every job has its name now
             if self.store is None:
-                return names  # type: ignore[return-value]
+                return named
             new, seen = [], set()
             for i in range(len(jobs)):
                 if names[i] not in have and names[i] not in seen:
                     new.append(i)
                     seen.add(names[i])
             store = self.store  # compress and write (each file fsynced) in the pool: the fsyncs overlap
-            stats.file_bytes += sum(pool.map(lambda i: store.put(names[i], encode_chunk(jobs[i][3])), new))
+            stats.file_bytes += sum(pool.map(lambda i: store.put(named[i], encode_chunk(jobs[i][3])), new))
             stats.new_raw_bytes += sum(jobs[i][3].nbytes for i in new)
         stats.chunks_written = len(new)
         stats.chunks_reused = len(jobs) - len(new)
-        return names  # type: ignore[return-value]
+        return named
 
 
 def _fill_names(obj: Any, names) -> None:

@@ -197,7 +197,7 @@ def segment_value_targets(
         truncated=np.full(count, segment.truncated),
     )
     rewards = segment.rewards[plan.reward_index]
-    bootstrap_sign = 1.0
+    bootstrap_sign: float | np.ndarray = 1.0  # an array of signs for two-player games
     if np.any(segment.to_play >= 0):  # two-player: every term from the view of the player to move at t
         reward_sign, bootstrap_sign = player_signs(
             plan, positions, np.full(count, segment.num_steps), lambda index: segment.to_play[index]

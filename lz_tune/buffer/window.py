@@ -230,6 +230,7 @@ def n_step_values(
                 raise ValueError(f"bootstrap_fn must return {pairs.shape[1]} finite values, got {out.shape}")
             values[needed] = out[inverse.reshape(-1)]
         else:
+            assert value_fn is not None  # checked above
             frame_rows = np.repeat(win.frame0, shape[1])[needed] + where
             unique_rows, inverse = np.unique(frame_rows, return_inverse=True)
             out = chunked_call(value_fn, tables.gather_obs(unique_rows), chunk_size=tables.layout.mini_infer_size)

@@ -101,7 +101,7 @@ def describe_config(cfg: Any) -> list[dict[str, Any]]:
                 f.default
                 if f.default is not dataclasses.MISSING
                 else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-            )  # type: ignore[misc]
+            )
             rows.append(
                 {
                     "section": section,

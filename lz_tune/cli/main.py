@@ -18,9 +18,9 @@ from typing import Optional
 from lz_tune.checkpoint import CheckpointError
 from lz_tune.cli import config as config_command
 from lz_tune.cli import evaluate as evaluate_command
+from lz_tune.cli import export as export_command
 from lz_tune.cli import train as train_command
 from lz_tune.cli import tune as tune_command
-from lz_tune.cli import export as export_command
 from lz_tune.cli import verify as verify_command
 from lz_tune.cli.common import zoo_epilog
 from lz_tune.cli.signals import SIGNALS, flush_streams

@@ -19,7 +19,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
 
 __all__ = ["Terminated", "SignalGuard", "SIGNALS", "flush_streams"]
 
@@ -42,7 +43,7 @@ class SignalGuard:
         self.sigterm_seen = False
         self.signal_seen = False
         self.running_as_cli = False
-        self._previous_unraisablehook = None
+        self._previous_unraisablehook: Optional[Callable[[Any], Any]] = None
 
     @property
     def exit_code(self) -> int:

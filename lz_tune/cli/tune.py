@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
             "--scheduler pbt: the search space samples no key (all are fixed), so PBT has "
             "nothing to perturb; leave at least one tune.* domain in the space"
         )
-    # can_restore BEFORE building a new Tuner on the same path (RAY_NOTES), and before Ray starts
+    # can_restore BEFORE building a new Tuner on the same path (a new Tuner writes the experiment
+    # state there, after which the old run no longer restores), and before Ray starts
     restorable = (is_uri(path) or os.path.exists(path)) and tune.Tuner.can_restore(path)
     if args.resume and not restorable:
         raise ConfigError(f"--resume: no experiment to resume at {path}")

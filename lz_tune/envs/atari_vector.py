@@ -21,6 +21,8 @@ How the ALE vector env is used, and why:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from lz_tune.envs.base import VectorEnv
@@ -43,7 +45,9 @@ def atari_action_space_size(game: str, *, full_action_space: bool) -> int:
 
     ale = ale_py.ALEInterface()
     ale.setLoggerMode(ale_py.LoggerMode.Error)
-    ale.loadROM(roms.get_rom_path(game))
+    rom = roms.get_rom_path(game)
+    assert rom is not None, f"ale-py has no ROM {game!r}"
+    ale.loadROM(rom)
     actions = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
     return len(actions)
 
@@ -66,9 +70,11 @@ def make_ale_vector_env(
     if screen:
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # static: before the banner
         ale = ale_py.ALEInterface()
-        ale.loadROM(roms.get_rom_path(resolved.atari_game))
+        rom = roms.get_rom_path(resolved.atari_game)
+        assert rom is not None, f"ale-py has no ROM {resolved.atari_game!r}"
+        ale.loadROM(rom)
         height, width = ale.getScreenDims()
-        image = dict(img_height=int(height), img_width=int(width), grayscale=False, maxpool=False)
+        image: dict[str, Any] = dict(img_height=int(height), img_width=int(width), grayscale=False, maxpool=False)
     else:
         image = dict(
             img_height=options.image_size, img_width=options.image_size, grayscale=options.grayscale, maxpool=True

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from lz_tune.envs.factory import make_vector_env
-from lz_tune.envs.options import AtariOptions
+from lz_tune.envs.options import AtariOptions, Mode
 
 
 def measure_steps_per_second(
@@ -21,7 +21,7 @@ def measure_steps_per_second(
     env_id: str,
     num_envs: int,
     steps: int,
-    mode: str = "collect",
+    mode: Mode = "collect",
     atari: AtariOptions | None = None,
     seed: int = 0,
 ) -> float:

@@ -118,8 +118,8 @@ def _unknown_id_error(env_id: str) -> ValueError:
 def resolve_env_id(env_id: str) -> ResolvedEnvId:
     """Look ``env_id`` up in the gymnasium registry without creating anything.
 
-    ALE and MinAtar (``MinAtar/Breakout-v1``) ids are registered on first need. A ``module:EnvId`` id imports ``module`` first
-    (as ``gymnasium.make`` does). ``Game2048-v0`` stands for ``lz_tune/Game2048-v0``.
+    ALE and MinAtar (``MinAtar/Breakout-v1``) ids are registered on first need. A ``module:EnvId`` id imports ``module``
+    first (as ``gymnasium.make`` does). ``Game2048-v0`` stands for ``lz_tune/Game2048-v0``.
 
     Raises:
         ValueError: the id is unknown; the message names it and suggests close matches.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -37,7 +38,7 @@ def atari_options_for(
     cap wins.
     """
     options = atari if atari is not None else AtariOptions()
-    changes: dict[str, int] = {}
+    changes: dict[str, Any] = {}
     if frame_stack is not None:
         changes["frame_stack"] = frame_stack
     if max_episode_steps is not None:
@@ -229,6 +230,7 @@ def probe_env_spec(
     )
     frame_shape = fmt.frame_shape
     dtype = observation_dtype_of(observation_space)
+    continuous: dict[str, Any]
     if isinstance(action_space, gymnasium.spaces.Box):
         continuous = dict(
             action_space_size=1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = ["FrameStack", "stacked_shape"]
 
@@ -26,7 +27,7 @@ class FrameStack:
         dtype: dtype of frames and observations.
     """
 
-    def __init__(self, *, num_envs: int, frame_shape: tuple[int, ...], stack: int, dtype: np.dtype) -> None:
+    def __init__(self, *, num_envs: int, frame_shape: tuple[int, ...], stack: int, dtype: DTypeLike) -> None:
         self.observation_shape = stacked_shape(frame_shape, stack)
         self.stack = stack
         self.channels = int(frame_shape[0])

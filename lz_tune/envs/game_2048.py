@@ -485,7 +485,7 @@ class Game2048VectorEnv(VectorEnv):
         chance_outcome = _outcomes_from_uniforms(afterstates, self._uniforms.take(self._all_envs, 2))
         boards = _place_tiles(afterstates, chance_outcome)
         mask = _legal_moves(boards)
-        terminated = ~mask.any(axis=1)
+        terminated = ~np.any(mask, axis=1)
         truncated = np.zeros(self.num_envs, dtype=bool)
         if self.max_episode_steps is not None:
             truncated = (self.timesteps + 1 >= self.max_episode_steps) & ~terminated

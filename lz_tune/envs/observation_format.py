@@ -114,8 +114,10 @@ def discrete_components(space: object) -> Optional[tuple[tuple[int, ...], tuple[
         return (int(space.n),), (int(space.start),)
     if isinstance(space, spaces.MultiDiscrete) and len(space.nvec.shape) == 1:
         return tuple(int(n) for n in space.nvec), tuple(int(x) for x in np.broadcast_to(space.start, space.nvec.shape))
-    if isinstance(space, spaces.Tuple) and space.spaces and all(isinstance(p, spaces.Discrete) for p in space.spaces):
-        return tuple(int(p.n) for p in space.spaces), tuple(int(p.start) for p in space.spaces)
+    if isinstance(space, spaces.Tuple) and space.spaces:
+        parts = [p for p in space.spaces if isinstance(p, spaces.Discrete)]
+        if len(parts) == len(space.spaces):  # every part Discrete
+            return tuple(int(p.n) for p in parts), tuple(int(p.start) for p in parts)
     return None
 
 

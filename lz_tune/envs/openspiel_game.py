@@ -114,7 +114,7 @@ def encode_observation(state: Any, player: int, tensor_shape: tuple[int, ...], p
         out[: tensor.size] = tensor
         out[tensor.size + player] = 1.0
         return out
-    board = tensor.reshape((1, *tensor_shape) if len(tensor_shape) == 2 else tensor_shape)
+    board: np.ndarray = tensor.reshape((1, *tensor_shape) if len(tensor_shape) == 2 else tensor_shape)
     out = np.zeros((board.shape[0] + NUM_PLAYERS, *board.shape[1:]), np.float32)
     out[: board.shape[0]] = board
     out[board.shape[0] + player] = 1.0

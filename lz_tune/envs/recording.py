@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, SupportsFloat
 
 import gymnasium
 import numpy as np
@@ -110,14 +110,14 @@ class EpisodeFrames:
         self.state = "idle"  # -> "recording" at the first reset -> "done" when that episode ends
         self._return, self._length = 0.0, 0
 
-    def keep(self, frame: np.ndarray) -> None:
+    def keep(self, frame: Any) -> None:  # what render() returned; checked here
         if len(self.frames) < self.max_frames:
             frame = np.asarray(frame)
             if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
                 raise RuntimeError(f"render: expected uint8 [H, W, 3] RGB frames, got {frame.dtype} {frame.shape}")
             self.frames.append(np.array(frame, copy=True))
 
-    def stepped(self, reward: float, ended: bool) -> None:
+    def stepped(self, reward: SupportsFloat, ended: bool) -> None:
         self._return += float(reward)
         self._length += 1
         if ended:
@@ -299,7 +299,7 @@ def write_gif(frames: Any, path: str | os.PathLike, *, fps: float) -> Path:
         if colors is None:  # more than 256 colours (e.g. MuJoCo): Pillow's median cut
             return image.convert("P", palette=Image.Palette.ADAPTIVE, colors=256)
         # few colours (classic control, Atari): an exact palette, each pixel its own colour
-        keys = np.sort(np.array([(r << 16) | (g << 8) | b for _, (r, g, b) in colors], np.uint32))
+        keys = np.sort(np.array([(r << 16) | (g << 8) | b for _, (r, g, b) in colors], np.uint32))  # type: ignore[misc]  # RGB: tuples
         packed = (frame[..., 0].astype(np.uint32) << 16) | (frame[..., 1].astype(np.uint32) << 8) | frame[..., 2]
         out = Image.frombytes("P", image.size, np.searchsorted(keys, packed).astype(np.uint8).tobytes())
         out.putpalette(np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=1).astype(np.uint8).tobytes())

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # (Pillow: the `analysis` extra)
+    from PIL import ImageFont
 
 __all__ = ["render_text"]
 
@@ -14,7 +18,7 @@ _MARGIN = 1
 
 
 @functools.lru_cache(maxsize=1)
-def _glyphs() -> tuple[object, int, int]:
+def _glyphs() -> tuple[ImageFont.FreeTypeFont | ImageFont.ImageFont, int, int]:
     """Pillow's built-in font and the cell (width, height) every character is drawn in."""
     try:
         from PIL import Image, ImageDraw, ImageFont
@@ -26,7 +30,7 @@ def _glyphs() -> tuple[object, int, int]:
     font = ImageFont.load_default()
     draw = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     boxes = [draw.textbbox((0, 0), chr(c), font=font) for c in range(33, 127)]
-    return font, max(b[2] for b in boxes) + 1, max(b[3] for b in boxes) + 2
+    return font, int(max(b[2] for b in boxes)) + 1, int(max(b[3] for b in boxes)) + 2  # (whole pixels)
 
 
 def render_text(text: str, *, columns: int = 0, rows: int = 0, scale: int = _SCALE) -> np.ndarray:

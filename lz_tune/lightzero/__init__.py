@@ -1,17 +1,18 @@
 """LightZero experiment config files, run by lz-tune.
 
     python -m lz_tune train path/to/cartpole_muzero_config.py
-    python -m lz_tune train zoo/atari/config/atari_muzero_segment_async_config.py --env ALE/Pong-v5 --seed 0 --async-pipeline
+    python -m lz_tune train zoo/atari/config/atari_muzero_segment_async_config.py \\
+        --env ALE/Pong-v5 --seed 0 --async-pipeline
     python -m lz_tune config path/to/cartpole_muzero_config.py          # the mapped config, field by field
 
 From Python, :func:`lz_tune.config_loader.load_config_module` (and so a Tune search space's ``"config"``
 entry) takes a LightZero file like a zoo module; :func:`load_lightzero_config` also takes the
-reference's flags.
+LightZero's flags.
 
 Three parts: :mod:`~lz_tune.lightzero.loader` reads the file without LightZero,
 :mod:`~lz_tune.lightzero.rules` says what becomes of each LightZero key, and
 :mod:`~lz_tune.lightzero.mapping` builds the :class:`~lz_tune.config.Config`;
-:mod:`~lz_tune.lightzero.flags` adds the reference's command-line flags.
+:mod:`~lz_tune.lightzero.flags` adds LightZero's command-line flags.
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ def load_lightzero_config(
 ) -> Config:
     """The :class:`Config` of the LightZero config file at ``path``.
 
-    ``flags``: the reference's flags by argparse dest name (``{"env": "ALE/Pong-v5", "seed": 0,
+    ``flags``: LightZero's flags by argparse dest name (``{"env": "ALE/Pong-v5", "seed": 0,
     "async_pipeline": True}``), handed to a function config's ``main()``; apply them to the result
-    with :func:`lz_tune.config_loader.build_config` (or :func:`lz_tune.lightzero.flags.flag_updates`). ``report``: called
-    with each line of the mapping report (default: one :class:`LightZeroConfigWarning`)."""
+    with :func:`lz_tune.config_loader.build_config` (or :func:`lz_tune.lightzero.flags.flag_updates`). ``report``:
+    called with each line of the mapping report (default: one :class:`LightZeroConfigWarning`)."""
     cfg, mapping_report = map_lightzero(read_lightzero_file(path, flags))
     lines = mapping_report.lines()
     if lines and report is None:
         warnings.warn("\n".join(lines), LightZeroConfigWarning, stacklevel=2)
-    for line in lines if report is not None else ():
-        report(line)
+    if report is not None:
+        for line in lines:
+            report(line)
     return cfg

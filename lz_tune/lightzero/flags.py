@@ -1,4 +1,4 @@
-"""The reference's command-line flags on lz-tune's ``train`` and ``config`` commands.
+"""LightZero's command-line flags on lz-tune's ``train`` and ``config`` commands.
 
 LightZero's Atari segment / async config scripts take ``--env``, ``--seed``, ``--max-env-step``,
 ``--async-pipeline`` and the async keys as flags (``--num-collector-actors``,
@@ -76,7 +76,7 @@ def add_reference_flags(parser: argparse.ArgumentParser, *, seed_and_async: bool
 
 
 def given_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The reference flags the command line gave, by argparse dest name (``--async-pipeline``
+    """LightZero flags the command line gave, by argparse dest name (``--async-pipeline``
     only when given)."""
     names = (*_TOP_LEVEL, *ASYNC_FLAG_KEYS)
     flags = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}

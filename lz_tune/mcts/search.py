@@ -58,7 +58,7 @@ class RootInput:
 
 
 class RecurrentFn(Protocol):
-    def __call__(self, state, action: np.ndarray) -> tuple:
+    def __call__(self, state, action: np.ndarray, /) -> tuple:
         """One batched dynamics + prediction step.
 
         state: like the root state, [B, ...] per element; action: [B] int64.
@@ -194,7 +194,8 @@ class _ArrayStore:
         self.batch = batch = root.shape[0]
         self.is_numpy = isinstance(root, np.ndarray)
         shape = (num_nodes * batch, *root.shape[1:])
-        if self.is_numpy:
+        self.rows: Any  # a numpy array when is_numpy, else a tensor like root
+        if isinstance(root, np.ndarray):  # (is_numpy)
             self.rows = np.empty(shape, root.dtype)
             self._gathered = np.empty_like(root)
             self._rows_2d = self.rows.reshape(shape[0], -1)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import TypeGuard
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[numbers.Integral]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

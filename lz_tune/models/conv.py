@@ -110,7 +110,7 @@ class MuZeroConvNetwork(MuZeroNetwork):
         )
         self.dynamics_bn = nn.BatchNorm2d(channels)
         self.dynamics_blocks = self._blocks()
-        self.reward_head = ConvHead(
+        self.reward_head: nn.Module = ConvHead(  # EfficientZeroNetwork puts an Identity here
             in_channels=channels,
             reduced_channels=reduced_reward,
             spatial_size=spatial,
@@ -156,7 +156,7 @@ class MuZeroConvNetwork(MuZeroNetwork):
         :meth:`representation`, so that every conv and batch norm runs on NHWC data (the
         layout oneDNN's and cuDNN's fast kernels want; benchmarks/README.md, "Learner speed").
         Same values to float rounding. Returns ``self``."""
-        self.to(memory_format=torch.channels_last)
+        self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit memory_format
         self.channels_last = True
         return self
 

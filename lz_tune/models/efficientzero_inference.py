@@ -211,6 +211,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
     def _buffers_for(self, batch: int) -> dict:
         buf = self.batch_buffers.get(batch)
         if buf is None:
+            assert self.buffer_shapes is not None  # set by read_weights
             d, hidden, widths = self.buffer_shapes
             f32 = np.float32
             buf = {
@@ -235,6 +236,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         with a zero LSTM state, prefix 0 and depth 0 (new arrays)."""
         latent = np.ascontiguousarray(latent, np.float32)
         batch = latent.shape[0]
+        assert self.buffer_shapes is not None, "EfficientZeroSearchInference.bind(network) comes first"
         hidden = self.buffer_shapes[1]
         value, policy_logits = self.mlp.prediction(latent)
         state = (
@@ -258,6 +260,7 @@ class EfficientZeroSearchInference(ComposedSearchInference):
         h_new, c_new = buf["h"], buf["c"]
         reward, child_depth = buf["reward"], buf["depth"]
         if len(fc) == 2 and h.shape[1] <= FUSED_MAX_HIDDEN:
+            (fc_w, fc_b), (head_w, head_b) = fc
             child_prefix = prefix_head_fused(
                 next_latent,
                 h,
@@ -270,8 +273,10 @@ class EfficientZeroSearchInference(ComposedSearchInference):
                 norm_w,
                 norm_b,
                 norm_eps,
-                *fc[0],
-                *fc[1],
+                fc_w,
+                fc_b,
+                head_w,
+                head_b,
                 buf["lstm_in"],
                 buf["gates"],
                 h_new,

@@ -9,9 +9,8 @@ again, and streams ~7-9 GB/s from L3 on one core of the 2-core AMD EPYC box of b
 (:class:`FewRowsWeight`): ``W`` transposed and cut along ``K`` into chunks of at most
 ``CHUNK = 256``, ``[C, N, CH]``, so that one chunk of the 8 rows of ``x`` (``[8, CH]``, 8 KB) stays
 in L1 while every output column is 8 dot products over a contiguous ``CH``-run of weights, which
-LLVM vectorises (8 accumulators). On that box (2026-12-05) it streams ~11-19 GB/s per shape where
-BLAS gets 7-9, i.e. the GEMMs of one UniZero Pong simulation at 8 envs (22.7 MB of weights) take
-~2.1 ms instead of ~3.1 ms.
+LLVM vectorises (8 accumulators). It streams the weights faster than BLAS does at these row
+counts (the figures per shape: benchmarks/README.md, "Tree search speed").
 
 Rows are taken 8 at a time (a shorter last group computes 8 sums and keeps its own), so ``W`` is
 read once per 8 rows: from ``FEW_ROWS_MAX`` rows on BLAS, which reads ``W`` once for all rows, is
@@ -34,9 +33,9 @@ streams past (512 and unchunked run ~1.3-2x slower at K = 1024)."""
 
 FEW_ROWS_MIN, FEW_ROWS_MAX = 2, 32
 """Row counts :meth:`FewRowsWeight.matmul` sends to :func:`few_rows_matmul`; BLAS takes the
-others. Measured over the GEMMs of one UniZero Pong simulation (22.7 MB of weights, one core,
-2026-12-05; BLAS time / this kernel's): 1 row 0.70 (BLAS's matrix-vector product reads ``W``
-once too), 2 rows 1.25, 4: 1.23, 8: 1.82, 12: 1.00, 16: 1.30, 24: 1.09, 32: 1.08, 64: 0.93."""
+others: where this kernel beat BLAS over the GEMMs of one UniZero Pong simulation (one core; at 1
+row BLAS's matrix-vector product reads ``W`` once too, from 64 rows BLAS wins; the ratios per
+row count: benchmarks/README.md, "Tree search speed")."""
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=True)

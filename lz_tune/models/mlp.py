@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -110,6 +111,12 @@ class MuZeroMLPNetwork(MuZeroNetwork):
 
     batch_independent_prediction = True  # LayerNorm and ReLU only: per sample
 
+    # registered by _add_linear (by name); declared for the zero-initialisation of their columns
+    dynamics_head_weight: nn.Parameter
+    dynamics_head_bias: nn.Parameter
+    prediction_head_weight: nn.Parameter
+    prediction_head_bias: nn.Parameter
+
     def __init__(
         self,
         *,
@@ -166,7 +173,7 @@ class MuZeroMLPNetwork(MuZeroNetwork):
             self.dynamics_action_bias = _uniform((first,), bound)
         else:
             with torch.no_grad():
-                self.dynamics_action_embedding += torch.empty(1, first).uniform_(-bound, bound)
+                self.dynamics_action_embedding.add_(torch.empty(1, first).uniform_(-bound, bound))
         self._add_linear("dynamics_head", last, latent + reward_bins)
         self._dynamics_split = [latent, reward_bins]
 
@@ -230,7 +237,7 @@ class MuZeroMLPNetwork(MuZeroNetwork):
     def representation(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs [B, O]`` (``[B, C, H, W]`` with an image encoder; float, or uint8 scaled by 1/255) ->
         normalised ``latent [B, D]``."""
-        p = self._parameters
+        p = cast("dict[str, nn.Parameter]", self._parameters)  # every entry is registered (not None)
         x = observation_to_float(obs, p["representation_in_weight"].dtype)
         x = self.image_encoder(x) if self.image_encoder is not None else x.flatten(1)
         pre = torch.addmm(p["representation_in_bias"], x, p["representation_in_weight"])
@@ -240,7 +247,7 @@ class MuZeroMLPNetwork(MuZeroNetwork):
     def dynamics(self, latent: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``latent [B, D]``, ``action [B]`` int64 (continuous: ``[B, D_a]`` float) ->
         ``(next_latent [B, D], reward_logits [B, R])``."""
-        p = self._parameters
+        p = cast("dict[str, nn.Parameter]", self._parameters)  # every entry is registered (not None)
         if self.action_dim:
             embedded = torch.addmm(p["dynamics_action_bias"], action.to(latent.dtype), p["dynamics_action_embedding"])
         else:
@@ -253,7 +260,7 @@ class MuZeroMLPNetwork(MuZeroNetwork):
 
     def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``latent [B, D]`` -> ``(policy_logits [B, policy_size], value_logits [B, V])``."""
-        p = self._parameters
+        p = cast("dict[str, nn.Parameter]", self._parameters)  # every entry is registered (not None)
         pre = torch.addmm(p["prediction_in_bias"], latent, p["prediction_in_weight"])
         hidden = self._trunk(p, "prediction", pre)
         out = torch.addmm(p["prediction_head_bias"], hidden, p["prediction_head_weight"])

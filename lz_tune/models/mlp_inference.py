@@ -36,13 +36,13 @@ import abc
 import dataclasses
 import sys
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 import numba
 import numpy as np
 import torch
 
-from lz_tune.models.base import LATENT_RANGE_EPS, minmax_rows_into
+from lz_tune.models.base import LATENT_RANGE_EPS, ComposedMuZeroNetwork, minmax_rows_into
 from lz_tune.models.mlp import LAYER_NORM_EPS, MuZeroMLPNetwork
 from lz_tune.models.support_np import support_to_scalar_np
 
@@ -250,8 +250,8 @@ class WeightReadingEngine(abc.ABC):
         """Whether this engine serves ``network`` (its exact class, float32 parameters on the CPU)."""
 
     @abc.abstractmethod
-    def read_weights(self, network: torch.nn.Module) -> None:
-        """Read ``network``'s weights (a supported network)."""
+    def read_weights(self, network: Any) -> None:
+        """Read ``network``'s weights (a network :meth:`supports` accepted: each engine types its own)."""
 
     def invalidate(self) -> None:
         """The weights changed (``Policy.on_weights_loaded``): re-read them at the next bind."""
@@ -275,8 +275,10 @@ class WeightReadingEngine(abc.ABC):
         if not self.try_bind(network):
             raise ValueError(f"{type(self).__name__} needs {self.serves} with float32 parameters on the CPU")
 
-    serves: str = "a supported network"
-    """What :meth:`supports` accepts, for the error of :meth:`bind`."""
+    @property
+    def serves(self) -> str:
+        """What :meth:`supports` accepts, for the error of :meth:`bind`."""
+        return "a supported network"
 
 
 class MLPSearchInference(WeightReadingEngine):
@@ -350,6 +352,7 @@ class MLPSearchInference(WeightReadingEngine):
     def _buffers_for(self, batch: int) -> dict[str, np.ndarray]:
         buffers = self._buffers.get(batch)
         if buffers is None:
+            assert self._shapes is not None  # set by read_weights
             hidden_sizes, latent_dim, num_actions, dynamics_width, prediction_width = self._shapes
             f32 = np.float32
             buffers = {
@@ -393,6 +396,7 @@ class MLPSearchInference(WeightReadingEngine):
         """The dynamics trunk: ``latent [B, D]``, ``action [B]`` int64 (continuous: ``[B, D_a]``
         float32) -> last hidden layer ``[B, H_last]`` (a buffer of ``buf``), before the head."""
         w = self._weights
+        assert w is not None  # bound (prepare raises before)
         if self._action_projection is None:
             return self._trunk(latent, w.dynamics, buf["dynamics"], action, zeros)
         embedded = buf["embedded_actions"]
@@ -412,6 +416,7 @@ class MLPSearchInference(WeightReadingEngine):
     def predict(self, latent: np.ndarray, buf: dict, zeros: np.ndarray) -> np.ndarray:
         """Prediction network on ``latent [B, D]``: fills ``buf["policy_logits"]``, returns value [B]."""
         w = self._weights
+        assert w is not None  # bound (prepare raises before)
         hidden = self._trunk(latent, w.prediction, buf["prediction"], zeros, zeros)
         np.dot(hidden, w.prediction_head[0], out=buf["prediction_head"])
         return _finish_prediction(
@@ -421,6 +426,7 @@ class MLPSearchInference(WeightReadingEngine):
     @property
     def dynamics_head(self) -> tuple[np.ndarray, np.ndarray]:
         """The bound network's fused dynamics head: ``(weight [H, D + R], bias [D + R])`` views."""
+        assert self._weights is not None, "MLPSearchInference.bind(network) comes first"
         return self._weights.dynamics_head
 
     def prepare(self, batch: int) -> tuple[dict, np.ndarray]:
@@ -440,6 +446,7 @@ class MLPSearchInference(WeightReadingEngine):
     def __call__(self, latent: np.ndarray, action: np.ndarray):
         buf, zeros = self.prepare(latent.shape[0])
         w = self._weights
+        assert w is not None  # bound (prepare raises before)
         hidden = self.dynamics_hidden(latent, action, buf, zeros)
         np.dot(hidden, w.dynamics_head[0], out=buf["dynamics_head"])
         next_latent = buf["next_latent"]
@@ -480,7 +487,7 @@ class ComposedSearchInference(WeightReadingEngine):
         super().invalidate()
         self.mlp.invalidate()
 
-    def bind_muzero(self, network: torch.nn.Module, shapes: tuple) -> None:
+    def bind_muzero(self, network: ComposedMuZeroNetwork, shapes: tuple) -> None:
         """Bind the MuZero engine to ``network.muzero``; keep the buffers if ``shapes`` (the
         subclass's buffer shapes) are unchanged."""
         self.mlp.bind(network.muzero)

@@ -22,19 +22,21 @@ def _grouped_batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: torch.Tensor, gr
     rows, channels = x.shape
     batch = rows // groups
     wide = x.view(groups, batch, channels).transpose(0, 1).reshape(batch, groups * channels)
-    track = bn.track_running_stats and bn.running_mean is not None
-    mean = bn.running_mean.repeat(groups) if track else None
-    var = bn.running_var.repeat(groups) if track else None
+    running: list[tuple[torch.Tensor, torch.Tensor]] = []  # (running statistic, its copy per block)
+    if bn.track_running_stats and bn.running_mean is not None and bn.running_var is not None:
+        running = [(bn.running_mean, bn.running_mean.repeat(groups)), (bn.running_var, bn.running_var.repeat(groups))]
+    mean, var = (running[0][1], running[1][1]) if running else (None, None)
     weight = bn.weight.repeat(groups) if bn.weight is not None else None
     bias = bn.bias.repeat(groups) if bn.bias is not None else None
     momentum = bn.momentum if bn.momentum is not None else 0.1
     out = F.batch_norm(wide, mean, var, weight, bias, True, momentum, bn.eps)
-    if track:
+    if running:
         with torch.no_grad():  # copy_g = (1-m) r0 + m s_g  ->  sequential: (1-m)^G r0 + sum (1-m)^(G-1-g) m s_g
             decay = (1.0 - momentum) ** torch.arange(groups - 1, -1, -1, dtype=x.dtype, device=x.device)[:, None]
-            for stat, copies in ((bn.running_mean, mean), (bn.running_var, var)):
+            for stat, copies in running:
                 step = copies.view(groups, channels) - (1.0 - momentum) * stat
                 stat.mul_((1.0 - momentum) ** groups).add_((decay * step).sum(0))
+            assert bn.num_batches_tracked is not None  # registered with the running statistics
             bn.num_batches_tracked.add_(groups)
     return out.view(batch, groups, channels).transpose(0, 1).reshape(rows, channels)
 

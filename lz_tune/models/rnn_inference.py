@@ -113,6 +113,7 @@ class RNNFullObsSearchInference(ComposedSearchInference):
     def _buffers_for(self, batch: int) -> dict:
         buf = self.batch_buffers.get(batch)
         if buf is None:
+            assert self.buffer_shapes is not None  # set by read_weights
             d, hidden = self.buffer_shapes
             f32 = np.float32
             buf = self.batch_buffers[batch] = {

@@ -31,7 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from lz_tune.models import _validation as check
-from lz_tune.models.base import ComposedMuZeroNetwork, InitialOutput, normalize_latent, observation_to_float
+from lz_tune.models.base import (
+    ComposedMuZeroNetwork,
+    InitialOutput,
+    MuZeroNetwork,
+    normalize_latent,
+    observation_to_float,
+)
 from lz_tune.models.mlp import MuZeroMLPNetwork
 
 __all__ = ["StochasticMuZeroNetwork", "straight_through_one_hot"]
@@ -84,9 +90,10 @@ class StochasticMuZeroNetwork(ComposedMuZeroNetwork):
     """
 
     batch_independent_prediction = True  # LayerNorm and ReLU only
+    muzero: MuZeroMLPNetwork
 
     def __init__(
-        self, muzero: MuZeroMLPNetwork, *, chance_space_size: int, hidden_sizes: Sequence[int] | None = None
+        self, muzero: MuZeroNetwork, *, chance_space_size: int, hidden_sizes: Sequence[int] | None = None
     ) -> None:
         super().__init__()
         if type(muzero) is not MuZeroMLPNetwork or muzero.action_dim:
@@ -146,7 +153,7 @@ class StochasticMuZeroNetwork(ComposedMuZeroNetwork):
     def encode_chance(self, obs: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
         """e: ``obs, next_obs [B, O]`` (the observations before and after the env step) ->
         ``chance logits [B, C]``."""
-        dtype = self.chance_encoder[0].weight.dtype
+        dtype: torch.dtype = self.chance_encoder[0].weight.dtype  # type: ignore[assignment]  # a Linear (torch: Module)
         x = torch.cat(
             [observation_to_float(obs, dtype).flatten(1), observation_to_float(next_obs, dtype).flatten(1)], 1
         )

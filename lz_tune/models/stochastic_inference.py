@@ -52,7 +52,7 @@ class StochasticSearchInference(ComposedSearchInference):
         self._sizes = (network.muzero.action_space_size, chance, network.muzero.latent_dim)
 
     def __call__(self, latent: np.ndarray, slot: np.ndarray):
-        if self._afterstate is None:
+        if self._afterstate is None or self._chance is None:
             raise RuntimeError("StochasticSearchInference.bind(network) must be called before the first step")
         num_actions, num_chance, latent_dim = self._sizes
         batch = slot.shape[0]

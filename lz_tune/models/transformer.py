@@ -133,6 +133,8 @@ class WindowTransformer(nn.Module):
         rope_theta: RoPE base.
     """
 
+    inv_freq: torch.Tensor  # [head_dim / 2] RoPE frequencies (a registered buffer)
+
     def __init__(
         self,
         *,

@@ -54,6 +54,8 @@ from lz_tune.models.unizero import UniZeroWorldModel
 __all__ = ["TransformerSearchInference", "attend_token", "assemble_window", "token_pass"]
 
 _TOKENS_PER_STEP = 2  # the action token, then the predicted observation token
+_Arena = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""keys, values ``[R, L, S, E]``, key_pos, valid ``[R, S]``, next_pos ``[R]``: the windows of R arena rows."""
 FUSED_MAX_WIDTH = 128
 """Widest E run as fused numba calls: numba's in-kernel GEMMs call scipy's BLAS, ~1.5-2x slower
 than numpy's at batch 8 from E = 256 on (benchmarks/README.md, "Tree search speed"); below, the
@@ -471,9 +473,12 @@ def _linear(m: nn.Linear) -> _Linear:
     return _Linear(FewRowsWeight.of(m.weight.detach().t().numpy()), bias)
 
 
-def _head(seq: nn.Sequential) -> _Head:
+def _head(seq: nn.Module) -> _Head:
     """``LN -> Linear -> GELU -> Linear`` (:func:`lz_tune.models.unizero._head`)."""
-    return _Head(_stack([seq[0].weight, seq[0].bias]), _linear(seq[1]), _linear(seq[3]))
+    assert isinstance(seq, nn.Sequential)
+    fc1, fc2 = seq[1], seq[3]
+    assert isinstance(fc1, nn.Linear) and isinstance(fc2, nn.Linear)
+    return _Head(_stack([seq[0].weight, seq[0].bias]), _linear(fc1), _linear(fc2))
 
 
 def _stack(tensors) -> np.ndarray:
@@ -486,9 +491,10 @@ def _blocks(net: UniZeroWorldModel) -> _Blocks:
     norms = (
         [m for b in blocks for m in (b.ln_attn, b.ln_mlp)]
         + [net.transformer.ln_final, net.latent_head[1]]
-        + [head[0] for head in (net.reward_head, net.latent_head[0], net.policy_head, net.value_head)]
+        # (latent_head[0] is a Sequential, and these items LayerNorms: torch types Sequential items as Module)
+        + [head[0] for head in (net.reward_head, net.latent_head[0], net.policy_head, net.value_head)]  # type: ignore[index]
     )
-    if len({m.eps for m in norms}) != 1:
+    if len({m.eps for m in norms}) != 1:  # type: ignore[union-attr]
         raise ValueError("TransformerSearchInference: the world model's LayerNorms must share one eps")
 
     def linear(get, part):
@@ -560,10 +566,10 @@ class TransformerSearchInference(WeightReadingEngine):
         self._fused = False
         self._weights: Optional[_Weights] = None
         self._dims: Optional[tuple] = None
-        self._buffers: dict[tuple, dict] = {}
+        self._buffers: dict[int, dict] = {}  # per batch size
         self._rope: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32))
         self._inv_freq: Optional[np.ndarray] = None
-        self._arena: Optional[tuple] = None  # (keys, values [R, L, S, E], key_pos, valid [R, S], next_pos [R])
+        self._arena: Optional[_Arena] = None  # (keys, values [R, L, S, E], key_pos, valid [R, S], next_pos [R])
         self._gemm_scratch = np.zeros((8, CHUNK), np.float32)  # few_rows_matmul's chunk of x
         self._used = 0  # arena rows holding this search's nodes
 
@@ -571,22 +577,24 @@ class TransformerSearchInference(WeightReadingEngine):
         """Start a search from B root windows (numpy ``keys, values [B, L, S, E], key_pos, valid
         [B, S], next_pos [B]``): the arena is reset to them; returns their rows ``[B]``."""
         batch = window[0].shape[0]
-        self._ensure_rows(batch, keep=0)
-        for dst, src in zip(self._arena, window):
+        arena = self._ensure_rows(batch, keep=0)
+        for dst, src in zip(arena, window):
             dst[:batch] = src
         self._used = batch
         return np.arange(batch, dtype=np.int64)
 
     def windows(self, rows: np.ndarray) -> tuple:
         """Copies of the windows of arena ``rows`` (five arrays with leading dim ``len(rows)``)."""
+        assert self._arena is not None, "TransformerSearchInference.root(window) comes first"
         return tuple(a[rows] for a in self._arena)
 
-    def _ensure_rows(self, needed: int, keep: int) -> None:
-        """An arena of at least ``needed`` rows whose first ``keep`` rows survive (grown x2)."""
+    def _ensure_rows(self, needed: int, keep: int) -> _Arena:
+        """An arena of at least ``needed`` rows whose first ``keep`` rows survive (grown x2); returns it."""
+        assert self._dims is not None  # bound
         layers, slots, width = self._dims[0], self._dims[1], self._dims[2]
         arena = self._arena
         if arena is not None and arena[0].shape[0] >= needed and arena[0].shape[1:] == (layers, slots, width):
-            return
+            return arena
         size = max(needed, 2 * arena[0].shape[0] if arena is not None and keep else needed, 64)
         grown = (
             np.empty((size, layers, slots, width), np.float32),
@@ -596,9 +604,11 @@ class TransformerSearchInference(WeightReadingEngine):
             np.empty(size, np.int64),
         )
         if keep:
+            assert arena is not None  # rows to keep are rows of an arena
             for dst, src in zip(grown, arena):
                 dst[:keep] = src[:keep]
         self._arena = grown
+        return grown
 
     @staticmethod
     def supports(network: torch.nn.Module) -> bool:
@@ -635,6 +645,7 @@ class TransformerSearchInference(WeightReadingEngine):
         set between searches)."""
         if not super().try_bind(network):
             return False
+        assert self._dims is not None  # read_weights set them
         self._fused = self._dims[2] <= FUSED_MAX_WIDTH if self.fused is None else self.fused
         return True
 
@@ -643,6 +654,7 @@ class TransformerSearchInference(WeightReadingEngine):
         :class:`WindowTransformer` computes them (float64 angles, cast to float32)."""
         cos, sin = self._rope
         if cos.shape[0] <= max_pos:
+            assert self._inv_freq is not None  # read_weights set it
             size = max(2 * cos.shape[0], max_pos + 1, 64)
             angles = np.arange(size, dtype=np.float64)[:, None] * self._inv_freq[None]
             cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
@@ -652,6 +664,7 @@ class TransformerSearchInference(WeightReadingEngine):
     def _buffers_for(self, batch: int) -> dict:
         buf = self._buffers.get(batch)
         if buf is None:
+            assert self._dims is not None  # bound
             layers, slots, width, heads, _, policy_out, reward_out, value_out, _ = self._dims
             f32, tokens = np.float32, _TOKENS_PER_STEP
             span = batch * heads * (slots + tokens)
@@ -688,9 +701,10 @@ class TransformerSearchInference(WeightReadingEngine):
         """Run ``buf["x"]`` (this step's token ``token``) through every block and the final
         LayerNorm against the windows of arena ``rows``; returns the output ``[B, E]``
         (``buf["head_in"]``)."""
-        window = self._arena
-        w = self._weights.blocks
-        _, _, _, heads, context, *_ = self._dims
+        window, weights, dims = self._arena, self._weights, self._dims
+        assert window is not None and weights is not None and dims is not None  # bound, after root()
+        w = weights.blocks
+        _, _, _, heads, context, *_ = dims
         scratch = (buf["scores"], buf["weights"], buf["work"], buf["bits"])
         x, pos, normed, qkv, att, proj, mlp, out = (
             buf[k] for k in ("x", "pos", "normed", "qkv", "att", "proj", "mlp", "head_in")
@@ -768,6 +782,7 @@ class TransformerSearchInference(WeightReadingEngine):
     def _heads(self, buf: dict, h: np.ndarray, wide: _Head, narrow: _Head, narrow_out: np.ndarray) -> None:
         """The first half of the ``wide`` head (-> ``buf["mid"]``) and the whole ``narrow`` head with
         its last bias (-> ``narrow_out``), at the token output ``h [B, E]``."""
+        assert self._weights is not None  # bound
         eps = self._weights.blocks.eps
         work, bits = buf["work"], buf["bits"]
         for head, mid in ((wide, buf["mid"]), (narrow, buf["narrow_mid"])):
@@ -793,6 +808,7 @@ class TransformerSearchInference(WeightReadingEngine):
         batch = action.shape[0]
         buf = self._buffers_for(batch)
         rows = np.ascontiguousarray(rows, np.int64)
+        assert self._arena is not None and self._dims is not None  # bound, after root()
         cos, sin = self._rope_tables(int(self._arena[4][rows].max()) + _TOKENS_PER_STEP)
         x, mid, work, bits = buf["x"], buf["mid"], buf["work"], buf["bits"]
         if self._dims[-1]:  # continuous actions: Linear(D, E, bias=False)
@@ -854,8 +870,8 @@ class TransformerSearchInference(WeightReadingEngine):
             self._heads(buf, h, v, pol, policy_logits)
         self._matmul(mid, v.fc2, buf["value_out"])
         value = add_bias_decode(buf["value_out"], v.fc2.bias, buf["value_logits"])
-        self._ensure_rows(self._used + batch, keep=self._used)
+        arena = self._ensure_rows(self._used + batch, keep=self._used)
         child = np.arange(self._used, self._used + batch, dtype=np.int64)
         self._used += batch
-        assemble_window(*self._arena, rows, child, buf["new_keys"], buf["new_values"])
+        assemble_window(*arena, rows, child, buf["new_keys"], buf["new_values"])
         return child, reward, value, policy_logits

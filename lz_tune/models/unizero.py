@@ -37,8 +37,10 @@ def _head(embed_dim: int, out: int, *, zero_init: bool) -> nn.Sequential:
         nn.LayerNorm(embed_dim), nn.Linear(embed_dim, 4 * embed_dim), nn.GELU(), nn.Linear(4 * embed_dim, out)
     )
     if zero_init:
-        nn.init.zeros_(head[-1].weight)
-        nn.init.zeros_(head[-1].bias)
+        out_layer = head[-1]
+        assert isinstance(out_layer, nn.Linear)
+        nn.init.zeros_(out_layer.weight)
+        nn.init.zeros_(out_layer.bias)
     return head
 
 
@@ -121,14 +123,15 @@ class UniZeroWorldModel(nn.Module):
         threads, benchmarks/README.md). Same values to float rounding; vector encoders are left
         as they are. Returns ``self``."""
         if len(self.observation_shape) == 3:
-            self.encoder.to(memory_format=torch.channels_last)
+            self.encoder.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit memory_format
             self.channels_last = True
         return self
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs [B, *obs_shape]`` -> observation tokens / latents ``[B, E]``."""
         layout = torch.channels_last if self.channels_last else torch.preserve_format
-        return self.encoder(observation_to_float(obs, self.policy_head[-1].weight.dtype, layout))
+        dtype = self.policy_head[-1].weight.dtype  # a Linear's (torch types Sequential items as Module)
+        return self.encoder(observation_to_float(obs, dtype, layout))  # type: ignore[arg-type]
 
     def embed_action(self, action: torch.Tensor) -> torch.Tensor:
         """``[B]`` int64 (or ``[B, D]`` float) actions -> action tokens ``[B, E]``."""
@@ -150,7 +153,8 @@ class UniZeroWorldModel(nn.Module):
         return last if isinstance(last, nn.LayerNorm) and last.elementwise_affine else None
 
     def empty_window(self, batch: int) -> KVWindow:
-        return self.transformer.empty_window(batch, like=self.value_head[-1].weight)
+        like = self.value_head[-1].weight  # a Linear's (torch types Sequential items as Module)
+        return self.transformer.empty_window(batch, like=like)  # type: ignore[arg-type]
 
     @property
     def context_tokens(self) -> int:
@@ -188,6 +192,7 @@ class UniZeroWorldModel(nn.Module):
         if window is None:
             tokens = latent[:, None]
         else:
+            assert action is not None, "a window goes on with the action taken"
             tokens = torch.stack((self.embed_action(action), latent), dim=1)
         out, window = self.transformer(tokens, window)
         policy_logits, value_logits = self.observation_heads(out[:, -1])

@@ -3,7 +3,7 @@
 Why not ``TorchTrainer``: its ``fit()`` runs one training function to completion on the workers
 (Ray Train V2, the default in Ray 2.60, through a controller actor that reserves its own placement
 group). The learner here is fed one global batch at a time by the driver, which owns the replay
-buffer (spec 2.2), and under Tune its workers must live in the trial's own bundles. So the group
+buffer (the single-owner boundary), and under Tune its workers must live in the trial's own bundles. So the group
 is built from the parts ``TorchTrainer`` itself is made of: Ray Train's ``WorkerGroup`` (actors
 that run our :class:`~lz_tune.parallel.worker.LearnerWorker`), and the backend of the public
 ``ray.train.torch.TorchConfig`` (``TorchConfig().backend_cls().on_start``), which picks gloo or
@@ -39,7 +39,8 @@ class LearnerWorkerError(RuntimeError):
 def _worker_group_class():
     """Ray Train's WorkerGroup with each worker placed by explicit scheduling options (a Tune
     trial's bundle), instead of the parent's placement group at large: mixing pinned actors
-    (collectors, evaluators) with unpinned ones in one group can deadlock (RAY_NOTES)."""
+    (collectors, evaluators) with unpinned ones in one group can deadlock (the unpinned ones take the resources the
+    pinned ones wait for)."""
     import ray
     from ray.train._internal.worker_group import Worker, WorkerGroup, construct_metadata
 
@@ -50,7 +51,7 @@ def _worker_group_class():
 
         def add_workers(self, num_workers: int) -> None:
             first = len(self.workers)
-            actors = [
+            actors: list[Any] = [  # Ray actor handles (Ray types .remote() of an actor class loosely)
                 self._remote_cls.options(**self._worker_options[first + i]).remote(
                     *self._actor_cls_args, **self._actor_cls_kwargs
                 )

@@ -19,7 +19,7 @@ train_iter count global updates.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from lz_tune.buffer import GameBuffer, SampledIndex, TrainBatch
 from lz_tune.config import Config, ConfigError
 from lz_tune.parallel.shards import merge_logs, split_batch
 from lz_tune.parallel.sync_batchnorm import has_batchnorm
+
+if TYPE_CHECKING:  # (imports Ray)
+    from lz_tune.parallel.group import LearnerGroup
 
 __all__ = ["DataParallelLearner", "PendingUpdate"]
 
@@ -66,7 +69,7 @@ class DataParallelLearner(Learner):
                 f"learner.sync_batchnorm: the {cfg.policy_type} network for {cfg.env.env_id} has no "
                 "BatchNorm layer to synchronise; set learner.sync_batchnorm=False"
             )
-        self.group = None
+        self.group: Optional[LearnerGroup] = None
         self._stale: set[str] = set()  # mirror policies ("policy", "target_policy") behind rank 0
 
     def check_resources(self) -> None:
@@ -106,12 +109,12 @@ class DataParallelLearner(Learner):
             self.group.set_config(cfg)
 
     @property
-    def policy(self) -> Policy:
+    def policy(self) -> Policy:  # type: ignore[override]  # the mirror's, read only
         """The mirror's policy, with rank 0's current weights."""
         return self._fresh("policy")
 
     @property
-    def target_policy(self) -> Policy:
+    def target_policy(self) -> Policy:  # type: ignore[override]  # the mirror's, read only
         """The mirror's target policy, with rank 0's current target weights."""
         return self._fresh("target_policy")
 
@@ -124,7 +127,7 @@ class DataParallelLearner(Learner):
         return getattr(self.local, which)
 
     @property
-    def train_iter(self) -> int:
+    def train_iter(self) -> int:  # type: ignore[override]  # the mirror's, read only
         return self.local.train_iter
 
     @property
@@ -169,6 +172,7 @@ class DataParallelLearner(Learner):
         )
 
     def finish_update(self, pending: PendingUpdate) -> tuple[dict[str, float], np.ndarray]:
+        assert self.group is not None  # start_update sent the batch to it
         results = self.group.get(pending.refs, f"update {pending.train_iter}")
         logs = merge_logs([r[0] for r in results], pending.sizes)
         priorities = np.concatenate([r[1] for r in results]).astype(np.float32, copy=False)

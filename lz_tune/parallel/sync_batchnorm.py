@@ -15,6 +15,8 @@ back.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -34,7 +36,7 @@ def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     try:
         from torch.distributed import _functional_collectives as funcol
 
-        return funcol.all_reduce(t, "sum", dist.group.WORLD)
+        return funcol.all_reduce(t, "sum", cast("dist.ProcessGroup", dist.group.WORLD))  # (initialised: see forward)
     except (ImportError, AttributeError):  # pragma: no cover - torch without the functional collectives
         from torch.distributed.nn.functional import all_reduce
 
@@ -72,6 +74,7 @@ class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
             out = out * self.weight.view(shape) + self.bias.view(shape)
         if self.track_running_stats and self.running_mean is not None:
             momentum = self.momentum if self.momentum is not None else 0.1
+            assert self.running_var is not None and self.num_batches_tracked is not None  # with running_mean
             with torch.no_grad():
                 self.running_mean.mul_(1 - momentum).add_(momentum * mean.detach().to(self.running_mean.dtype))
                 unbiased = var.detach() * total / (total - 1).clamp_min(1)

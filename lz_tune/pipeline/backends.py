@@ -131,5 +131,6 @@ class InProcessBackend(WorkerBackend):
         return done
 
     def close(self) -> None:
-        for w in [*self.collectors, *self.evaluators]:
+        workers: list[SegmentCollector | Evaluator] = [*self.collectors, *self.evaluators]
+        for w in workers:
             w.close()

@@ -74,8 +74,8 @@ class BufferLoad:
 class BufferCheckpointer:
     """Saves and loads the replay buffer of one run through its chunk store.
 
-    ``store``: where this run writes chunks (None: this checkpointer only loads); ``relative``: the store's path relative to the
-    folder a manifest will finally live in (what a reader tries first, so a run folder moved or
+    ``store``: where this run writes chunks (None: this checkpointer only loads); ``relative``: the store's path
+    relative to the folder a manifest will finally live in (what a reader tries first, so a run folder moved or
     copied as a whole still restores); ``log``: where "left out because ..." lines go.
     """
 
@@ -183,7 +183,9 @@ class BufferCheckpointer:
         path = os.path.join(ckpt_dir, RUN_MANIFEST.format(version=version, writer=self.writer_id))
         return path if self.save(buffer, path) else None
 
-    def commit_run_files(self, ckpt_dir: str, *, latest: Optional[str], best: bool, pending: Iterable[str]) -> None:
+    def commit_run_files(
+        self, ckpt_dir: str, *, latest: Optional[str], best: bool, pending: Iterable[Optional[str]]
+    ) -> None:
         """After ``ckpt_latest.pt`` (and ``ckpt_best.pt`` when ``best``) were written with
         ``buffer_manifest=latest``: delete the run's manifests that neither of them nor an
         evaluation still running (``pending`` paths) refers to, then the chunks only those used."""
@@ -197,9 +199,7 @@ class BufferCheckpointer:
             if RUN_MANIFEST_PATTERN.fullmatch(name) and name not in keep:
                 os.unlink(os.path.join(ckpt_dir, name))
         self.collect_garbage(
-            os.path.join(ckpt_dir, name)
-            for name in sorted(keep)  # type: ignore[arg-type]
-            if os.path.isfile(os.path.join(ckpt_dir, name))
+            os.path.join(ckpt_dir, name) for name in sorted(keep) if os.path.isfile(os.path.join(ckpt_dir, name))
         )
 
     # -- garbage ----------------------------------------------------------------------------
@@ -223,6 +223,8 @@ class BufferCheckpointer:
         # writer can name them, so they are another writer's save in progress (a Tune trial's old
         # process behind a partition). (Sparing everything newer than the OLDEST live manifest would
         # keep every superseded chunk since an early ckpt_best: the store would grow without bound.)
+        if self.store is None:
+            raise RuntimeError("BufferCheckpointer: no chunk store to collect (a run without an exp dir)")
         return self.store.remove_except(keep, spare_since=max(written) if written else None)
 
 

@@ -246,6 +246,7 @@ class Driver:
         self.buffer_checkpoints = buffer_checkpoint.for_run(cfg, self.run_folder.ckpt_dir, log=self.print)
         self.restore_report = RestoreReport()
         if ckpt is not None:
+            assert resume_from is not None  # ckpt was loaded from it
             self._restore(ckpt)
             self._load_buffer_beside(resume_from, ckpt)
 
@@ -268,12 +269,12 @@ class Driver:
                 from lz_tune.pipeline.ray_backend import init_ray
 
                 self._started_ray = init_ray(cfg)
-                self.learner.check_resources()
+                self.learner.check_resources()  # type: ignore[attr-defined]  # a DataParallelLearner's
             if backend is None:
-                made_backend = make_backend(cfg)
-            self.backend = backend if backend is not None else made_backend
+                backend = made_backend = make_backend(cfg)
+            self.backend = backend
             if workers:  # now that everything was validated and the driver's own actors exist
-                self.learner.start()
+                self.learner.start()  # type: ignore[attr-defined]  # a DataParallelLearner's
         except BaseException:
             if made_backend is not None:
                 made_backend.close()
@@ -519,7 +520,7 @@ class Driver:
             if next_follows and self._may_prepare_ahead():
                 self._prepared = self._sample_batch()
                 self.batches_prepared_ahead += 1
-            logs, priorities = self.learner.finish_update(pending)
+            logs, priorities = self.learner.finish_update(pending)  # type: ignore[attr-defined]  # (start_update's)
         else:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
         self.policy_lag.record_update()
@@ -628,7 +629,7 @@ class Driver:
         # continues from one consistent point: nothing collected after it is in its buffer file)
         while len(self._pending_eval_states) > self.cfg.async_pipeline.max_eval_inflight:
             self._discard_pending(self._pending_eval_states.pop(next(iter(self._pending_eval_states))))
-        state = {
+        state: dict[str, Any] = {
             "learner": copy.deepcopy(self.learner.state_dict()),
             "counters": asdict(self.counters) | {"train_iter": self.train_iter},
             "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
@@ -663,7 +664,7 @@ class Driver:
         if is_best:
             self.best_eval = result
             self.best_reward_mean = result.reward_mean
-        record = {
+        record: dict[str, Any] = {
             "train_iter": result.train_iter,
             "env_steps": state["counters"]["env_steps"] if state else None,
             "reward_mean": result.reward_mean,
@@ -678,7 +679,7 @@ class Driver:
         self.eval_history.append(record)
         self.last_eval_env_steps = record["env_steps"]
         # at the env steps and updates behind the evaluated snapshot (two-player games: win / draw / loss rates too)
-        at = {
+        at: dict[str, Any] = {
             "env_steps": self.counters.env_steps if record["env_steps"] is None else record["env_steps"],
             "train_iter": result.train_iter,
         }
@@ -707,6 +708,7 @@ class Driver:
         """ckpt_latest.pt (and ckpt_best.pt) of an evaluation, then the run's files no checkpoint
         refers to any more. A save that finds the disk full is skipped, the previous file staying
         (evaluator.max_failed_saves_in_a_row)."""
+        assert self.ckpt_dir is not None  # called when the run writes checkpoints
         error, saved_latest, saved_best = state.get("save_failed"), False, False
         if error is None:
             try:

@@ -134,7 +134,8 @@ def _snapshot_to_store(snapshot: WeightSnapshot) -> WeightSnapshot:
         k: v if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()  # numpy has no bfloat16
         for k, v in snapshot.weights.items()
     }
-    return WeightSnapshot(version=snapshot.version, train_iter=snapshot.train_iter, weights=weights)
+    # the store form: numpy arrays in place of tensors (turned back by _snapshot_from_store)
+    return WeightSnapshot(version=snapshot.version, train_iter=snapshot.train_iter, weights=weights)  # type: ignore[arg-type]
 
 
 def _snapshot_from_store(snapshot: WeightSnapshot) -> WeightSnapshot:
@@ -621,7 +622,7 @@ class LocalActorBackend(_SnapshotRefs, WorkerBackend):
         self.snapshot_puts = 0
         n = ap.num_collector_actors if num_collectors is None else num_collectors
         cfg_dict = self.store.roundtrip(cfg.to_dict())
-        common = {"device": "cpu", "own_process": False, "object_store": self.store}
+        common: dict[str, Any] = {"device": "cpu", "own_process": False, "object_store": self.store}
         self.collectors = [
             CollectorWorker(
                 *self.store.roundtrip(
@@ -676,6 +677,7 @@ class LocalActorBackend(_SnapshotRefs, WorkerBackend):
         return done
 
     def close(self) -> None:
-        for w in [*self.collectors, *self.evaluators]:
+        workers: list[CollectorWorker | EvaluatorWorker] = [*self.collectors, *self.evaluators]
+        for w in workers:
             w.close()
         self._snapshot_refs.clear()

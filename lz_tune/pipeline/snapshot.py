@@ -1,13 +1,13 @@
 """SnapshotPublisher: decides when the learner's weights are published to the workers.
 
-Rule (spec 2.3): at every collect launch, publish a new snapshot if there is none yet, or
+Rule (as in LightZero's async entry): at every collect launch, publish a new snapshot if there is none yet, or
 if the learner advanced by at least ``weight_sync_interval`` updates since the last one, or
 if the lag since the last one exceeds ``max_policy_lag`` (negative: no bound). The same
 version is never published twice: the caller gets the same snapshot object back (and the Ray
 back-end the same ObjectRef).
 
 Evaluations take a snapshot of exactly the current train_iter (:meth:`SnapshotPublisher.current`)
-without moving the collectors' reference point, as the reference puts the evaluated weights
+without moving the collectors' reference point, as LightZero puts the evaluated weights
 beside the published ones: an evaluation never delays or advances a collector's next publish.
 """
 

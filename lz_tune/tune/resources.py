@@ -10,8 +10,8 @@ Bundle layout of one trial::
 (actor bundles only when ``async_pipeline.enabled`` and not ``ray_local_mode``; learner-worker bundles
 only when ``learner.num_workers`` N >= 2: lz_tune.parallel.resources), laid out over the
 nodes by ``async_pipeline.placement_strategy`` (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD). A request the
-cluster cannot hold leaves Tune trials PENDING forever with a warning a minute (RAY_NOTES), so
-:func:`check_cluster_resources` fails fast instead, naming the config keys that size the request.
+cluster cannot hold leaves Tune trials PENDING forever with a warning a minute (Ray's autoscaler reports it as
+infeasible), so :func:`check_cluster_resources` fails fast instead, naming the config keys that size the request.
 Set ``LZ_TUNE_SKIP_RESOURCE_CHECK=1`` on an autoscaling cluster whose nodes do not exist yet.
 """
 
@@ -124,11 +124,11 @@ def check_bundles_fit(
             )
     strategy = cfg.async_pipeline.placement_strategy
     if strategy == "STRICT_PACK" and len(bundles) > 1:
-        need = {r: sum(float(b.get(r, 0.0)) for b in bundles) for r in {r for b in bundles for r in b}}
-        if not any(_fits(need, node) for node in nodes):
+        whole = {r: sum(float(b.get(r, 0.0)) for b in bundles) for r in {r for b in bundles for r in b}}
+        if not any(_fits(whole, node) for node in nodes):
             raise ConfigError(
                 f"async_pipeline.placement_strategy: STRICT_PACK puts the whole trial on one node, "
-                f"but no node of this Ray cluster holds {_fmt(need)} (cluster: {have}); use PACK, or "
+                f"but no node of this Ray cluster holds {_fmt(whole)} (cluster: {have}); use PACK, or "
                 f"fewer / smaller actors"
             )
     if strategy == "STRICT_SPREAD" and len(bundles) > 1 and _distinct_nodes(bundles, nodes) is None:

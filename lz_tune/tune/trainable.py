@@ -45,7 +45,7 @@ import os
 import tempfile
 import time
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ray import tune
 
@@ -54,6 +54,9 @@ from lz_tune.metrics import EVAL_FIELDS, public_metrics
 from lz_tune.tune.resources import check_cluster_resources, trial_bundles
 from lz_tune.tune.trial_storage import MANIFEST_FILE, TrialStorage
 from lz_tune.tune.tune_config import config_from_tune
+
+if TYPE_CHECKING:
+    from lz_tune.pipeline import Driver
 
 #: the latest evaluated snapshot inside a Tune checkpoint folder (the weights the metric belongs to)
 CHECKPOINT_FILE = "lz_tune_checkpoint.pt"
@@ -107,11 +110,13 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 class MuZeroTrainable(tune.Trainable):
     """One trial = one Driver (learner + buffer) with its own collector / evaluator actors."""
 
+    driver: Optional[Driver]  # None only while one is built (setup, reset_config) or after a refused lease
+
     def __init__(self, config: dict[str, Any] | None = None, storage: Any = None) -> None:
         # Tune hands the trial's storage to the constructor (its public signature); kept to put the
         # learner's TensorBoard files beside progress.csv (see _output_dir)
         self._lz_storage = storage
-        super().__init__(config, storage=storage)
+        super().__init__(config, storage=storage)  # type: ignore[arg-type]  # Ray's config=None is Optional
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> tune.PlacementGroupFactory:
@@ -152,6 +157,7 @@ class MuZeroTrainable(tune.Trainable):
         if backend_from is not None:  # versions never collide with what the workers hold
             self.driver.continue_weight_versions(backend_from)
         # the buffer's chunks go to the trial's folder in Tune's storage (cloud storage included)
+        assert self.driver.exp_dir is not None  # built with the trial's folder
         self._trial_storage = TrialStorage(self._current_storage(), fallback_dir=self.driver.exp_dir)
         self.driver.buffer_checkpoints = self._trial_storage.checkpointer(self.cfg, log=logger.warning)
         self._take_lease()
@@ -163,6 +169,7 @@ class MuZeroTrainable(tune.Trainable):
     def _take_lease(self) -> None:
         """One writer per trial (:mod:`lz_tune.tune.trial_lease`): the lease of this trial's folder in
         storage, kept when this process holds it already (a new driver for the same trial)."""
+        assert self.driver is not None, "_build() takes the lease for its new driver"
         folder = self._trial_storage.lease_folder
         lease = getattr(self, "_lease", None)
         if lease is not None and lease.folder == (folder or "").rstrip("/"):
@@ -206,6 +213,7 @@ class MuZeroTrainable(tune.Trainable):
         NaN; ASHA's cut-offs ignore NaN, so unevaluated trials would pass every rung).
         ``async_pipeline.eval_at_start=True`` makes that first result come sooner. Keys: the
         metric table of docs/metrics.md (:mod:`lz_tune.metrics`; the same names as the TensorBoard tags)."""
+        assert self.driver is not None, "setup() builds the driver"
         start = time.perf_counter()
         metrics = self.driver.step(max_seconds=self.step_seconds)
         while self.driver.last_eval is None and not self.driver.done:
@@ -242,6 +250,7 @@ class MuZeroTrainable(tune.Trainable):
         """Where this trial's workers live: ``lz_tune/placement.json`` in the trial folder (the
         placement strategy, the trial's placement group and each actor's, the Ray node of the
         driver and of each actor), written again after an actor restart."""
+        assert self.driver is not None, "setup() builds the driver"
         key = (id(self.driver), self.driver.actor_restarts)  # a restarted actor may move
         if getattr(self, "_placement_written", None) == key:
             return
@@ -264,6 +273,7 @@ class MuZeroTrainable(tune.Trainable):
             "learner_node_ids": learners["node_ids"],
             "learner_pids": learners["pids"],
         }
+        assert self.driver.exp_dir is not None  # built with the trial's folder
         path = os.path.join(self.driver.exp_dir, PLACEMENT_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(info, f)
@@ -283,6 +293,7 @@ class MuZeroTrainable(tune.Trainable):
         * Anything else (network, search, buffer, envs, resources): everything is rebuilt, the
           actors too.
         """
+        assert self.driver is not None, "setup() builds the driver"
         new_cfg = config_from_tune(new_config)
         old, new = _flat(self.cfg.to_dict()), _flat(new_cfg.to_dict())
         changed = sorted(k for k in new if new[k] != old.get(k))
@@ -312,6 +323,7 @@ class MuZeroTrainable(tune.Trainable):
         (:data:`MANIFEST_FILE` + new chunks in the trial's store, unless the buffer rule leaves it
         out) and the latest evaluated snapshot (:data:`CHECKPOINT_FILE`). The state file comes
         last: a folder with it is complete. Then the chunks no kept checkpoint uses are deleted."""
+        assert self.driver is not None, "setup() builds the driver"
         lease = getattr(self, "_lease", None)
         if lease is not None:
             lease.check()  # another process took this trial over: write nothing of it
@@ -333,6 +345,7 @@ class MuZeroTrainable(tune.Trainable):
     def _collect_buffer_garbage(self, new_manifest: Optional[str]) -> None:
         """Delete the trial's chunks that neither the new manifest nor a checkpoint folder Tune
         still keeps refers to (outside Tune nothing is deleted)."""
+        assert self.driver is not None, "setup() builds the driver"
         try:
             live = self._trial_storage.live_manifests()
         except (OSError, ValueError) as e:  # a kept manifest unreadable: keep every chunk
@@ -341,13 +354,14 @@ class MuZeroTrainable(tune.Trainable):
         if live is not None:
             self.driver.buffer_checkpoints.collect_garbage(live + ([new_manifest] if new_manifest else []))
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    def load_checkpoint(self, checkpoint_dir: str) -> None:  # type: ignore[override]  # Tune passes the folder
         """The state the checkpoint was saved in: weights, optimizer, train_iter, RNG, its replay
         buffer and queued budgets; its evaluated snapshot becomes the latest evaluation. Counters
         and the trial clock are the checkpoint's for this trial's own checkpoint, and stay this
         trial's for another trial's (a PBT exploit: the donor's learner and buffer, the config's
         perturbed hyperparameters, this trial's env steps). Folders written before the state file
         existed restore from their evaluated snapshot."""
+        assert self.driver is not None, "setup() builds the driver"
         state_path = os.path.join(checkpoint_dir, STATE_FILE)
         eval_path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
         evaluated = load_checkpoint(eval_path, policy_type=self.cfg.policy_type) if os.path.isfile(eval_path) else None
@@ -365,7 +379,7 @@ class MuZeroTrainable(tune.Trainable):
             self._trial_seconds_before = float(state.get("trial_seconds", 0.0))
             self._trial_start = time.perf_counter()
             self._time_to_stop_value = float(state.get("time_to_stop_value_s", math.nan))
-            if own is not None:
+            if own is not None and donor is not None:  # (own is None without a donor)
                 self._keep_own_progress(own, donor)
         else:
             self.driver.restore_from(load_checkpoint(eval_path, policy_type=self.cfg.policy_type), eval_path)
@@ -375,6 +389,7 @@ class MuZeroTrainable(tune.Trainable):
 
     def _progress(self) -> dict[str, Any]:
         """This trial's counters and clock as they are now."""
+        assert self.driver is not None, "setup() builds the driver"
         return {
             "counters": asdict(self.driver.counters),
             "trial_seconds": self._trial_seconds(),
@@ -419,6 +434,7 @@ class MuZeroTrainable(tune.Trainable):
 
     def _keep_own_progress(self, own: dict[str, Any], donor: str) -> None:
         """After another trial's checkpoint (PBT exploit): this trial's counters and clock go on."""
+        assert self.driver is not None, "setup() builds the driver"
         for key, value in own["counters"].items():
             setattr(self.driver.counters, key, value)
         self._trial_seconds_before = own["trial_seconds"]

@@ -24,6 +24,7 @@ from lz_tune.algos.base import Policy
 from lz_tune.buffer.segment import GameSegment, SegmentBuilder
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
+from lz_tune.envs.types import EnvBatch
 from lz_tune.workers.common import WeightSnapshot, carry_previous_action, env_spec_for, make_env, no_previous_action
 from lz_tune.workers.exploration import EpsilonGreedy
 
@@ -121,7 +122,7 @@ class SegmentCollector:
             )
             for _ in range(self.env.num_envs)
         ]
-        self._batch = None
+        self._batch: Optional[EnvBatch] = None
         self._previous_action = no_previous_action(self.env.num_envs, self.spec.action_dim)
         self.total_env_steps = 0
 

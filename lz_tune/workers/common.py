@@ -50,6 +50,7 @@ def opponent_options(cfg: Config) -> OpponentOptions:
         mcts_simulations=ev.opponent_mcts_simulations,
         mcts_uct_c=ev.opponent_mcts_uct_c,
         mcts_rollouts=ev.opponent_mcts_rollouts,
+        minimax_depth=ev.opponent_minimax_depth,
     )
 
 

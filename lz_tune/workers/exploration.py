@@ -51,8 +51,8 @@ class EpsilonGreedy:
         if self.held_action is None:
             self.held_action = np.zeros_like(action)
         if not self.continuous:  # an option whose action became illegal ends here
-            running = np.flatnonzero(self.steps_left > 0)
-            illegal = running[~action_mask[running, self.held_action[running]]]
+            holding = np.flatnonzero(self.steps_left > 0)
+            illegal = holding[~action_mask[holding, self.held_action[holding]]]
             self.steps_left[illegal] = 0
         if epsilon > 0.0:
             free = np.flatnonzero(self.steps_left == 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def match_rates(returns: Sequence[float], seats: Sequence[int]) -> dict[str, flo
     return out
 
 
-def format_match(rates: dict[str, float]) -> str:
+def format_match(rates: Mapping[str, float]) -> str:
     """``W/D/L 0.50/0.30/0.20 (first 0.6/0.3/0.1, second 0.4/0.3/0.3)``."""
 
     def triple(seat: str, digits: int) -> str:

@@ -1,6 +1,7 @@
 """sampled_unizero on Pendulum-v1 (continuous torque in [-2, 2], normalised to [-1, 1]): UniZero's
 transformer world model (E = 64, 2 layers, a context of 4 env steps) with K = 8 sampled actions
-per node (the search settings of pendulum_sampled_muzero.py). Solved here when the mean eval return reaches -200 (random play: about -1200).
+per node (the search settings of pendulum_sampled_muzero.py). Solved here when the mean eval return reaches -200
+(random play: about -1200).
 
     python -m lz_tune train zoo/classic_control/pendulum_sampled_unizero.py
     python -m lz_tune train zoo/classic_control/pendulum_sampled_unizero.py --async-pipeline
