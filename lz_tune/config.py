@@ -531,6 +531,12 @@ class LearnerConfig(Section):
         )
         self.require_non_negative("worker_num_gpus")
         self.require(
+            self.worker_num_gpus == int(self.worker_num_gpus),
+            "worker_num_gpus",
+            f"{self.worker_num_gpus}: each learner worker needs whole GPUs (0, 1, 2, ...); two ranks on "
+            f"one GPU make NCCL fail",
+        )
+        self.require(
             self.num_workers <= self.batch_size,
             "num_workers",
             f"{self.num_workers} workers cannot share a global batch of learner.batch_size="

@@ -337,6 +337,33 @@ def test_config_errors_name_the_key(tiny_cfg):
         tiny_cfg("learner.sync_batchnorm=True")  # one worker: nothing to synchronise
     with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
         tiny_cfg("learner.num_workers=2", "learner.worker_num_gpus=1")  # learner.device=cpu
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus.*whole GPUs"):
+        tiny_cfg("learner.num_workers=2", "learner.device='cuda'", "learner.worker_num_gpus=0.5")
+
+
+def test_global_batchnorm_with_momentum_none_keeps_a_cumulative_average_as_torch_does():
+    """One process (no process group: the layer is a BatchNorm), and the same layer forced onto
+    the global path with a one-rank group: running statistics follow torch's cumulative average."""
+    import torch.distributed as dist
+
+    from lz_tune.parallel.sync_batchnorm import convert_to_global_batchnorm
+
+    torch.manual_seed(1)
+    ref = torch.nn.BatchNorm1d(4, momentum=None)
+    net = convert_to_global_batchnorm(torch.nn.Sequential(torch.nn.BatchNorm1d(4, momentum=None)))
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        for _ in range(3):
+            x = torch.randn(8, 4) * 3 + 2
+            ref(x)
+            net(x)
+    finally:
+        dist.destroy_process_group()
+    layer = net[0]
+    torch.testing.assert_close(layer.running_mean, ref.running_mean)
+    torch.testing.assert_close(layer.running_var, ref.running_var)
+    assert int(layer.num_batches_tracked) == 3
 
 
 def test_sync_batchnorm_on_a_network_without_batchnorm_fails_before_any_worker(tiny_cfg, monkeypatch):

@@ -73,13 +73,14 @@ class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
         if self.affine:
             out = out * self.weight.view(shape) + self.bias.view(shape)
         if self.track_running_stats and self.running_mean is not None:
-            momentum = self.momentum if self.momentum is not None else 0.1
             assert self.running_var is not None and self.num_batches_tracked is not None  # with running_mean
             with torch.no_grad():
+                self.num_batches_tracked.add_(1)
+                # momentum=None: a cumulative average, as torch's BatchNorm
+                momentum = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
                 self.running_mean.mul_(1 - momentum).add_(momentum * mean.detach().to(self.running_mean.dtype))
                 unbiased = var.detach() * total / (total - 1).clamp_min(1)
                 self.running_var.mul_(1 - momentum).add_(momentum * unbiased.to(self.running_var.dtype))
-                self.num_batches_tracked.add_(1)
         return out.to(x.dtype)
 
 

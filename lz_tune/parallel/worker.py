@@ -82,6 +82,8 @@ class LearnerWorker(WorkerBody):
             broadcast_buffers=False,
         )
         self._probe_unused = find_unused_parameters
+        if self.rank is None:  # the first wrap: each rank its own random stream (dropout masks, noise)
+            torch.manual_seed(self.cfg.seed + dist.get_rank())
         self.rank = dist.get_rank()
         return self.rank
 
@@ -92,7 +94,8 @@ class LearnerWorker(WorkerBody):
 
         self._probe_unused = False
         params = [p for p in self.learner.policy.network.parameters() if p.requires_grad]
-        unused = torch.tensor([float(sum(p.grad is None for p in params))])
+        # on the parameters' device: NCCL (the GPU process group) takes CUDA tensors only
+        unused = torch.tensor([float(sum(p.grad is None for p in params))], device=params[0].device)
         dist.all_reduce(unused)
         if unused.item() == 0:
             self.wrap_data_parallel(self._sync_batchnorm, find_unused_parameters=False)
