@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from lz_tune.checkpoint import CheckpointError, load_checkpoint
-from lz_tune.metrics import EVAL_RETURN, RENAMED
+from lz_tune.metrics import EVAL_RETURN
 from lz_tune.run_folder import BEST_CHECKPOINT, CKPT_DIR, LATEST_CHECKPOINT, PARAMS_FILE, RESULT_FILE
 
 #: the evaluated snapshot inside a Tune checkpoint folder (lz_tune.tune.trainable.CHECKPOINT_FILE)
@@ -46,15 +46,6 @@ EVAL_METRIC = EVAL_RETURN
 STEPS = "num_env_steps_sampled_lifetime"
 EVAL_TRAIN_ITER = "evaluation/train_iter"
 EVAL_ENV_STEPS = "evaluation/num_env_steps_sampled_lifetime"
-#: names of experiments written before lz_tune.metrics, read under the current ones
-LEGACY_NAMES = {
-    **{old: new for old, new in RENAMED.items() if old != new},
-    "eval/reward_mean": EVAL_RETURN,
-    "eval/train_iter": EVAL_TRAIN_ITER,
-    "eval/env_steps": EVAL_ENV_STEPS,
-    "driver_step_s": "perf/driver_step_s",
-    "driver_setup_s": "perf/driver_setup_s",
-}
 MODES = ("max", "min")
 SCOPES = ("last", "all")
 _TRIAL_ID = re.compile(r"_([0-9a-f]{5}_\d{5})(?:_|$)")
@@ -160,8 +151,8 @@ class Experiment:
         """Every result row as written, resumed duplicates included. Columns: ``trial_id``,
         ``trial_name``, ``row`` (position in the trial's file), every reported metric
         (``training_iteration``, ``time_total_s``, ``num_env_steps_sampled_lifetime``,
-        ``train_iter``, ``evaluation/env_runners/episode_return_mean``, ...; names of older
-        experiments are read under today's, :data:`LEGACY_NAMES`) and ``config/<key>`` for each Tune config key."""
+        ``train_iter``, ``evaluation/env_runners/episode_return_mean``, ...: :mod:`lz_tune.metrics`)
+        and ``config/<key>`` for each Tune config key."""
         frames = []
         for t in self.trials:
             if (t.path / RESULT_FILE).is_file():
@@ -172,12 +163,6 @@ class Experiment:
                 continue
             if df.empty:
                 continue
-            # experiments written before lz_tune.metrics: their keys under today's names
-            renames: dict[str, str] = {}
-            for old, new in LEGACY_NAMES.items():
-                if old in df.columns and new not in df.columns and new not in renames.values():
-                    renames[old] = new
-            df = df.rename(columns=renames)
             df.insert(0, "row", np.arange(len(df)))
             df.insert(0, "trial_name", t.name)
             df["trial_id"] = t.trial_id

@@ -13,8 +13,8 @@ A checkpoint is a dict::
      "budgets": TrainBudgetQueue.state_dict() or None,   # train budgets queued at that moment
      "content_digest": str}              # blake2b of everything above (checked on load)
 
-The replay buffer itself is saved by :mod:`lz_tune.pipeline.buffer_checkpoint`; the
-``replay_buffer.pt`` files below are the format of checkpoints written before that (still read).
+The replay buffer itself is saved by :mod:`lz_tune.pipeline.buffer_checkpoint` (a manifest of
+content-addressed chunks beside the checkpoint).
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def load_checkpoint(path: str | os.PathLike, *, policy_type: str | None = None) 
     for key in ("policy_type", "config", "learner", "counters"):
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
-    digest = data.get("content_digest")  # (checkpoints written before the digest have none)
-    if digest is not None and content_digest(data) != digest:
+    digest = data.get("content_digest")
+    if digest is None or content_digest(data) != digest:
         raise CheckpointError(
             f"{path}: checkpoint contents do not match their digest (the file was damaged after it was written)"
         )
@@ -118,50 +118,3 @@ def find_latest_checkpoint(exp_dir: str | os.PathLike) -> Path | None:
     """``exp_dir/ckpt/ckpt_latest.pt`` if it exists (what ``--resume`` picks for a folder)."""
     p = Path(exp_dir) / CKPT_DIR / LATEST_CHECKPOINT
     return p if p.is_file() else None
-
-
-# ---------------------------------------------------------------------------------- replay buffer
-
-BUFFER_FORMAT = "lz_tune.replay_buffer"
-
-
-def _to_torch(obj: Any) -> Any:
-    import numpy as np
-
-    if isinstance(obj, np.ndarray):
-        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj))}
-    if isinstance(obj, dict):
-        return {k: _to_torch(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_torch(v) for v in obj)
-    return obj
-
-
-def _to_numpy(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if set(obj) == {"__ndarray__"}:
-            return obj["__ndarray__"].numpy()
-        return {k: _to_numpy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_numpy(v) for v in obj)
-    return obj
-
-
-def save_buffer_state(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write a ``GameBuffer.state_dict()`` atomically (numpy arrays stored as tensors, so that it
-    loads with ``weights_only=True``)."""
-    return save_checkpoint(path, {"kind": BUFFER_FORMAT, "buffer": _to_torch(state)})
-
-
-def load_buffer_state(path: str | os.PathLike) -> dict[str, Any]:
-    """Read what :func:`save_buffer_state` wrote. Raises CheckpointError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: replay buffer file not found")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise CheckpointError(f"{path}: not a readable lz_tune replay buffer ({type(e).__name__}: {e})") from e
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != BUFFER_FORMAT:
-        raise CheckpointError(f"{path}: not an lz_tune replay buffer file")
-    return _to_numpy(data["buffer"])

@@ -83,26 +83,20 @@ def files(tmp_path_factory) -> dict[str, str]:
     paths["missing_zoo"] = str(d / "cartpole_muzer.py")
     (d / "space_bad_key.py").write_text("space = {'config': %r, 'learner.learning_rte': 1e-3}\n" % ZOO)
     paths["space_bad_key"] = str(d / "space_bad_key.py")
-    # replay buffer files beside a checkpoint (read on resume with buffer.save_in_checkpoint=True)
-    from lz_tune.buffer import GameBuffer
-    from lz_tune.checkpoint import save_buffer_state
-
-    def buffer_state(td_steps: int) -> dict[str, Any]:
-        return GameBuffer(
-            capacity_transitions=100,
-            num_unroll_steps=3,
-            td_steps=td_steps,
-            discount=0.997,
-            frame_stack=1,
-            action_space_size=2,
-        ).state_dict()
+    # a replay buffer manifest beside a checkpoint (read on resume with buffer.save_in_checkpoint=True):
+    # a short run's own, then its manifest truncated; and a run with other td_steps
+    from lz_tune.pipeline import Driver
 
     for name, td_steps in (("buffer_truncated", 3), ("buffer_other_td_steps", 2)):
-        (d / name).mkdir()
-        paths[name] = str(save_checkpoint(d / name / "ckpt_latest.pt", good))
-        save_buffer_state(d / name / "replay_buffer.pt", buffer_state(td_steps))
-    raw = (d / "buffer_truncated" / "replay_buffer.pt").read_bytes()
-    (d / "buffer_truncated" / "replay_buffer.pt").write_bytes(raw[: len(raw) // 3])
+        driver = Driver(
+            _tiny_cfg("max_env_step=60", f"buffer.td_steps={td_steps}"), exp_dir=str(d / name), print_fn=None
+        )
+        driver.run()
+        driver.close()
+        paths[name] = str(d / name / "ckpt" / "ckpt_latest.pt")
+        paths[name + "_manifest"] = str(d / name / "ckpt" / load_checkpoint(paths[name])["buffer_manifest"])
+    raw = Path(paths["buffer_truncated_manifest"]).read_bytes()
+    Path(paths["buffer_truncated_manifest"]).write_bytes(raw[: len(raw) // 3])
     return paths
 
 
@@ -479,16 +473,16 @@ ROWS = [
         "not found",
     ),
     _row(
-        "replay-buffer-file-truncated",
+        "replay-buffer-manifest-truncated",
         lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_truncated"]),
         CheckpointError,
-        "buffer_truncated/replay_buffer.pt",
+        "{buffer_truncated_manifest}",
     ),
     _row(
         "replay-buffer-file-other-td-steps",
         lambda c: _driver(_tiny_cfg("buffer.save_in_checkpoint=True"), c["exp"], c["buffer_other_td_steps"]),
         CheckpointError,
-        "buffer_other_td_steps/replay_buffer.pt",
+        "{buffer_other_td_steps_manifest}",
         "td_steps",
     ),
     _row(

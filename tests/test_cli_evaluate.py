@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lz_tune.metrics import EVAL_RETURN
 from tests.conftest import CARTPOLE_ZOO, REPO_ROOT, TINY_OVERRIDES, run_cli
 
 PIL_Image = pytest.importorskip("PIL.Image")
@@ -81,7 +82,7 @@ def layouts(tmp_path_factory):
     (trial / "params.json").write_text(json.dumps({"learner.learning_rate": 1e-3}))
     (trial / "result.json").write_text(
         "".join(
-            json.dumps({"trial_id": "3f2a1_00000", "training_iteration": i + 1, "eval/reward_mean": r}) + "\n"
+            json.dumps({"trial_id": "3f2a1_00000", "training_iteration": i + 1, EVAL_RETURN: r}) + "\n"
             for i, r in enumerate([5.0, 12.0, 8.0])
         )
     )

@@ -44,7 +44,7 @@ import torch
 from lz_tune.algos import get_algorithm
 from lz_tune.buffer.game_buffer import GameBuffer
 from lz_tune.buffer.reanalysis import segments_for_sequences
-from lz_tune.checkpoint import CheckpointError, load_buffer_state, load_checkpoint, save_checkpoint
+from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
 from lz_tune.logger import ScalarLogger
 from lz_tune.metrics import EVAL_FIELDS, learner_metrics, public_metrics
@@ -60,10 +60,6 @@ from lz_tune.workers import CollectResult, EvalResult, env_spec_for, epsilon_at,
 from lz_tune.workers.match_stats import format_match
 
 _log = logging.getLogger(__name__)
-
-#: the replay buffer file of checkpoints written before incremental buffer checkpoints (still read
-#: beside a checkpoint that names no buffer manifest); see lz_tune.pipeline.buffer_checkpoint
-BUFFER_FILE = "replay_buffer.pt"
 
 
 class TrainingDivergedError(RuntimeError):
@@ -960,15 +956,15 @@ class Driver:
     def _load_buffer_beside(
         self, checkpoint_path: str, ckpt: dict[str, Any], *, filesystem: Any = None, weights_only_fallback: bool = False
     ) -> None:
-        """The replay buffer a checkpoint refers to (its ``buffer_manifest``, in the same folder;
-        an older checkpoint's ``replay_buffer.pt``), unless ``buffer.save_in_checkpoint`` is off.
+        """The replay buffer a checkpoint refers to (its ``buffer_manifest``, in the same folder),
+        unless ``buffer.save_in_checkpoint`` is off or the checkpoint names none.
         When it makes the buffer trainable, the checkpoint's queued train budgets come back (or
         one collect's budget): training resumes before any new env step."""
         folder = os.path.dirname(os.path.abspath(checkpoint_path))
         name = ckpt.get("buffer_manifest")
-        path = os.path.join(folder, name) if name else os.path.join(folder, BUFFER_FILE)
-        loaded = self.cfg.buffer.save_in_checkpoint and bool(name or os.path.isfile(path))
-        if loaded and name and filesystem is None and not os.path.isfile(path):
+        path = os.path.join(folder, name) if name else ""
+        loaded = self.cfg.buffer.save_in_checkpoint and bool(name)
+        if loaded and filesystem is None and not os.path.isfile(path):
             # a checkpoint file copied away from its folder: its weights are still good
             self.print(
                 f"[{self.cfg.exp_name}] note: {path} (the replay buffer of {checkpoint_path}) is not "
@@ -999,20 +995,11 @@ class Driver:
             self._prepared = None
 
     def load_buffer(self, path: str, *, filesystem: Any = None) -> None:
-        """Replace the replay buffer with the one saved at ``path``: a buffer manifest
-        (``*.json``, chunks in its run's store; ``filesystem``: the pyarrow file system of a store
-        in cloud storage) or an older ``replay_buffer.pt``. CheckpointError naming the file if it
-        is missing, damaged or does not fit this config (other unroll/td steps, frame stack,
-        action space); the buffer is unchanged then."""
-        if path.endswith(".json"):
-            self.buffer_checkpoints.load(self.buffer, path, filesystem=filesystem)
-            return
-        state = load_buffer_state(path)
-        try:
-            self.buffer.load_state_dict(state)
-        except (KeyError, ValueError) as e:
-            raise CheckpointError(f"{path}: replay buffer does not fit this config: {e}") from e
-        self.buffer_checkpoints.writer.forget()
+        """Replace the replay buffer with the one saved at ``path``: a buffer manifest (chunks in
+        its run's store; ``filesystem``: the pyarrow file system of a store in cloud storage).
+        CheckpointError naming the file if it is missing, damaged or does not fit this config
+        (other unroll/td steps, frame stack, action space); the buffer is unchanged then."""
+        self.buffer_checkpoints.load(self.buffer, path, filesystem=filesystem)
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         saved_env = ((ckpt.get("config") or {}).get("env") or {}).get("env_id")

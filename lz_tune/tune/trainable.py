@@ -359,8 +359,8 @@ class MuZeroTrainable(tune.Trainable):
         buffer and queued budgets; its evaluated snapshot becomes the latest evaluation. Counters
         and the trial clock are the checkpoint's for this trial's own checkpoint, and stay this
         trial's for another trial's (a PBT exploit: the donor's learner and buffer, the config's
-        perturbed hyperparameters, this trial's env steps). Folders written before the state file
-        existed restore from their evaluated snapshot."""
+        perturbed hyperparameters, this trial's env steps). A folder whose state file is missing
+        (damaged) restores the weights of its evaluated snapshot."""
         assert self.driver is not None, "setup() builds the driver"
         state_path = os.path.join(checkpoint_dir, STATE_FILE)
         eval_path = os.path.join(checkpoint_dir, CHECKPOINT_FILE)
