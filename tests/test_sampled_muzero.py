@@ -23,7 +23,6 @@ import torch
 from lz_tune.algos import get_algorithm
 from lz_tune.algos.base import Reanalysis
 from lz_tune.buffer import GameBuffer, StepColumn
-from lz_tune.checkpoint import load_buffer_state, save_buffer_state
 from lz_tune.config import Config, ConfigError
 from lz_tune.config_loader import load_config_module
 from lz_tune.envs.types import EnvBatch
@@ -480,9 +479,9 @@ def test_buffer_file_round_trip_keeps_continuous_actions_and_sampled_columns(pen
     cfg = _cfg(PENDULUM)
     k, u = cfg.sampled.num_samples, cfg.buffer.num_unroll_steps
     source = _copy(pendulum_buffer, cfg)
-    path = save_buffer_state(tmp_path / "replay_buffer.pt", source.state_dict())
+    state = _through_a_snapshot(source.state_dict(), tmp_path / "store")
     restored = _buffer_for(cfg, seed=99)  # another seed: the rng state comes from the file
-    restored.load_state_dict(load_buffer_state(path))
+    restored.load_state_dict(state)
     restored.check_invariants()
     assert restored.num_transitions == source.num_transitions
     index_a, index_b = source.sample(24), restored.sample(24)
@@ -730,3 +729,15 @@ def test_a_few_learner_updates_on_pendulum_stay_finite(which, request):
     assert moved, "no parameter changed"
     for p in learner.policy.network.parameters():
         assert torch.isfinite(p).all()
+
+
+def _through_a_snapshot(state, folder):
+    """``state`` saved as a replay-buffer snapshot (content-addressed chunks, as checkpoints save
+    it) and read back."""
+    from lz_tune.buffer.buffer_state import APPEND_ONLY
+    from lz_tune.buffer.chunk_store import LocalChunkStore
+    from lz_tune.buffer.snapshot import SnapshotWriter, read_state
+
+    store = LocalChunkStore(folder)
+    encoded, _, _ = SnapshotWriter(store, append_only=APPEND_ONLY).write(state)
+    return read_state(encoded, store)

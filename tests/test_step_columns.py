@@ -3,18 +3,14 @@ built from a type's StepColumn declaration; buffer files of format version 1 sti
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from lz_tune.algos.targets import make_train_batch
-from lz_tune.buffer import GameBuffer, GameSegment, Reanalysis, SegmentBuilder, StepColumn
-from lz_tune.checkpoint import load_buffer_state, save_buffer_state
+from lz_tune.buffer import GameBuffer, Reanalysis, SegmentBuilder, StepColumn
 
 A = 3
 COLUMNS = (StepColumn("sampled", (2, A), "float32"), StepColumn("chance", (), "int64"))
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 def _episode(builder: SegmentBuilder, length: int, rng: np.random.Generator, t0: float):
@@ -147,9 +143,9 @@ def test_buffer_file_round_trip_keeps_extra_columns_and_checks_the_declaration(t
     )
     buffer = _buffer()
     buffer.push(_episode(builder, 11, rng, 7.0))
-    path = save_buffer_state(tmp_path / "buf.pt", buffer.state_dict())
+    state = _through_a_snapshot(buffer.state_dict(), tmp_path / "store")
     clone = _buffer()
-    clone.load_state_dict(load_buffer_state(path))
+    clone.load_state_dict(state)
     clone.check_invariants()
     for seg_id in buffer.segment_ids:
         np.testing.assert_array_equal(
@@ -165,48 +161,16 @@ def test_buffer_file_round_trip_keeps_extra_columns_and_checks_the_declaration(t
         step_columns=COLUMNS[:1],
     )
     with pytest.raises(ValueError, match="step_columns"):
-        other.load_state_dict(load_buffer_state(path))
+        other.load_state_dict(_through_a_snapshot(buffer.state_dict(), tmp_path / "store2"))
 
 
-def test_a_version_1_buffer_file_still_loads():
-    """tests/data/replay_buffer_v1.pt was written by the code before extra columns (format 1,
-    policy target column named child_visits): 3 segments of 7, 9, 4 steps over 3 actions."""
-    state = load_buffer_state(os.path.join(DATA, "replay_buffer_v1.pt"))
-    assert state["version"] == 1
-    buffer = GameBuffer(
-        capacity_transitions=100,
-        num_unroll_steps=2,
-        td_steps=1,
-        discount=0.9,
-        frame_stack=1,
-        action_space_size=A,
-        seed=0,
-    )
-    buffer.load_state_dict(state)
-    buffer.check_invariants()
-    assert buffer.num_segments == 3 and buffer.num_transitions == 4 + 6 + 4
-    rng = np.random.default_rng(5)  # the generator that wrote the file
-    for seg_id, m in zip(buffer.segment_ids, [7, 9, 4]):
-        visits = rng.random((m, 3)).astype(np.float32)
-        visits /= visits.sum(1, keepdims=True)
-        frames = rng.random((m + (seg_id < 2), 2)).astype(np.float32)
-        actions = rng.integers(0, 3, m)
-        rewards = rng.normal(size=m)
-        stored: GameSegment = buffer.get_segment(seg_id)
-        rng.normal(size=m), rng.normal(size=m)  # root / predicted values
-        np.testing.assert_allclose(stored.policy_targets, visits)
-        np.testing.assert_allclose(stored.frames, frames)
-        np.testing.assert_array_equal(stored.actions, actions)
-        np.testing.assert_allclose(stored.rewards, rewards.astype(np.float32))
-    with_columns = GameBuffer(
-        capacity_transitions=100,
-        num_unroll_steps=2,
-        td_steps=1,
-        discount=0.9,
-        frame_stack=1,
-        action_space_size=A,
-        step_columns=COLUMNS,
-    )
-    with pytest.raises(ValueError, match="sampled"):
-        with_columns.load_state_dict(state)  # a type with extra columns cannot take a v1 file
-    make_train_batch(buffer, buffer.sample(4), value_fn=lambda o: np.zeros(len(o), np.float32))
+def _through_a_snapshot(state, folder):
+    """``state`` saved as a replay-buffer snapshot (content-addressed chunks, as checkpoints save
+    it) and read back."""
+    from lz_tune.buffer.buffer_state import APPEND_ONLY
+    from lz_tune.buffer.chunk_store import LocalChunkStore
+    from lz_tune.buffer.snapshot import SnapshotWriter, read_state
+
+    store = LocalChunkStore(folder)
+    encoded, _, _ = SnapshotWriter(store, append_only=APPEND_ONLY).write(state)
+    return read_state(encoded, store)

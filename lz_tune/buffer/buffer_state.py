@@ -1,9 +1,8 @@
 """The replay buffer file: a buffer's `tables.ReplayTables` as a plain dict and back
 (`GameBuffer.state_dict` / `load_state_dict`).
 
-Version 2 stores the declared extra step columns (`columns.StepColumn`) with the tables and
-checks them on load; version 1 files (before extra columns, with the policy target column
-named `child_visits`) load into a buffer without extra columns.
+The state stores the declared extra step columns (`columns.StepColumn`) with the tables and
+checks them on load (another declaration is refused, naming it).
 """
 
 from __future__ import annotations
@@ -38,24 +37,15 @@ def state_dict(tables: ReplayTables, *, copy: bool = True) -> dict:
 
 
 def load_state_dict(tables: ReplayTables, state: dict, *, alpha: float, copy: bool = True) -> None:
-    """Restores a `state_dict` (this version or 1) into ``tables``; U, T, S, A and the declared
+    """Restores a `state_dict` (this version) into ``tables``; U, T, S, A and the declared
     extra columns must match (checked before anything is replaced). The cached sampling
     weights are recomputed with this buffer's ``alpha``; the caller evicts if its capacity is
     smaller. ``copy=False``: the tables take the state's arrays (they must be writable and not
     used elsewhere)."""
     version = state.get("version")
-    if version not in (1, STATE_VERSION):
-        raise ValueError(f"unsupported buffer state version {version}")
+    if version != STATE_VERSION:
+        raise ValueError(f"unsupported buffer state version {version} (this lz_tune reads version {STATE_VERSION})")
     config = dict(state["config"])
-    if version == 1:  # before extra columns; the policy target column was named child_visits
-        config["step_columns"] = []
-        steps = state["tables"]["steps"]
-        columns = dict(steps["columns"])
-        if "child_visits" in columns:
-            columns["policy_target"] = columns.pop("child_visits")
-        state = {**state, "tables": {**state["tables"], "steps": {**steps, "columns": columns}}}
-    config.setdefault("policy_target_size", config["action_space_size"])  # files before continuous actions
-    config.setdefault("action_dim", 0)
     config["step_columns"] = [[n, list(shape), d] for n, shape, d in config["step_columns"]]
     mine = tables.layout.describe()
     if config != mine:
