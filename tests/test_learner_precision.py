@@ -71,7 +71,11 @@ def _linear_output_dtypes(learner, batch) -> set:
 @pytest.mark.parametrize("policy_type", sorted(POLICY_TYPES))
 def test_bfloat16_update_runs_in_bfloat16_and_matches_float32(tiny_cfg, policy_type):
     torch.manual_seed(0)
-    env = ("env.env_id=Pendulum-v1", "env.max_episode_steps=30") if policy_type.startswith("sampled_") else ()
+    env: tuple[str, ...] = ()
+    if policy_type.startswith("sampled_"):
+        env = ("env.env_id=Pendulum-v1", "env.max_episode_steps=30")
+    elif policy_type == "alphazero":  # searches a game's true rules: an OpenSpiel game
+        env = ("env.env_id=openspiel:tic_tac_toe", "env.max_episode_steps=None")
     cfg = tiny_cfg(
         f"policy_type={policy_type}",
         "efficientzero.lstm_hidden_size=8",
