@@ -130,15 +130,16 @@ def summary(collects: list[CollectCounts], *, replay_ratio: float, update_per_co
     }
 
 
-def record_cartpole(env_steps: int, *, check: bool) -> tuple[np.ndarray, dict]:
+def record_cartpole(env_steps: int, *, check: bool, overrides: tuple[str, ...] = ()) -> tuple[np.ndarray, dict]:
     """A real sync training run of zoo/classic_control/cartpole_muzero.py (its policy improves, so
     episodes grow from ~20 to 500 steps), recording every collector step's done flags; with
-    ``check``, lz_tune_collects must reproduce the real collector's counts."""
+    ``check``, lz_tune_collects must reproduce the real collector's counts. ``overrides``:
+    ``key=value`` changes of the config (a smaller network and search for a quick check)."""
     from lz_tune.config_loader import load_config_module
     from lz_tune.pipeline import Driver
 
     cfg = load_config_module(os.path.join(REPO, "zoo/classic_control/cartpole_muzero.py")).with_overrides(
-        [f"max_env_step={env_steps}", "evaluator.stop_value=1000000"]
+        [f"max_env_step={env_steps}", "evaluator.stop_value=1000000", *overrides]
     )
     driver = Driver(cfg, print_fn=None)
     collector = driver.backend.collectors[0]
@@ -249,11 +250,20 @@ def main() -> None:
     p.add_argument("--cartpole-env-steps", type=int, default=30_000)
     p.add_argument("--pong-env-steps", type=int, default=100_000)
     p.add_argument("--no-check", action="store_true", help="skip checking the lz-tune rule against the real collector")
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides of the CartPole run (e.g. a smaller network)",
+    )
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args()
     results = {}
     if args.env in ("cartpole", "both"):
-        results["cartpole"] = compare(*record_cartpole(args.cartpole_env_steps, check=not args.no_check))
+        results["cartpole"] = compare(
+            *record_cartpole(args.cartpole_env_steps, check=not args.no_check, overrides=tuple(args.set))
+        )
     if args.env in ("pong", "both"):
         results["pong"] = compare(*record_pong(args.pong_env_steps))
     for name, r in results.items():

@@ -292,9 +292,28 @@ def test_segment_carry_rules_by_hand():
 
 def test_segment_carry_simulation_matches_the_real_collector():
     """benchmarks/segment_carry.py --check on a short CartPole run: its lz-tune rule reproduces the
-    real collector's env steps and transitions of every collect (it exits non-zero otherwise)."""
+    real collector's env steps and transitions of every collect (it exits non-zero otherwise). The
+    zoo config's envs and segments, a small network and search (the collects are what is checked)."""
+    small = [
+        "mcts.num_simulations=4",
+        "model.latent_dim=16",
+        "model.hidden_sizes=(16,)",
+        "learner.batch_size=16",
+        "learner.update_per_collect=2",
+        "model.projection_dim=16",
+        "learner.num_threads=1",
+    ]
     out = subprocess.run(
-        [sys.executable, "benchmarks/segment_carry.py", "--env", "cartpole", "--cartpole-env-steps", "1500"],
+        [
+            sys.executable,
+            "benchmarks/segment_carry.py",
+            "--env",
+            "cartpole",
+            "--cartpole-env-steps",
+            "1500",
+            "--set",
+            *small,
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
