@@ -498,13 +498,15 @@ class LearnerConfig(Section):
     losses, gradients and priorities (to float rounding; tests/test_learner_paths.py)."""
     num_workers: int = 1
     """Data-parallel learner workers. 1: the update runs in the driver process (no Ray needed).
-    N >= 2: every update runs on N Ray Train workers with PyTorch DDP (gloo on CPU, NCCL on GPU);
+    N >= 2: every update runs on N Ray actors with PyTorch DDP (gloo on CPU, NCCL on GPU);
     the driver still samples the global batch of ``batch_size``, splits it into N shards, and
     writes back every shard's priorities (lz_tune/parallel/)."""
     worker_num_cpus: float = 1.0
     """CPUs reserved per learner worker (num_workers >= 2; part of each Tune trial's bundles)."""
     worker_num_gpus: float = 0.0
-    """GPUs reserved per learner worker (num_workers >= 2); > 0 needs ``learner.device=cuda``."""
+    """GPUs per learner worker (num_workers >= 2): 0 (CPU ranks, gloo) or 1 (one whole GPU per rank,
+    NCCL; more GPUs: more workers). 1 needs ``learner.device=cuda``; each rank then runs on its own
+    GPU whatever index ``learner.device`` names."""
     sync_batchnorm: bool = False
     """num_workers >= 2: BatchNorm layers use the statistics of the whole global batch (all-reduced
     over the workers, as one process would) instead of each worker's shard (the default, as
@@ -531,10 +533,10 @@ class LearnerConfig(Section):
         )
         self.require_non_negative("worker_num_gpus")
         self.require(
-            self.worker_num_gpus == int(self.worker_num_gpus),
+            self.worker_num_gpus in (0, 1),
             "worker_num_gpus",
-            f"{self.worker_num_gpus}: each learner worker needs whole GPUs (0, 1, 2, ...); two ranks on "
-            f"one GPU make NCCL fail",
+            "each learner worker drives 0 or 1 whole GPU (DDP: one process per device; two ranks on one "
+            "GPU make NCCL fail); for more GPUs raise learner.num_workers",
         )
         self.require(
             self.num_workers <= self.batch_size,

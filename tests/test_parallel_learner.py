@@ -1,12 +1,12 @@
 """Data-parallel learner (``learner.num_workers >= 2``, lz_tune/parallel/).
 
-- the shard split and its IS-weight scaling reproduce the global loss exactly, for uneven shards;
+- the shard split and its loss scaling reproduce the global loss exactly, for uneven shards;
 - GlobalBatchNorm over two gloo processes equals one BatchNorm over the whole batch (outputs,
   gradients, running statistics);
-- N = 2 Ray Train workers against the in-process learner on the same ten global batches: priorities,
+- N = 2 learner workers against the in-process learner on the same ten global batches: priorities,
   weights, target weights and optimizer state equal to float tolerance, for an MLP whose BatchNorm
   is unused (ssl off) and for one whose projector BatchNorm runs with ``learner.sync_batchnorm``;
-  the same comparison with the IS-weight scaling removed fails;
+  the same comparison with the shards' loss scaling removed fails; the IS weights are not uniform;
 - bad input: clear errors naming the key before any learner worker starts.
 """
 
@@ -21,7 +21,7 @@ import torch
 
 from lz_tune.buffer import SampledIndex, TrainBatch
 from lz_tune.config import ConfigError
-from lz_tune.parallel.shards import merge_logs, shard_bounds, split_batch
+from lz_tune.parallel.shards import merge_logs, shard_bounds, shard_loss_scales, split_batch
 
 
 def _batch(b: int, u: int = 2, seed: int = 0) -> TrainBatch:
@@ -61,9 +61,18 @@ def test_scaled_shard_losses_average_to_the_global_loss(b, n):
     batch = _batch(b)
     per_sample = np.random.default_rng(1).uniform(0, 3, b)
     shards = split_batch(batch, n)
+    scales = shard_loss_scales([len(s) for s in shards])
     starts = [s for s, _ in shard_bounds(b, n)]
-    ddp_mean = np.mean([np.mean(s.weights * per_sample[st : st + len(s)]) for s, st in zip(shards, starts)])
-    assert ddp_mean == pytest.approx(np.mean(batch.weights * per_sample), rel=1e-6)
+    ddp_mean = np.mean(
+        [
+            sc * np.mean(s.weights.astype(np.float64) * per_sample[st : st + len(s)])
+            for s, sc, st in zip(shards, scales, starts)
+        ]
+    )
+    assert ddp_mean == pytest.approx(np.mean(batch.weights.astype(np.float64) * per_sample), rel=1e-12)
+    # the IS weights travel as sampled (the scale is a float64 number on each rank's loss)
+    assert np.array_equal(np.concatenate([s.weights for s in shards]), batch.weights)
+    assert all(isinstance(sc, float) for sc in scales)
     # rows, index and extras follow the rows; num_reanalyzed counts inside each shard
     assert np.array_equal(np.concatenate([s.obs for s in shards]), batch.obs)
     assert np.array_equal(np.concatenate([s.index.segment_ids for s in shards]), batch.index.segment_ids)
@@ -181,8 +190,7 @@ def _compare(cfg, learner, batches, *, rtol=1e-5, atol=1e-7):
     in float32 the summation order of a shard flips near-ties in the latent's min-max
     normalisation (its gradient goes to the arg-max element) and Adam scales the float noise of
     gradients that are 0 in exact arithmetic (a bias before a BatchNorm) up to steps of ~lr, so
-    two float32 runs of one process drift apart over ten updates as well. (What is left is the
-    float32 rounding of the shards' scaled IS weights, ~1e-7 relative.)"""
+    two float32 runs of one process drift apart over ten updates as well."""
     from lz_tune.algos import get_algorithm
     from lz_tune.parallel.learner import mirror_config
 
@@ -192,12 +200,14 @@ def _compare(cfg, learner, batches, *, rtol=1e-5, atol=1e-7):
     to_float64(reference)
     learner.group.apply(to_float64)
     reference.load_state_dict(learner.state_dict())
+    # PER's importance weights are part of what is compared: they must not be uniform
+    assert any(np.ptp(b.weights) > 0.05 for b in batches), "the batches' IS weights are all equal"
     batches = [dataclasses.replace(b, obs=b.obs.astype(np.float64)) for b in batches]
     for i, batch in enumerate(batches):
         logs_a, prio_a = reference.learn(batch, train_iter=reference.train_iter)
         logs_b, prio_b = learner.learn(batch, train_iter=learner.train_iter)
         np.testing.assert_allclose(prio_b, prio_a, rtol=rtol, atol=atol, err_msg=f"priorities of update {i}")
-        assert logs_b["loss/total"] == pytest.approx(logs_a["loss/total"], rel=rtol, abs=atol)
+        assert logs_b["loss/total"] == pytest.approx(logs_a["loss/total"], rel=rtol, abs=atol), f"loss of update {i}"
         assert logs_b["loss/value"] == pytest.approx(logs_a["loss/value"], rel=rtol, abs=atol)
     _assert_state_close(reference.state_dict(), learner.state_dict(), rtol, atol)
 
@@ -212,6 +222,11 @@ def _data_parallel(cfg, driver):
 
 def _ten_batches(cfg, driver):
     rng = np.random.default_rng(0)
+    # spread the priorities (new data starts at the buffer's max priority: uniform IS weights
+    # would leave the shards' weighting unchecked)
+    for _ in range(4):
+        index = driver.buffer.sample(64)
+        driver.buffer.update_priorities(index, rng.uniform(0.05, 3.0, 64).astype(np.float32))
     batches = []
     for _ in range(10):
         index = driver.buffer.sample(cfg.learner.batch_size)
@@ -240,17 +255,11 @@ def test_two_workers_equal_one_process_on_ten_batches_without_batchnorm(ray_clus
         initial = learner.state_dict()
         _compare(cfg, learner, batches)
 
-        # the same with the shards' IS-weight scaling removed: DDP's mean of shard means is not the
+        # the same with the shards' loss scaling removed: DDP's mean of shard means is not the
         # global mean for uneven shards, and the comparison catches it
-        def unscaled(batch, n):
-            return [
-                dataclasses.replace(s, weights=np.asarray(batch.weights[a:b]))
-                for s, (a, b) in zip(split_batch(batch, n), shard_bounds(len(batch), n))
-            ]
-
         import lz_tune.parallel.learner as parallel_learner
 
-        monkeypatch.setattr(parallel_learner, "split_batch", unscaled)
+        monkeypatch.setattr(parallel_learner, "shard_loss_scales", lambda sizes: [1.0] * len(sizes))
         learner.load_state_dict(initial)
         with pytest.raises(AssertionError):
             _compare(cfg, learner, batches)
@@ -260,18 +269,17 @@ def test_two_workers_equal_one_process_on_ten_batches_without_batchnorm(ray_clus
 
 def test_two_workers_with_sync_batchnorm_equal_one_process_on_ten_batches(ray_cluster, equivalence_cfg):
     # SGD: the projector's last BatchNorm bias feeds the predictor's BatchNorm, so its gradient is 0
-    # in exact arithmetic and float noise from the loss's float32 sums otherwise; Adam scales that
-    # noise up to steps of ~lr/10 (in one process as in two), SGD keeps it at the noise level
-    # and shards of 8 + 8: the IS-weight scale is exactly 1 (the float32 rounding of an uneven scale,
-    # ~6e-8, is amplified by this network's normalisations past the tolerance within ten updates;
-    # uneven shards are checked through GlobalBatchNorm above and without BatchNorm in the test before)
+    # in exact arithmetic and rounding noise otherwise; Adam scales that noise up to steps of ~lr/10
+    # (in one process as in two), SGD keeps it at the noise level. A step size of 0.02: at 0.1 this
+    # network's normalisations amplify float64 rounding (1e-15) ~100x per update, past any tolerance
+    # in ten updates, in one process against itself with another summation order as well.
+    # Uneven shards (8 + 7): the shards' loss scale 16/15, 14/15 matters.
     cfg = equivalence_cfg.with_overrides(
         [
             "learner.ssl_loss_weight=2.0",
             "learner.sync_batchnorm=True",
             "learner.optim_type=sgd",
-            "learner.learning_rate=0.1",
-            "learner.batch_size=16",
+            "learner.learning_rate=0.02",
         ]
     )
     driver = _filled_buffer(cfg)
@@ -337,8 +345,10 @@ def test_config_errors_name_the_key(tiny_cfg):
         tiny_cfg("learner.sync_batchnorm=True")  # one worker: nothing to synchronise
     with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
         tiny_cfg("learner.num_workers=2", "learner.worker_num_gpus=1")  # learner.device=cpu
-    with pytest.raises(ConfigError, match="learner.worker_num_gpus.*whole GPUs"):
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus.*whole GPU"):
         tiny_cfg("learner.num_workers=2", "learner.device='cuda'", "learner.worker_num_gpus=0.5")
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus.*raise learner.num_workers"):
+        tiny_cfg("learner.num_workers=2", "learner.device='cuda'", "learner.worker_num_gpus=2")
 
 
 def test_global_batchnorm_with_momentum_none_keeps_a_cumulative_average_as_torch_does():
@@ -392,10 +402,12 @@ def test_sync_batchnorm_on_a_network_without_batchnorm_fails_before_any_worker(t
 def test_more_gpus_per_worker_than_the_cluster_has_is_refused_naming_the_key(tiny_cfg):
     from lz_tune.parallel.group import check_cluster_fits
 
-    cfg = dataclasses.replace(tiny_cfg("learner.num_workers=2"))
-    cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, device="cuda", worker_num_gpus=2.0))
-    with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
-        check_cluster_fits(cfg, [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0}])
+    cfg = tiny_cfg("learner.num_workers=3", "learner.device='cuda'", "learner.worker_num_gpus=1")
+    with pytest.raises(ConfigError, match="learner.worker_num_gpus: .*no node"):
+        check_cluster_fits(cfg, [{"CPU": 8.0}, {"CPU": 8.0}])
+    with pytest.raises(ConfigError, match="learner.num_workers / learner.worker_num_gpus: 3 workers x 1 GPU"):
+        check_cluster_fits(cfg, [{"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0, "GPU": 1.0}])
+    check_cluster_fits(cfg, [{"CPU": 8.0, "GPU": 2.0}, {"CPU": 8.0, "GPU": 1.0}])
     with pytest.raises(ConfigError, match="learner.num_workers / learner.worker_num_cpus"):
         check_cluster_fits(tiny_cfg("learner.num_workers=4", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])
     check_cluster_fits(tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])

@@ -37,6 +37,7 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol
 import numpy as np
 import torch
 
+from lz_tune.algos.collective import IN_PROCESS, Collective
 from lz_tune.buffer import GameBuffer, Reanalysis, SampledIndex, StepColumn, TrainBatch
 from lz_tune.config import Config
 from lz_tune.envs.types import EnvBatch
@@ -136,12 +137,41 @@ class Policy(abc.ABC):
 
 
 class Learner(abc.ABC):
-    """Optimisation state of one policy type (driver process only)."""
+    """Optimisation state of one policy type (driver process, or one data-parallel rank)."""
 
     cfg: Config
     policy: Policy
     target_policy: Policy
     train_iter: int
+    #: what the update calls for the parts that span data-parallel ranks (the DDP forward,
+    #: all-reduces of statistics); a rank injects its own with :meth:`set_collective`
+    collective: Collective = IN_PROCESS
+    #: True for a learner whose updates run on worker processes (lz_tune.parallel): the driver
+    #: then calls :meth:`check_resources` and :meth:`start` before the first update, pipelines
+    #: updates with :meth:`start_update` / :meth:`finish_update`, and :meth:`close` at the end
+    runs_on_workers: bool = False
+
+    def set_collective(self, collective: Collective) -> None:
+        """Take ``collective`` for every later update (a data-parallel rank's)."""
+        self.collective = collective
+
+    def check_resources(self) -> None:  # noqa: B027 (an optional hook: nothing to check in one process)
+        """Raise ConfigError when the workers cannot be placed (before any actor starts)."""
+
+    def start(self) -> None:  # noqa: B027 (an optional hook: nothing to start in one process)
+        """Start the worker processes (after everything was validated)."""
+
+    def close(self) -> None:  # noqa: B027 (an optional hook: nothing to end in one process)
+        """End the worker processes; a second call does nothing."""
+
+    def start_update(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> Any:
+        """Begin one update; :meth:`finish_update` returns its result. In one process the update
+        runs here (nothing overlaps it)."""
+        return self.learn(batch, train_iter=train_iter)
+
+    def finish_update(self, pending: Any) -> tuple[dict[str, float], np.ndarray]:
+        """The (logs, priorities) of the update :meth:`start_update` began."""
+        return pending
 
     @abc.abstractmethod
     def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
@@ -382,6 +412,8 @@ class UpdateHooks(Protocol):
     train_iter: int
     nonfinite_term: Optional[str]
     """Set by an update skipped for a non-finite loss or gradient: the first such term."""
+    collective: Collective
+    """The DDP forward and all-reduces of a data-parallel rank; in one process, no-ops."""
 
     @property
     def policy(self) -> Policy:

@@ -584,7 +584,7 @@ class UniZeroLearner(Learner):
         return {}
 
     def run_forward(self, forward):
-        """See :func:`lz_tune.algos.update.run_forward` (data-parallel workers set ``data_parallel``)."""
+        """See :func:`lz_tune.algos.update.run_forward` (through the learner's collective)."""
         return run_forward(self, forward)
 
     # ------------------------------------------------------------------ schedules (train_iter)
@@ -659,13 +659,7 @@ class UniZeroLearner(Learner):
     def _all_reduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
         """``t`` summed (``op="sum"``) or maxed (``"max"``) over the data-parallel workers, so
         that each takes the step of the whole batch; in one process ``t`` itself."""
-        if getattr(self, "data_parallel", None) is None:
-            return t
-        import torch.distributed as dist
-
-        t = t.detach().clone()
-        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
-        return t
+        return self.collective.all_reduce(t, "sum" if op == "sum" else "max")
 
     def policy_entropy_weight_now(self):
         """learner.policy_entropy_weight, or with unizero.use_adaptive_entropy_weight alpha after

@@ -100,8 +100,9 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
 
     def forward():
         with record_function("learn/forward"), learner_autocast(cfg, dev):  # learner.precision
-            terms = tuple(
-                t.float() for t in learner.unroll_losses(net, obs, actions, value_t, reward_t, target_policy, mask)
+            terms = tuple(  # half-precision terms (autocast) summed in float32; float64 stays float64
+                t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+                for t in learner.unroll_losses(net, obs, actions, value_t, reward_t, target_policy, mask)
             )
             policy_loss, value_loss, reward_loss, ssl_loss, policy_entropy, _ = terms
             per_sample = (
@@ -129,7 +130,7 @@ def unrolled_update(learner: UpdateHooks, batch: TrainBatch) -> tuple[dict[str, 
         grad_norm = torch.nn.utils.clip_grad_norm_(
             net.parameters(), lc.grad_clip_value, foreach=lc.update_path == "fused"
         )
-        in_process = getattr(learner, "data_parallel", None) is None  # (ranks' losses differ; their grads do not)
+        in_process = not learner.collective.distributed  # (ranks' losses differ; their grads do not)
         finite = bool(torch.isfinite(grad_norm)) and (not in_process or bool(torch.isfinite(loss.detach())))
         if finite:
             learner.optimizer.step()
@@ -191,11 +192,10 @@ def one_unroll_path_notice(cfg: Config) -> Optional[str]:
 
 def run_forward(learner: Any, forward: Callable[[], Any]) -> Any:
     """Run ``forward`` (the closure computing ``(loss, terms, extra)`` of one update from the
-    learner network). In-process: call it. A data-parallel worker (lz_tune.parallel) sets
-    ``learner.data_parallel`` to a DDP module that runs it, so the backward pass all-reduces the
-    gradients over the workers."""
-    ddp = getattr(learner, "data_parallel", None)
-    return forward() if ddp is None else ddp(forward)
+    learner network) through the learner's collective: in one process it is called; on a
+    data-parallel rank (lz_tune.parallel) it runs through DDP, so the backward pass all-reduces
+    the gradients over the ranks."""
+    return learner.collective.run_forward(forward)
 
 
 def learner_state(learner: Any) -> dict[str, Any]:

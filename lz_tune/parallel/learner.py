@@ -26,7 +26,7 @@ import numpy as np
 from lz_tune.algos.base import Learner, Policy
 from lz_tune.buffer import GameBuffer, SampledIndex, TrainBatch
 from lz_tune.config import Config, ConfigError
-from lz_tune.parallel.shards import merge_logs, split_batch
+from lz_tune.parallel.shards import merge_logs, shard_loss_scales, split_batch
 from lz_tune.parallel.sync_batchnorm import has_batchnorm
 
 if TYPE_CHECKING:  # (imports Ray)
@@ -57,7 +57,9 @@ def mirror_config(cfg: Config) -> Config:
 
 
 class DataParallelLearner(Learner):
-    """A policy type's learner whose updates run on ``learner.num_workers`` Ray Train workers."""
+    """A policy type's learner whose updates run on ``learner.num_workers`` Ray actors."""
+
+    runs_on_workers = True
 
     def __init__(self, cfg: Config, spec, make_local) -> None:
         """``make_local(cfg, spec)``: the type's own learner (the mirror)."""
@@ -91,6 +93,7 @@ class DataParallelLearner(Learner):
             self.group = LearnerGroup(self._cfg, self._spec, initial_state=self.local.state_dict())
 
     def close(self) -> None:
+        """End the workers (at once when one of them failed); a second call does nothing."""
         if self.group is not None:
             self.group.close()
             self.group = None
@@ -164,9 +167,10 @@ class DataParallelLearner(Learner):
             raise RuntimeError("DataParallelLearner.start() was not called: no learner workers")
         t = self.train_iter if train_iter is None else int(train_iter)
         shards = split_batch(batch, self.num_workers)
+        sizes = [len(s) for s in shards]
         return PendingUpdate(
-            refs=self.group.learn_async(shards, t),
-            sizes=[len(s) for s in shards],
+            refs=self.group.learn_async(shards, t, shard_loss_scales(sizes)),
+            sizes=sizes,
             train_iter=t,
             changes_target=self.local.target_changes_at(self.train_iter),
         )

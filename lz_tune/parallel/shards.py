@@ -3,9 +3,11 @@
 One update is one global batch of B = ``learner.batch_size`` samples. Worker i gets the
 contiguous rows ``[start_i, start_i + n_i)`` (sizes differ by at most one: B need not divide by
 N). Every policy type's loss is ``mean_b(w_b * l_b) / U`` over its batch (IS weights w, per-sample
-loss l), and DDP averages the workers' gradients, so worker i's IS weights are scaled by
-``n_i * N / B``: then ``(1/N) * sum_i mean_{b in i}(w'_b l_b) = (1/B) * sum_b w_b l_b``, exactly
-the loss, and so the gradient, of one process on the whole batch, for uneven shards too.
+loss l), and DDP averages the workers' gradients, so worker i's loss is scaled by
+``s_i = n_i * N / B``: then ``(1/N) * sum_i s_i mean_{b in i}(w_b l_b) = (1/B) * sum_b w_b l_b``,
+exactly the loss, and so the gradient, of one process on the whole batch, for uneven shards too.
+The scale is one float64 number applied to the loss (:func:`shard_loss_scales`), not folded into
+the float32 IS weights, so the weights a shard carries are the sampled ones, bit for bit.
 (Terms that use statistics of the batch itself, BatchNorm without ``learner.sync_batchnorm`` and
 stochastic_muzero's code-usage term, see each worker's shard, as in LightZero's DDP.)
 """
@@ -18,7 +20,7 @@ import numpy as np
 
 from lz_tune.buffer import SampledIndex, TrainBatch
 
-__all__ = ["merge_logs", "shard_bounds", "split_batch"]
+__all__ = ["merge_logs", "shard_bounds", "shard_loss_scales", "split_batch"]
 
 #: logs that are already a global quantity on every worker after the all-reduce: the mean of the
 #: workers' values is the global value (the others are per-sample means: size-weighted)
@@ -42,14 +44,20 @@ def shard_bounds(batch_size: int, num_shards: int) -> list[tuple[int, int]]:
     return bounds
 
 
+def shard_loss_scales(sizes: list[int]) -> list[float]:
+    """``s_i = n_i * N / B`` for shards of ``sizes`` (see the module docstring): Python floats."""
+    total, n = sum(sizes), len(sizes)
+    return [size * n / total for size in sizes]
+
+
 def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
-    """The shards of ``batch`` (see the module docstring): rows sliced, IS weights scaled by
-    ``n_i * N / B``, ``num_reanalyzed`` counted within each shard."""
+    """The shards of ``batch`` (see the module docstring): rows sliced (IS weights as sampled: the
+    loss is scaled on the rank, :func:`shard_loss_scales`), ``num_reanalyzed`` counted within
+    each shard."""
     total = len(batch)
     shards = []
     for start, stop in shard_bounds(total, num_shards):
         rows = slice(start, stop)
-        scale = np.float32((stop - start) * num_shards / total)
         index = batch.index
         shard_index = SampledIndex(
             segment_ids=np.asarray(index.segment_ids)[rows],
@@ -66,7 +74,7 @@ def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
                 target_reward=batch.target_reward[rows],
                 target_policy=batch.target_policy[rows],
                 mask=batch.mask[rows],
-                weights=np.ascontiguousarray(batch.weights[rows] * scale, dtype=np.float32),
+                weights=batch.weights[rows],
                 to_play=batch.to_play[rows],
                 action_mask=batch.action_mask[rows],
                 timesteps=batch.timesteps[rows],

@@ -2,8 +2,9 @@
 PyTorch DDP (a Ray actor of :class:`lz_tune.parallel.group.LearnerGroup`).
 
 Every rank holds the whole learner (network, target network, optimizer, train_iter) and runs the
-type's ``learn`` on its shard; ``learn`` hands its loss closure to ``learner.run_forward``, which
-here is the DDP module, so the backward pass all-reduces (averages) the gradients. Gradient
+type's ``learn`` on its shard; ``learn`` hands its loss closure to the learner's collective
+(:class:`DataParallelCollective`, injected through ``Learner.set_collective``), which runs it
+through the DDP module, so the backward pass all-reduces (averages) the gradients. Gradient
 clipping, the optimizer step, the schedule in train_iter and the target update then run on the
 same averaged gradients everywhere, so all ranks keep identical weights; rank 0's are the ones
 the driver publishes and checkpoints.
@@ -18,9 +19,17 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from lz_tune.algos.collective import Collective
 from lz_tune.pipeline.ray_backend import WorkerBody, take_normal_priority
 
-__all__ = ["LearnerWorker", "time_all_reduce", "to_float64", "weights_from_numpy", "weights_to_numpy"]
+__all__ = [
+    "DataParallelCollective",
+    "LearnerWorker",
+    "time_all_reduce",
+    "to_float64",
+    "weights_from_numpy",
+    "weights_to_numpy",
+]
 
 
 class _Forward(torch.nn.Module):
@@ -36,28 +45,132 @@ class _Forward(torch.nn.Module):
         return fn()
 
 
+class DataParallelCollective(Collective):
+    """The collective of one rank: the loss through DDP (the backward pass all-reduces the
+    gradients), all-reduces over the process group on the tensor's own device, and this rank's
+    shard scale on the loss (see :mod:`lz_tune.parallel.shards`)."""
+
+    distributed = True
+
+    def __init__(self, ddp: torch.nn.Module, *, rank: int, world_size: int) -> None:
+        self.ddp = ddp
+        self.rank = rank
+        self.world_size = world_size
+        self.loss_scale = 1.0
+        """``n_i * N / B`` of the shard being learned (a Python float: float64)."""
+
+    def run_forward(self, forward):
+        loss, *rest = self.ddp(forward)
+        return (loss * self.loss_scale, *rest)
+
+    def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        import torch.distributed as dist
+
+        t = t.detach().clone()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+        return t
+
+
 class LearnerWorker(WorkerBody):
-    """Ray actor body: one learner rank. Built from the run's config dict and env spec; the
-    process group is set up by Ray Train's torch backend before :meth:`wrap_data_parallel`."""
+    """Ray actor body: one learner rank (:class:`lz_tune.parallel.group.LearnerGroup` makes N of
+    them). Built light (no torch device touched) so the group can set ``CUDA_VISIBLE_DEVICES``
+    first; :meth:`setup` then builds the learner on the rank's device, joins the process group and
+    wraps the loss in DDP."""
 
     object_store = None
 
     def __init__(self, cfg_dict: dict[str, Any], spec, num_threads: int) -> None:
-        from lz_tune.algos import get_algorithm
-        from lz_tune.config import Config
-
         take_normal_priority()  # on the critical path of every update, like a collector
         torch.set_num_threads(max(1, int(num_threads)))
-        self.cfg = Config.from_dict(cfg_dict)
-        torch.manual_seed(self.cfg.seed)
-        self.learner = get_algorithm(self.cfg.policy_type).make_learner(self.cfg, spec)
-        self.learner.data_parallel = None
+        self._cfg_dict = cfg_dict
+        self._spec = spec
         self.rank: Optional[int] = None
         self._sync_batchnorm = False
         self._probe_unused = False
 
-    def wrap_data_parallel(self, sync_batchnorm: bool, *, find_unused_parameters: bool = True) -> int:
-        """Wrap the loss in DDP (after the process group exists); returns this worker's rank.
+    # ------------------------------------------------------------------ placement and setup
+
+    def placement(self) -> dict[str, Any]:
+        """Where this actor runs (fields of :class:`lz_tune.parallel.group.WorkerPlacement`)."""
+        import os
+
+        import ray
+
+        ctx = ray.get_runtime_context()
+        gpus = ctx.get_accelerator_ids().get("GPU", [])
+        return {
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "pid": os.getpid(),
+            "gpu_ids": tuple(str(g) for g in gpus),
+        }
+
+    def free_port(self) -> tuple[str, int]:
+        """(this node's address, a free TCP port on it): where rank 0 serves the process group's
+        rendezvous."""
+        import socket
+
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), int(port)
+
+    def setup(
+        self,
+        *,
+        rank: int,
+        world_size: int,
+        init_method: str,
+        backend: str,
+        cuda_visible_devices: Optional[str],
+        local_device: Optional[int],
+        env: dict[str, str],
+        timeout_s: float,
+        sync_batchnorm: bool,
+    ) -> int:
+        """Build the learner on this rank's device (``cuda:local_device`` among
+        ``cuda_visible_devices``, or the CPU), join the process group (torch's public
+        ``init_process_group``), wrap the loss in DDP; returns the rank."""
+        import dataclasses
+        import datetime
+        import os
+
+        import torch.distributed as dist
+
+        from lz_tune.algos import get_algorithm
+        from lz_tune.config import Config
+
+        os.environ.update(env)
+        if cuda_visible_devices is not None:  # before CUDA is initialised in this process
+            os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+        cfg = Config.from_dict(self._cfg_dict)
+        device = "cpu" if local_device is None else f"cuda:{local_device}"
+        self.cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, device=device))
+        torch.manual_seed(self.cfg.seed)  # (the weights are replaced by the driver's state next)
+        self.learner = get_algorithm(self.cfg.policy_type).make_learner(self.cfg, self._spec)
+        dist.init_process_group(
+            backend=backend,
+            init_method=init_method,
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+        self.rank = rank
+        torch.manual_seed(self.cfg.seed + rank)  # each rank its own random stream (dropout masks, noise)
+        self.wrap_data_parallel(sync_batchnorm)
+        return rank
+
+    def leave_process_group(self) -> None:
+        """Destroy the process group (a clean close; every rank calls it)."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def wrap_data_parallel(self, sync_batchnorm: bool, *, find_unused_parameters: bool = True) -> None:
+        """Wrap the loss in DDP and give the learner this rank's collective.
 
         A type may leave parameters out of its loss (``ssl_loss_weight=0``, unused heads): DDP must
         then not wait for their gradients (they stay None, as in one process). The first update
@@ -73,38 +186,36 @@ class LearnerWorker(WorkerBody):
             convert_to_global_batchnorm(net)
         self._sync_batchnorm = sync_batchnorm
         device = self.learner.device
-        self.learner.data_parallel = DistributedDataParallel(
+        ddp = DistributedDataParallel(
             _Forward(net),
-            device_ids=[device.index or 0] if device.type == "cuda" else None,
+            device_ids=[device] if device.type == "cuda" else None,
             find_unused_parameters=find_unused_parameters,
             # buffers (BatchNorm running statistics) are read from rank 0 only (snapshots, checkpoints);
             # training mode normalises with batch statistics: no broadcast of them before every forward
             broadcast_buffers=False,
         )
+        self.learner.set_collective(DataParallelCollective(ddp, rank=dist.get_rank(), world_size=dist.get_world_size()))
         self._probe_unused = find_unused_parameters
-        if self.rank is None:  # the first wrap: each rank its own random stream (dropout masks, noise)
-            torch.manual_seed(self.cfg.seed + dist.get_rank())
-        self.rank = dist.get_rank()
-        return self.rank
 
     def _drop_unused_search(self) -> None:
         """After the first update: wrap DDP without the unused-parameter search when every rank's
         every trainable parameter got a gradient (a collective: every rank calls it)."""
-        import torch.distributed as dist
-
         self._probe_unused = False
         params = [p for p in self.learner.policy.network.parameters() if p.requires_grad]
-        # on the parameters' device: NCCL (the GPU process group) takes CUDA tensors only
+        # on the parameters' device (the collective goes to gloo or NCCL by that device)
         unused = torch.tensor([float(sum(p.grad is None for p in params))], device=params[0].device)
-        dist.all_reduce(unused)
-        if unused.item() == 0:
+        if self.learner.collective.all_reduce(unused).item() == 0:
             self.wrap_data_parallel(self._sync_batchnorm, find_unused_parameters=False)
 
-    def learn(self, shard, train_iter: int) -> tuple[dict[str, float], np.ndarray, int]:
-        """One update on this rank's shard: (logs, priorities [n_i], train_iter after). The logs
-        carry ``timing/worker_update_s``: this rank's seconds in ``learn`` (forward, backward with
-        DDP's all-reduce overlapped, optimizer step)."""
+    def learn(self, shard, train_iter: int, loss_scale: float) -> tuple[dict[str, float], np.ndarray, int]:
+        """One update on this rank's shard, its loss scaled by ``loss_scale`` (``n_i * N / B``):
+        (logs, priorities [n_i], train_iter after). The logs carry ``timing/worker_update_s``: this
+        rank's seconds in ``learn`` (forward, backward with DDP's all-reduce overlapped, optimizer
+        step)."""
         start = time.perf_counter()
+        collective = self.learner.collective
+        assert isinstance(collective, DataParallelCollective)  # (setup wrapped it)
+        collective.loss_scale = float(loss_scale)
         with warnings.catch_warnings():  # the shard's arrays view Ray's read-only object store; learn only reads them
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             logs, priorities = self.learner.learn(shard, train_iter=train_iter)
@@ -137,11 +248,15 @@ class LearnerWorker(WorkerBody):
 
     def set_config(self, cfg_dict: dict[str, Any]) -> None:
         """Take a config whose learner.* keys changed live (Tune's reset_config, PBT)."""
+        import dataclasses
+
         from lz_tune.config import Config
 
-        self.cfg = self.learner.cfg = Config.from_dict(cfg_dict)
-        if self.learner.data_parallel is not None:  # loss weights may have changed which parameters are used
-            self.wrap_data_parallel(self._sync_batchnorm)
+        cfg = Config.from_dict(cfg_dict)
+        learner = dataclasses.replace(cfg.learner, device=self.cfg.learner.device)  # (this rank's own device)
+        self.cfg = self.learner.cfg = dataclasses.replace(cfg, learner=learner)
+        # loss weights may have changed which parameters are used
+        self.wrap_data_parallel(self._sync_batchnorm)
 
 
 def weights_to_numpy(weights: dict[str, torch.Tensor]) -> dict[str, Any]:

@@ -258,19 +258,19 @@ class Driver:
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
         self.batches_prepared_ahead = 0
         self._started_ray = False
-        workers = hasattr(self.learner, "start")  # data-parallel learner workers (learner.num_workers >= 2)
+        workers = self.learner.runs_on_workers  # data-parallel learner workers (learner.num_workers >= 2)
         made_backend = None
         try:
             if workers:  # Ray up (the run's own, or the cluster) and the workers' resources checked before any actor
                 from lz_tune.pipeline.ray_backend import init_ray
 
                 self._started_ray = init_ray(cfg)
-                self.learner.check_resources()  # type: ignore[attr-defined]  # a DataParallelLearner's
+                self.learner.check_resources()
             if backend is None:
                 backend = made_backend = make_backend(cfg)
             self.backend = backend
             if workers:  # now that everything was validated and the driver's own actors exist
-                self.learner.start()  # type: ignore[attr-defined]  # a DataParallelLearner's
+                self.learner.start()
         except BaseException:
             if made_backend is not None:
                 made_backend.close()
@@ -511,12 +511,12 @@ class Driver:
         b = self.cfg.buffer
         index, batch = self._prepared if self._prepared is not None else self._sample_batch()
         self._prepared = None
-        if hasattr(self.learner, "start_update"):  # learner workers: prepare the next batch meanwhile
+        if self.learner.runs_on_workers:  # learner workers: prepare the next batch meanwhile
             pending = self.learner.start_update(batch, train_iter=self.train_iter)
             if next_follows and self._may_prepare_ahead():
                 self._prepared = self._sample_batch()
                 self.batches_prepared_ahead += 1
-            logs, priorities = self.learner.finish_update(pending)  # type: ignore[attr-defined]  # (start_update's)
+            logs, priorities = self.learner.finish_update(pending)
         else:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
         self.policy_lag.record_update()
