@@ -93,6 +93,17 @@ def test_two_player_games_get_self_play_settings():
     cfg = config_for_env("openspiel:tic_tac_toe").config
     assert cfg.mcts.discount_factor == 1.0 and cfg.buffer.td_steps == 9
     assert cfg.evaluator.opponent == "mcts" and cfg.collector.temperature == 1.0
+    # the rules are known: true-rules search, no unroll, no epsilon-greedy schedule
+    assert cfg.policy_type == "alphazero" and cfg.buffer.num_unroll_steps == 0
+    assert cfg.collector.eps_greedy_start == 0.0 and not cfg.collector.manual_temperature_decay
+    # simulations and root noise from the branching factor: ~5 legal moves in tic-tac-toe, ~24 in Hex 5x5
+    assert cfg.mcts.num_simulations == 25 and cfg.mcts.root_dirichlet_alpha == pytest.approx(10 / 5.4, abs=0.9)
+    hex5 = config_for_env("openspiel:hex(board_size=5)")
+    assert hex5.profile.mean_legal_actions > 12
+    assert hex5.config.mcts.num_simulations > 50 and hex5.config.mcts.root_dirichlet_alpha < 0.9
+    # a learned-model type asked for by name keeps the self-play schedule it needs
+    mz = config_for_env("openspiel:tic_tac_toe", policy_type="muzero").config
+    assert mz.buffer.num_unroll_steps == 3 and mz.collector.eps_greedy_start == 0.25
     with pytest.raises(ConfigError, match="model.kind: stochastic_muzero has an MLP network only"):
         config_for_env("MinAtar/Breakout-v1", policy_type="stochastic_muzero")
 

@@ -1,4 +1,4 @@
-"""The learner beyond one process: data-parallel updates on Ray Train workers with PyTorch DDP.
+"""The learner beyond one process: data-parallel updates on Ray actors with PyTorch DDP.
 
 ``learner.num_workers = N >= 2``: the driver (still the single owner of the replay buffer,
 sampling, reanalyze and priority write-back) sends each global batch, split into N shards, to N
@@ -7,7 +7,7 @@ learner workers; their gradients are averaged by DDP. Modules:
 - :mod:`~lz_tune.parallel.shards`: the split of a batch and its loss scaling, the merge of logs;
 - :mod:`~lz_tune.parallel.learner`: :class:`DataParallelLearner`, the driver's side (the Learner
   interface);
-- :mod:`~lz_tune.parallel.group`: the Ray Train worker group and torch process group;
+- :mod:`~lz_tune.parallel.group`: the learner actors, their ranks and the torch process group;
 - :mod:`~lz_tune.parallel.worker`: one rank (the type's learner, its loss through DDP);
 - :mod:`~lz_tune.parallel.sync_batchnorm`: BatchNorm over the global batch (CPU and GPU);
 - :mod:`~lz_tune.parallel.resources`: the learner bundles of a Tune trial.
@@ -36,7 +36,7 @@ def make_learner(cfg: "Config", spec) -> "Learner":
         import ray  # noqa: F401
     except ImportError as e:
         raise ImportError(
-            f"learner.num_workers={cfg.learner.num_workers} runs the learner on Ray Train workers, and "
+            f"learner.num_workers={cfg.learner.num_workers} runs the learner on Ray actors, and "
             "Ray is not installed: pip install 'ray[tune,train]' (or learner.num_workers=1)"
         ) from e
     from lz_tune.parallel.learner import DataParallelLearner
