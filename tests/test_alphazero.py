@@ -270,7 +270,8 @@ def test_any_openspiel_game_connect_four_against_a_depth_limited_minimax():
     [
         (("env.env_id=CartPole-v1",), "env.env_id"),
         (("env.frame_stack=2",), "env.frame_stack"),
-        (("model.kind=conv", "env.openspiel_planes=True"), "model.kind"),
+        (("model.kind=conv",), "model.kind"),  # a flat observation: no planes for the conv tower
+        (("model.kind=conv_mlp", "env.openspiel_planes=True"), "model.kind"),
         (("buffer.reanalyze_ratio=0.5",), "buffer.reanalyze_ratio"),
         (("buffer.buffer_reanalyze_freq=1",), "buffer.buffer_reanalyze_freq"),
     ],
@@ -294,14 +295,55 @@ def test_section_keys_are_checked_and_listed(capsys):
     code, out, err = run_cli(capsys, "config", ZOO)
     assert code == 0, err
     assert "[alphazero]" in out and "alphazero.q_normalization = 'game'" in out and "alphazero.fpu_reduction" in out
-    # planes observations (model.kind=auto keeps them [C, H, W]) are flattened by the MLP
-    planes = _tiny_cfg("env.openspiel_planes=True", "model.kind=auto")
+    # planes observations: model.kind=mlp flattens them
+    planes = _tiny_cfg("env.openspiel_planes=True", "model.kind=mlp")
     assert env_spec_for(planes).observation_shape == (5, 3, 3)
     policy = get_algorithm("alphazero").make_policy(planes, env_spec_for(planes))
+    assert type(policy.network).__name__ == "AlphaZeroMLPNetwork"
     env = make_env(planes, num_envs=2, seed=0, mode="collect")
     act = policy.act(env.reset(), mode="collect", temperature=1.0, rng=np.random.default_rng(0))
     assert act.action.shape == (2,)
     env.close()
+
+
+@pytest.mark.parametrize("kind", ["conv", "auto"])
+def test_board_planes_get_the_residual_tower_which_searches_and_learns(kind):
+    """env.openspiel_planes=True with model.kind conv (or auto): AlphaZero's residual tower over
+    [C, H, W]; it searches legal moves only and an update through the shared learner (BatchNorm
+    in training mode) changes its weights and gives finite terms."""
+    from lz_tune.pipeline.driver import Driver
+
+    cfg = _tiny_cfg(
+        "env.openspiel_planes=True",
+        f"model.kind={kind}",
+        "model.num_channels=8",
+        "model.num_res_blocks=1",
+        "max_env_step=200",
+        "learner.train_start_after_envsteps=50",
+    )
+    spec = env_spec_for(cfg)
+    policy = get_algorithm("alphazero").make_policy(cfg, spec)
+    assert type(policy.network).__name__ == "AlphaZeroConvNetwork"
+    policy_logits, value_logits = policy.network(torch.zeros(4, *spec.observation_shape))
+    assert policy_logits.shape == (4, 9) and value_logits.shape == (4, 2 * cfg.model.value_support_size + 1)
+    assert torch.all(value_logits == 0)  # zero-initialised value head: value 0 before training
+    env, rng = make_env(cfg, num_envs=2, seed=0, mode="collect"), np.random.default_rng(0)
+    batch = env.reset()
+    for _ in range(3):
+        act = policy.act(batch, mode="collect", temperature=1.0, rng=rng)
+        assert batch.action_mask[np.arange(2), act.action].all()
+        batch = env.step(act.action).batch
+    env.close()
+    driver = Driver(cfg, print_fn=None)
+    try:
+        before = {k: v.clone() for k, v in driver.learner.policy.network.state_dict().items()}
+        driver.run()
+        assert driver.train_iter > 0
+        after = driver.learner.policy.network.state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before if after[k].dtype.is_floating_point)
+        assert np.isfinite(driver._last_logs["loss/total"])
+    finally:
+        driver.close()
 
 
 def test_targets_are_the_outcome_for_the_player_to_move_and_one_update_learns():

@@ -48,7 +48,7 @@ from lz_tune.envs.openspiel_game import encode_observation, is_openspiel_id, loa
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import select_action
 from lz_tune.mcts.rules_search import RulesPUCT, RulesSearchOutput, search_game_states
-from lz_tune.models.alphazero import AlphaZeroMLPNetwork
+from lz_tune.models.alphazero import AlphaZeroConvNetwork, AlphaZeroMLPNetwork
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
 __all__ = [
@@ -76,10 +76,16 @@ def check_alphazero_config(cfg: Config, spec: EnvSpecInfo) -> None:
             f"env.frame_stack: alphazero encodes the search's game states one at a time, without "
             f"history; set env.frame_stack=1 (got {cfg.env.frame_stack})"
         )
-    if cfg.model.kind not in ("auto", "mlp"):
+    if cfg.model.kind not in ("auto", "mlp", "conv"):
         raise ConfigError(
-            f"model.kind: alphazero has an MLP network (over the flattened observation, planes "
-            f"included); set model.kind=mlp (got {cfg.model.kind!r})"
+            f"model.kind: alphazero has an MLP network (over the flattened observation) or a "
+            f"residual conv tower (over board planes); set model.kind=mlp or conv (got {cfg.model.kind!r})"
+        )
+    if cfg.model.kind == "conv" and len(spec.observation_shape) != 3:
+        raise ConfigError(
+            f"model.kind: alphazero's conv network reads board planes [C, H, W], and "
+            f"{cfg.env.env_id} is served as {list(spec.observation_shape)}; set env.openspiel_planes=True "
+            f"(games with a spatial observation tensor) or model.kind=mlp"
         )
     b = cfg.buffer
     for key in ("reanalyze_ratio", "buffer_reanalyze_freq"):
@@ -90,10 +96,21 @@ def check_alphazero_config(cfg: Config, spec: EnvSpecInfo) -> None:
             )
 
 
-def build_network(cfg: Config, spec: EnvSpecInfo) -> AlphaZeroMLPNetwork:
-    """The policy + value MLP of ``cfg.model`` (latent_dim, hidden_sizes, layer_norm,
-    value_support_size) for the env's observation (flattened)."""
+def build_network(cfg: Config, spec: EnvSpecInfo) -> torch.nn.Module:
+    """The policy + value network of ``cfg.model``: on board planes ``[C, H, W]`` with
+    ``model.kind`` conv or auto, AlphaZero's residual tower (num_channels, num_res_blocks,
+    latent_dim: the value head's width, value_support_size); else an MLP over the flattened
+    observation (latent_dim, hidden_sizes, layer_norm, value_support_size)."""
     m = cfg.model
+    if m.kind in ("conv", "auto") and len(spec.observation_shape) == 3:
+        return AlphaZeroConvNetwork(
+            observation_shape=spec.observation_shape,
+            action_space_size=spec.action_space_size,
+            num_channels=m.num_channels,
+            num_res_blocks=m.num_res_blocks,
+            latent_dim=m.latent_dim,
+            value_support_size=m.value_support_size,
+        )
     return AlphaZeroMLPNetwork(
         observation_dim=math.prod(spec.observation_shape),
         action_space_size=spec.action_space_size,
