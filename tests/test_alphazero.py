@@ -432,3 +432,116 @@ def test_tictactoe_trains_to_no_losses_against_minimax(tmp_path):
     assert last is not None and last.num_episodes == 100
     assert last.match["evaluation/env_runners/loss_rate"] == 0.0, (last.match, metrics, elapsed)
     print(f"no losses against minimax after {metrics['env_steps']} env steps, {elapsed:.0f} s")
+
+
+# ---------------------------------------------------------------------------------- Gumbel root
+
+
+def test_gumbel_scores_match_mctx_worked_values():
+    """MCTX_NOTES E2: P = [.5, .3, .2], raw value .4, N = [2, 1, 0], Q = [.6, .2, -]:
+    v_mix = .4375, Q~ = [1, 0, .59375], sigma = [5.2, 0, 3.0875]; the interior rule picks 0."""
+    from lz_tune.mcts.rules_search import RulesGumbel, _gumbel_interior, gumbel_scores
+
+    node = GameNode(position())
+    node.actions, node.prior, node.raw_value = [0, 1, 2], [0.5, 0.3, 0.2], 0.4
+    node.n, node.w = [2, 1, 0], [1.2, 0.2, 0.0]
+    logits, sigma = gumbel_scores(node, RulesGumbel())
+    np.testing.assert_allclose(sigma, [5.2, 0.0, 3.0875], atol=1e-9)
+    np.testing.assert_allclose(np.exp(logits), [0.5, 0.3, 0.2])
+    z = np.array(logits) + np.array(sigma)
+    np.testing.assert_allclose(np.exp(z) / np.exp(z).sum(), [0.950856, 0.003147, 0.045997], atol=1e-6)
+    assert _gumbel_interior(node, RulesGumbel()) == 0
+
+
+class _OneMoveGame:
+    """Two moves, each ends the game: move 1 wins (+1 for the mover), move 0 draws."""
+
+    def __init__(self, moved=None):
+        self.moved = moved
+
+    def clone(self):
+        return _OneMoveGame(self.moved)
+
+    def apply_action(self, a):
+        self.moved = int(a)
+
+    def legal_actions(self):
+        return [] if self.moved is not None else [0, 1]
+
+    def current_player(self):
+        return -4 if self.moved is not None else 0
+
+    def is_terminal(self):
+        return self.moved is not None
+
+    def rewards(self):
+        return [float(self.moved == 1), -float(self.moved == 1)]
+
+
+def test_gumbel_root_sequential_halving_matches_mctx_worked_values():
+    """MCTX_NOTES E3: A = 2, prior [.6, .4], root value 0, no Gumbel noise, m = 2, n = 4, move 1
+    worth 1: the root visits 0, 1, 1, 0 -> N = [2, 2], Q = [0, 1], V = .4, sigma = [0, 5.2],
+    action 1, improved policy [.008207, .991793]."""
+    from lz_tune.mcts.rules_search import RulesGumbel
+
+    def evaluate(states):
+        return np.log(np.array([[0.6, 0.4]] * len(states), np.float32)), np.zeros(len(states), np.float32)
+
+    out = search_game_states(
+        [_OneMoveGame()],
+        evaluate=evaluate,
+        num_actions=2,
+        num_simulations=4,
+        rule=RulesPUCT(),
+        rng=np.random.default_rng(0),
+        gumbel=RulesGumbel(max_num_considered_actions=2, gumbel_scale=0.0),
+    )
+    assert out.visit_counts.tolist() == [[2, 2]]
+    np.testing.assert_allclose(out.root_q, [[0.0, 1.0]])
+    assert out.root_value[0] == pytest.approx(0.4)
+    assert out.action.tolist() == [1]
+    np.testing.assert_allclose(out.improved_policy, [[0.008207, 0.991793]], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "case,sims",
+    [(WIN_IN_ONE, 16), (WIN_IN_TWO, 64), (BLOCK, 32)],
+    ids=["win-in-one", "win-in-two", "block"],
+)
+def test_gumbel_root_finds_the_golden_moves(case, sims):
+    """The golden positions with a uniform-prior, value-0 network and the Gumbel root: without
+    Gumbel noise (evaluation's search) at the given budget, and with it (collection's; three
+    seeds) at 4x the budget (with noise, sequential halving may drop the right move in its first
+    round, where each move has one visit and a value-0 network cannot tell them apart): the
+    search's action and the improved policy's arg-max are the one right move."""
+    from lz_tune.mcts.rules_search import RulesGumbel
+
+    moves, best = case
+    for seed, scale, budget in ((0, 0.0, sims), (0, 1.0, 4 * sims), (1, 1.0, 4 * sims), (2, 1.0, 4 * sims)):
+        out = search_game_states(
+            [position(*moves)],
+            evaluate=uniform,
+            num_actions=9,
+            num_simulations=budget,
+            rule=RulesPUCT(),
+            rng=np.random.default_rng(seed),
+            gumbel=RulesGumbel(gumbel_scale=scale),
+        )
+        assert out.action[0] == best, (seed, out.visit_counts)
+        assert int(np.argmax(out.improved_policy[0])) == best
+        legal = position(*moves).legal_actions()
+        assert out.improved_policy[0, [a for a in range(9) if a not in legal]].sum() == 0
+
+
+def test_alphazero_with_the_gumbel_root_acts_with_the_search_action_and_improved_policy():
+    cfg = _tiny_cfg("alphazero.root_selection=gumbel", "mcts.num_simulations=8", "gumbel.max_num_considered_actions=4")
+    policy = get_algorithm("alphazero").make_policy(cfg, env_spec_for(cfg))
+    env, rng = make_env(cfg, num_envs=2, seed=0, mode="collect"), np.random.default_rng(0)
+    batch = env.reset()
+    act = policy.act(batch, mode="collect", temperature=1.0, rng=rng)
+    assert batch.action_mask[np.arange(2), act.action].all()
+    np.testing.assert_allclose(act.policy_target.sum(axis=1), 1.0, rtol=1e-6)
+    assert np.all(act.policy_target[~batch.action_mask] == 0)
+    env.close()
+    with pytest.raises(ConfigError, match=r"^alphazero\.root_selection"):
+        _tiny_cfg("alphazero.root_selection=sampled")

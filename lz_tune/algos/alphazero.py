@@ -47,7 +47,7 @@ from lz_tune.config import Config, ConfigError
 from lz_tune.envs.openspiel_game import encode_observation, is_openspiel_id, load_openspiel_game
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import select_action
-from lz_tune.mcts.rules_search import RulesPUCT, RulesSearchOutput, search_game_states
+from lz_tune.mcts.rules_search import RulesGumbel, RulesPUCT, RulesSearchOutput, search_game_states
 from lz_tune.models.alphazero import AlphaZeroConvNetwork, AlphaZeroMLPNetwork
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
@@ -171,14 +171,24 @@ class AlphaZeroPolicy(Policy):
         self, states: Sequence[Any], *, num_simulations: int, noise: bool, rng: np.random.Generator
     ) -> RulesSearchOutput:
         """A batched search from game ``states`` (not modified)."""
+        gumbel = None
+        if self.cfg.alphazero.root_selection == "gumbel":
+            g = self.cfg.gumbel
+            gumbel = RulesGumbel(
+                max_num_considered_actions=g.max_num_considered_actions,
+                gumbel_scale=g.gumbel_scale if noise else 0.0,
+                c_visit=g.c_visit,
+                c_scale=g.c_scale,
+            )
         with torch.inference_mode():
             return search_game_states(
                 states,
                 evaluate=self.evaluate,
                 num_actions=self.spec.action_space_size,
                 num_simulations=num_simulations,
-                rule=self.rule(noise=noise),
+                rule=self.rule(noise=noise and gumbel is None),
                 rng=rng,
+                gumbel=gumbel,
             )
 
     # ------------------------------------------------------------------ Policy interface
@@ -192,8 +202,9 @@ class AlphaZeroPolicy(Policy):
         rng: np.random.Generator,
         previous_action: Optional[np.ndarray] = None,
     ) -> ActResult:
-        """Search from ``batch.game_states``; the action from the root visit counts (sampled with
-        ``temperature`` when collecting, the most visited in evaluation)."""
+        """Search from ``batch.game_states``. pUCT: the action from the root visit counts (sampled
+        with ``temperature`` when collecting, the most visited in evaluation), the visit shares
+        as policy target. Gumbel root: the search's own action and its improved policy."""
         states = batch.game_states
         if states is None or len(states) != batch.num_envs:
             raise ValueError(
@@ -204,6 +215,13 @@ class AlphaZeroPolicy(Policy):
         out = self.search(
             states, num_simulations=simulations_per_search(self.cfg, collect=collect), noise=collect, rng=rng
         )
+        if out.action is not None and out.improved_policy is not None:  # Gumbel root
+            return ActResult(
+                action=out.action,
+                root_value=out.root_value,
+                pred_value=out.pred_value,
+                policy_target=out.improved_policy,
+            )
         action = select_action(out.visit_counts, temperature=temperature, rng=rng, deterministic=not collect)
         return ActResult(
             action=action,

@@ -29,6 +29,13 @@ class AlphaZeroConfig(Section):
     """How pUCT scales Q to [0, 1]: ``game``, by the game's utility range (OpenSpiel's
     min_utility / max_utility, MuZero's known bounds for board games); ``tree``, by the min-max
     of the Q values seen in each tree (MuZero's rule for unknown bounds)."""
+    root_selection: Literal["puct", "gumbel"] = "puct"
+    """How the root chooses its moves: ``puct`` (AlphaZero: pUCT with Dirichlet noise, the action
+    sampled from the visit counts at ``collector.temperature``); ``gumbel`` (Gumbel AlphaZero:
+    Gumbel top-k with sequential halving at the root, the interior rule below it, the improved
+    policy as target and the search's own action; reads ``gumbel.max_num_considered_actions``,
+    ``gumbel.gumbel_scale``, ``gumbel.c_visit``, ``gumbel.c_scale``; no Dirichlet noise, no
+    temperature). Gumbel's policy improvement holds with few simulations."""
     fpu_reduction: float = 0.0
     """First-play urgency: an unvisited move's scaled Q (in [0, 1]) is its node's scaled value
     minus this (0: as good as the node itself; more: the search tries fewer new moves)."""

@@ -32,6 +32,19 @@ Rules of the tree:
   ``Q_hat`` is the node's own scaled value minus ``fpu_reduction`` (first-play urgency). Exact
   ties go to a tiny per-child random jitter drawn from the search's generator.
 - **Root noise** (collection): ``(1 - w) P + w Dirichlet(alpha)`` over the root's legal moves.
+
+**Gumbel root** (``gumbel=RulesGumbel(...)``; Danihelka et al. 2022, as mctx's
+``gumbel_muzero_policy`` and pgx's AlphaZero use it): no Dirichlet noise; at the root, Gumbel
+top-k with sequential halving over the legal moves (``g = gumbel_scale * Gumbel(0, 1)`` drawn
+once per search, ``k = min(m, #legal)``; at simulation ``j`` the root takes the
+``argmax g + logit + sigma`` among the moves with exactly ``considered_visits(k, n)[j]`` visits);
+below the root the deterministic interior rule ``argmax softmax(logit + sigma) - N / (1 + sum N)``.
+``sigma = (c_visit + max N) c_scale Q~``, ``Q~`` the completed Q (``v_mix`` for unvisited moves)
+min-max rescaled over the node's legal moves (mctx rescales over all A actions, where an illegal
+action enters with ``v_mix``: the same whenever ``v_mix`` lies within the visited Q range). The
+search then gives the improved policy ``softmax(logit + sigma)`` over the legal moves (the policy
+target) and its own action (``argmax g + logit + sigma`` among the most visited moves), as
+:mod:`lz_tune.mcts.gumbel` does for the learned-model types.
 """
 
 from __future__ import annotations
@@ -43,9 +56,18 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from lz_tune.mcts.gumbel import considered_visits
 from lz_tune.mcts.strategies import dirichlet_noise
 
-__all__ = ["GameNode", "RulesPUCT", "RulesSearchOutput", "LeafEvaluator", "search_game_states"]
+__all__ = [
+    "GameNode",
+    "RulesGumbel",
+    "RulesPUCT",
+    "RulesSearchOutput",
+    "LeafEvaluator",
+    "gumbel_scores",
+    "search_game_states",
+]
 
 LeafEvaluator = Callable[[Sequence[Any]], tuple[np.ndarray, np.ndarray]]
 """``evaluate(states)`` for K non-terminal game states: ``(policy logits [K, A] float32, values
@@ -140,6 +162,76 @@ class RulesPUCT:
             raise ValueError(f"utility_range must be (min, max) with max > min, got {self.utility_range}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class RulesGumbel:
+    """Gumbel root selection for :func:`search_game_states` (see the module docstring)."""
+
+    max_num_considered_actions: int = 16
+    """m: root moves kept by the Gumbel top-k before sequential halving (capped at the legal moves)."""
+    gumbel_scale: float = 1.0
+    """Scale of the root Gumbel noise (0: deterministic, e.g. evaluation)."""
+    c_visit: float = 50.0
+    c_scale: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.max_num_considered_actions < 1:
+            raise ValueError(f"max_num_considered_actions must be >= 1, got {self.max_num_considered_actions}")
+
+
+def gumbel_scores(node: "GameNode", gumbel: RulesGumbel) -> tuple[list[float], list[float]]:
+    """``(logits, sigma)`` over ``node``'s legal moves (lists aligned with ``node.actions``):
+    ``logit = log P``, ``sigma = (c_visit + max N) c_scale Q~`` with the completed, min-max
+    rescaled Q (module docstring; mctx's ``qtransform_completed_by_mix_value``)."""
+    n, w, prior = node.n, node.w, node.prior
+    logits = [math.log(max(p, 1e-30)) for p in prior]
+    sum_n = sum(n)
+    v_mix = node.raw_value
+    if sum_n > 0:
+        sum_p = sum_pq = 0.0
+        for ni, wi, p in zip(n, w, prior):
+            if ni:
+                pf = max(p, _TINY)
+                sum_p += pf
+                sum_pq += pf * wi / ni
+        v_mix = (v_mix + sum_n * sum_pq / sum_p) / (1.0 + sum_n)
+    cq = [wi / ni if ni else v_mix for ni, wi in zip(n, w)]
+    lo, hi = min(cq), max(cq)
+    spread = max(hi - lo, 1e-8)
+    scale = (gumbel.c_visit + max(n)) * gumbel.c_scale
+    return logits, [scale * (q - lo) / spread for q in cq]
+
+
+def _gumbel_interior(node: "GameNode", gumbel: RulesGumbel) -> int:
+    """The interior rule: ``argmax softmax(logit + sigma) - N / (1 + sum N)`` (first on ties)."""
+    logits, sigma = gumbel_scores(node, gumbel)
+    z = [lg + sg for lg, sg in zip(logits, sigma)]
+    m = max(z)
+    e = [math.exp(x - m) for x in z]
+    total, sum_n = sum(e), sum(node.n)
+    best, best_i = -math.inf, 0
+    for i, (ei, ni) in enumerate(zip(e, node.n)):
+        score = ei / total - ni / (1.0 + sum_n)
+        if score > best:
+            best, best_i = score, i
+    return best_i
+
+
+def _gumbel_root(node: "GameNode", gumbel: RulesGumbel, g: list[float], considered: int) -> int:
+    """The root rule: ``argmax g + logit + sigma`` among the moves with ``considered`` visits (first
+    on ties; the first move if none qualifies)."""
+    logits, sigma = gumbel_scores(node, gumbel)
+    best, best_i = -math.inf, -1
+    for i, ni in enumerate(node.n):
+        if ni == considered:
+            score = g[i] + logits[i] + sigma[i]
+            if score > best:
+                best, best_i = score, i
+    return best_i if best_i >= 0 else 0
+
+
+_TINY = 1.1754943508222875e-38  # float32 tiny, mctx's prior floor in v_mix
+
+
 @dataclass(frozen=True)
 class RulesSearchOutput:
     """Result of :func:`search_game_states` over B roots."""
@@ -154,10 +246,16 @@ class RulesSearchOutput:
     """[B, A] float32 Q of each root move; NaN where never visited or illegal."""
     roots: tuple[GameNode, ...]
     """The trees, for inspection and tests."""
+    improved_policy: Optional[np.ndarray] = None
+    """Gumbel root only: [B, A] float32 ``softmax(logit + sigma)`` over the legal moves (the
+    policy target); None for pUCT."""
+    action: Optional[np.ndarray] = None
+    """Gumbel root only: [B] int64 the search's action (``argmax g + logit + sigma`` among the
+    most visited moves); None for pUCT (the caller picks from the visit counts)."""
 
     @property
     def visit_distribution(self) -> np.ndarray:
-        """[B, A] float32 normalised root visit counts (the policy target)."""
+        """[B, A] float32 normalised root visit counts (pUCT's policy target)."""
         counts = self.visit_counts.astype(np.float32)
         return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)
 
@@ -234,9 +332,12 @@ def search_game_states(
     num_simulations: int,
     rule: RulesPUCT,
     rng: np.random.Generator,
+    gumbel: Optional[RulesGumbel] = None,
 ) -> RulesSearchOutput:
     """``num_simulations`` simulations from each of B non-terminal game ``states`` (not modified:
-    the roots hold clones), the network calls batched over the trees (see the module docstring)."""
+    the roots hold clones), the network calls batched over the trees (see the module docstring).
+    ``gumbel``: Gumbel root selection instead of pUCT + Dirichlet noise at the root (pUCT's
+    ``rule`` still gives the discount)."""
     if num_simulations < 1:
         raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
     roots = [GameNode(s.clone()) for s in states]
@@ -246,7 +347,14 @@ def search_game_states(
     logits, values = evaluate([r.state for r in roots])
     for b, root in enumerate(roots):
         root.expand(logits[b], float(values[b]), rng)
-    if rule.root_noise_weight > 0:
+    root_g: list[list[float]] = []
+    schedules: list[list[int]] = []
+    if gumbel is not None:
+        for root in roots:
+            k = len(root.actions)
+            root_g.append((gumbel.gumbel_scale * rng.gumbel(size=k)).tolist())
+            schedules.append(considered_visits(min(gumbel.max_num_considered_actions, k), num_simulations))
+    elif rule.root_noise_weight > 0:
         mask = np.zeros((len(roots), num_actions), bool)
         for b, root in enumerate(roots):
             mask[b, root.actions] = True
@@ -256,12 +364,17 @@ def search_game_states(
             root.prior = [(1.0 - w) * p + w * float(noise[b, a]) for p, a in zip(root.prior, root.actions)]
     scales = [_Scale(rule) for _ in roots]
 
-    for _ in range(num_simulations):
+    for sim in range(num_simulations):
         pending: list[tuple[int, GameNode, list[tuple[GameNode, int]]]] = []
         for b, root in enumerate(roots):
             node, path, scale = root, [], scales[b]
             while True:
-                i = _select(node, rule, scale)
+                if gumbel is None:
+                    i = _select(node, rule, scale)
+                elif node is root:
+                    i = _gumbel_root(node, gumbel, root_g[b], schedules[b][sim])
+                else:
+                    i = _gumbel_interior(node, gumbel)
                 path.append((node, i))
                 child = node.children[i]
                 if child is None:
@@ -289,10 +402,22 @@ def search_game_states(
         counts[b, root.actions] = root.n
         for i, a in enumerate(root.actions):
             q[b, a] = root.q(i)
+    improved = action = None
+    if gumbel is not None:
+        improved = np.zeros((len(roots), num_actions), np.float32)
+        action = np.zeros(len(roots), np.int64)
+        for b, root in enumerate(roots):
+            root_logits, root_sigma = gumbel_scores(root, gumbel)
+            z = np.array(root_logits) + np.array(root_sigma)
+            e = np.exp(z - z.max())
+            improved[b, root.actions] = e / e.sum()
+            action[b] = root.actions[_gumbel_root(root, gumbel, root_g[b], max(root.n))]
     return RulesSearchOutput(
         visit_counts=counts,
         root_value=np.array([r.value for r in roots], np.float32),
         pred_value=np.array([r.raw_value for r in roots], np.float32),
         root_q=q,
         roots=tuple(roots),
+        improved_policy=improved,
+        action=action,
     )
