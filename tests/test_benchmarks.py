@@ -337,3 +337,48 @@ def test_crash_injection_at_every_write_restores_exactly():
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "0 with problems" in out.stdout
+
+
+def test_board_game_ladder_plays_every_snapshot_against_each_strength(tmp_path):
+    """A tiny tic-tac-toe alphazero run, two copies of its checkpoint as snapshots: the ladder plays
+    both against MCTS-2 and MCTS-4 (4 games each, half as first player), writes ladder.json and
+    a plot, and a second call plays nothing again."""
+    run = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    train = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lz_tune",
+            "train",
+            "zoo/board_games/tictactoe_alphazero.py",
+            "--exp-dir",
+            str(run),
+            "max_env_step=150",
+            "env.collector_env_num=2",
+            "env.evaluator_env_num=2",
+            "evaluator.n_evaluator_episode=2",
+            "mcts.num_simulations=4",
+            "learner.batch_size=8",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert train.returncode == 0, train.stdout[-2000:] + train.stderr[-2000:]
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    for minutes in (5, 10):
+        (snaps / f"min{minutes}.pt").write_bytes((run / "ckpt" / "ckpt_latest.pt").read_bytes())
+    args = ["benchmarks/board_game_ladder.py", "ladder", str(snaps), "--sims", "2", "4", "--games", "4"]
+    out = _last_json([*args, "--env-num", "2", "--plot", str(tmp_path / "ladder.png")], timeout=300)
+    entries = {(e["minutes"], e["sims"]): e for e in out["entries"]}
+    assert set(entries) == {(5, 2), (5, 4), (10, 2), (10, 4)}
+    assert all(e["games"] == 4 and abs(e["win"] + e["draw"] + e["loss"] - 1) < 1e-6 for e in entries.values())
+    assert (tmp_path / "ladder.png").stat().st_size > 0
+    again = subprocess.run(
+        [sys.executable, *args, "--env-num", "2"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
+    assert again.returncode == 0 and "MCTS-" not in again.stdout  # nothing played twice
