@@ -382,3 +382,26 @@ def test_board_game_ladder_plays_every_snapshot_against_each_strength(tmp_path):
         [sys.executable, *args, "--env-num", "2"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env
     )
     assert again.returncode == 0 and "MCTS-" not in again.stdout  # nothing played twice
+
+
+@pytest.mark.slow  # ~20 s: two real train runs to a tiny budget
+def test_tictactoe_exploration_prints_one_row_per_variant_and_seed(tmp_path):
+    out = _last_json(
+        [
+            "benchmarks/tictactoe_exploration.py",
+            "--variants",
+            "both",
+            "gumbel",
+            "--seeds",
+            "0",
+            "--max-env-step",
+            "200",
+            "--out",
+            str(tmp_path),
+            "mcts.num_simulations=4",
+            "env.collector_env_num=2",
+        ],
+        timeout=300,
+    )
+    assert [(r["variant"], r["seed"]) for r in out["runs"]] == [("both", 0), ("gumbel", 0)]
+    assert all(r["env_steps"] >= 200 and r["train_iter"] > 0 for r in out["runs"])
