@@ -52,6 +52,13 @@ DEFAULT_CONTINUOUS_POLICY_TYPE = "sampled_muzero"
 NO_TIME_LIMIT_CAP = 10_000
 """``env.max_episode_steps`` for an env that registers no time limit (agent steps)."""
 
+BOARD_MONTE_CARLO_CAP = 200
+"""Two-player games longer than this (checkers, mancala, chess: up to 1,000s of moves) get n-step
+value targets of this many moves and segments of this length, instead of one game per segment."""
+
+POLICY_TARGET_BUDGET_BYTES = 2**30
+"""Vector envs: the replay buffer is sized so that its stored policy targets fit in about this."""
+
 SMALL_IMAGE_SIDE = 32
 """Images whose sides are all at most this keep their resolution (no stride-16 down-sampling)."""
 
@@ -395,9 +402,23 @@ def config_for_env(
     if board:
         length = max(p.max_game_length, 1)
         b.set("mcts.discount_factor", 1.0, "two-player game: no discount, the outcome is the value")
-        b.set("buffer.td_steps", length, f"Monte-Carlo value targets (games last at most {length} moves)")
+        if length <= BOARD_MONTE_CARLO_CAP:
+            b.set("buffer.td_steps", length, f"Monte-Carlo value targets (games last at most {length} moves)")
+            b.set("buffer.game_segment_length", length + 3, "one game per segment")
+        else:
+            random_len = f"; random play: {p.mean_episode_length:.0f}" if np.isfinite(p.mean_episode_length) else ""
+            b.set(
+                "buffer.td_steps",
+                BOARD_MONTE_CARLO_CAP,
+                f"games may last {length:,} moves{random_len}: the outcome when the game ends within "
+                f"{BOARD_MONTE_CARLO_CAP} moves, else bootstrapped by the value network",
+            )
+            b.set(
+                "buffer.game_segment_length",
+                BOARD_MONTE_CARLO_CAP,
+                "segments of at most that many moves (a longer game spans several)",
+            )
         b.set("buffer.num_unroll_steps", 0 if rules_search else 3, "no model to unroll" if rules_search else "")
-        b.set("buffer.game_segment_length", length + 3, "one game per segment")
     else:
         gamma = 0.997
         b.set(
@@ -525,7 +546,18 @@ def config_for_env(
         if small
         else "",
     )
-    b.set("buffer.replay_buffer_size", 1_000_000 if image else 200_000, "")
+    size = 1_000_000 if image else 200_000
+    target_bytes = 4 * (s.action_space_size if not s.action_dim else b.values["sampled.num_samples"])
+    if not image and size * target_bytes > POLICY_TARGET_BUDGET_BYTES:
+        size = max(10_000, int(POLICY_TARGET_BUDGET_BYTES // target_bytes) // 1000 * 1000)
+        b.set(
+            "buffer.replay_buffer_size",
+            size,
+            f"{s.action_space_size:,} actions: the stored policy targets ({target_bytes:,} bytes a step) "
+            f"kept to ~{POLICY_TARGET_BUDGET_BYTES / 2**30:.0f} GiB",
+        )
+    else:
+        b.set("buffer.replay_buffer_size", size, "")
 
     # --- collection, evaluation, budget
     b.set("env.collector_env_num", 8)

@@ -209,3 +209,18 @@ def test_image_configs_use_adam_without_an_l2_term():
         assert g.config.learner.optim_type == "adam" and g.config.learner.weight_decay == 0.0
         assert any(c.key == "learner.weight_decay" and "conv stem" in c.why for c in g.choices)
     assert config_for_env("CartPole-v1").config.learner.weight_decay == 1e-4
+
+
+def test_long_board_games_get_bounded_segments_and_large_action_spaces_a_bounded_buffer():
+    """Checkers (games up to 1,000 moves, 512 actions) and chess (4,674 actions): n-step targets and
+    segments of at most 200 moves; the buffer sized so its stored policy targets fit in ~1 GiB."""
+    pytest.importorskip("pyspiel")
+    from lz_tune.env_defaults import BOARD_MONTE_CARLO_CAP, POLICY_TARGET_BUDGET_BYTES
+
+    checkers = config_for_env("openspiel:checkers").config
+    assert checkers.buffer.td_steps == BOARD_MONTE_CARLO_CAP == checkers.buffer.game_segment_length
+    chess = config_for_env("openspiel:chess").config
+    assert chess.buffer.replay_buffer_size * 4 * 4674 <= POLICY_TARGET_BUDGET_BYTES
+    assert chess.buffer.replay_buffer_size >= 10_000
+    ttt = config_for_env("openspiel:tic_tac_toe").config  # short games keep one game per segment
+    assert ttt.buffer.td_steps == 9 and ttt.buffer.game_segment_length == 12
