@@ -6,7 +6,7 @@ the env-step budget runs out:
 - ``both``: root Dirichlet noise (alpha 0.3, weight 0.25) and moves sampled from the visit
   counts at temperature 1 (the zoo config);
 - ``no_noise``: temperature 1 only;
-- ``no_temperature``: Dirichlet noise only (the most visited move is played);
+- ``no_temperature``: Dirichlet noise only (temperature 0.01: the most visited move, ties at random);
 - ``neither``: neither;
 - ``gumbel``: the Gumbel root (``alphazero.root_selection=gumbel``: sampled root moves through
   Gumbel top-k, no Dirichlet noise, no temperature).
@@ -31,8 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIANTS: dict[str, list[str]] = {
     "both": [],
     "no_noise": ["mcts.root_noise_weight=0"],
-    "no_temperature": ["collector.temperature=0.0"],
-    "neither": ["mcts.root_noise_weight=0", "collector.temperature=0.0"],
+    "no_temperature": ["collector.temperature=0.01"],
+    "neither": ["mcts.root_noise_weight=0", "collector.temperature=0.01"],
     "gumbel": ["alphazero.root_selection=gumbel", "gumbel.max_num_considered_actions=9"],
 }
 
