@@ -333,6 +333,33 @@ def test_two_unizero_workers_with_encoder_clip_and_adaptive_alpha_equal_one_proc
         learner.close()
 
 
+def test_a_two_worker_state_restores_into_three_workers_with_one_process_s_next_updates(ray_cluster, equivalence_cfg):
+    """Five updates on 2 workers, their state into 3 workers (shards of 5 + 5 + 5) and into one
+    process: the next five updates agree (float64), so a run restores onto another worker count."""
+    cfg = equivalence_cfg.with_overrides(["learner.ssl_loss_weight=0"])
+    driver = _filled_buffer(cfg)
+    batches = _ten_batches(cfg, driver)
+    two = _data_parallel(cfg, driver)
+    try:
+        from lz_tune.parallel.worker import to_float64
+
+        two.group.apply(to_float64)
+        for batch in batches[:5]:
+            two.learn(dataclasses.replace(batch, obs=batch.obs.astype(np.float64)), train_iter=two.train_iter)
+        state = two.state_dict()
+    finally:
+        two.close()
+    assert state["train_iter"] == 5
+    three = _data_parallel(cfg.with_overrides(["learner.num_workers=3"]), driver)
+    try:
+        three.group.apply(to_float64)
+        three.load_state_dict(state)
+        assert three.train_iter == 5
+        _compare(cfg, three, batches[5:])
+    finally:
+        three.close()
+
+
 # ---------------------------------------------------------------------------------- bad input
 
 
