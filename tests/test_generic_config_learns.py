@@ -60,3 +60,24 @@ def test_minatar_breakout_learns_within_250k_env_steps(tmp_path):
     pytest.importorskip("minatar")
     r = _train(tmp_path, "--env", "MinAtar/Breakout-v1", timeout=7200)
     assert r["best"] >= 4.0
+
+
+@pytest.mark.parametrize("game", ["breakthrough(rows=5,columns=5)", "hex(board_size=5)"])
+def test_board_games_by_name_beat_the_random_bot_within_30_minutes(tmp_path, game):
+    """``train --env 'openspiel:<game>'`` with no config file (alphazero, derived from the game) for
+    30 minutes of wall-clock, then its best checkpoint against the random bot: >= 95 of 100 games
+    (half as first player). Measured: benchmarks/README.md, "Board games by name"."""
+    pytest.importorskip("pyspiel")
+    import lz_tune
+
+    exp_dir = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "lz_tune", "train", "--env", f"openspiel:{game}", "--quiet", "--exp-dir", str(exp_dir)]
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    try:
+        subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800, env=env)
+    except subprocess.TimeoutExpired:
+        pass  # the budget is wall-clock: the checkpoints written so far are what is judged
+    result = lz_tune.evaluate(
+        exp_dir, episodes=100, overrides=["evaluator.opponent=random", "env.evaluator_env_num=10"]
+    )
+    assert result.match["evaluation/env_runners/win_rate"] >= 0.95, result.match
