@@ -54,7 +54,15 @@ def _minutes(path: Path) -> int:
     return int(m.group(1)) if m else -1
 
 
-def ladder(snapshots: Path, sims: list[int], games: int, env_num: int, plot: Path | None, last_only: set[int]) -> dict:
+def ladder(
+    snapshots: Path,
+    sims: list[int],
+    games: int,
+    env_num: int,
+    plot: Path | None,
+    last_only: set[int],
+    title: str | None = None,
+) -> dict:
     """Every snapshot against each strength in ``sims`` (``last_only``: only the newest snapshot
     plays those strengths); results in ``snapshots/ladder.json``."""
     import lz_tune
@@ -101,11 +109,11 @@ def ladder(snapshots: Path, sims: list[int], games: int, env_num: int, plot: Pat
                 flush=True,
             )
     if plot is not None:
-        _plot(results["entries"], plot, snapshots)
+        _plot(results["entries"], plot, title or snapshots.name)
     return results
 
 
-def _plot(entries: list[dict], plot: Path, snapshots: Path) -> None:
+def _plot(entries: list[dict], plot: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,7 +133,7 @@ def _plot(entries: list[dict], plot: Path, snapshots: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(snapshots.name, fontsize=9)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     plot.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(plot, dpi=110)
@@ -147,13 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     lad.add_argument("--env-num", type=int, default=10, help="evaluator envs (games / env-num must be even)")
     lad.add_argument("--last-only", type=int, nargs="*", default=[], help="strengths played by the newest only")
     lad.add_argument("--plot", type=Path, default=None)
+    lad.add_argument("--title", default=None, help="the plot's title (default: the snapshot folder's name)")
     args = parser.parse_args(argv)
     if args.command == "snapshot":
         snapshot(args.run, args.out, args.every_min, args.stop_after_min)
     else:
         if args.games % (2 * args.env_num):
             parser.error("--games must be a multiple of 2 x --env-num (half the games as first player)")
-        results = ladder(args.snapshots, args.sims, args.games, args.env_num, args.plot, set(args.last_only))
+        results = ladder(
+            args.snapshots, args.sims, args.games, args.env_num, args.plot, set(args.last_only), args.title
+        )
         print(json.dumps(results))
     return 0
 
