@@ -440,17 +440,18 @@ def test_tictactoe_trains_to_no_losses_against_minimax(tmp_path):
 def test_gumbel_scores_match_mctx_worked_values():
     """MCTX_NOTES E2: P = [.5, .3, .2], raw value .4, N = [2, 1, 0], Q = [.6, .2, -]:
     v_mix = .4375, Q~ = [1, 0, .59375], sigma = [5.2, 0, 3.0875]; the interior rule picks 0."""
-    from lz_tune.mcts.rules_search import RulesGumbel, _gumbel_interior, gumbel_scores
+    from lz_tune.mcts.rules_search import _gumbel_interior, gumbel_scores
+    from lz_tune.mcts.strategies import Gumbel
 
     node = GameNode(position())
     node.actions, node.prior, node.raw_value = [0, 1, 2], [0.5, 0.3, 0.2], 0.4
     node.n, node.w = [2, 1, 0], [1.2, 0.2, 0.0]
-    logits, sigma = gumbel_scores(node, RulesGumbel())
+    logits, sigma = gumbel_scores(node, Gumbel())
     np.testing.assert_allclose(sigma, [5.2, 0.0, 3.0875], atol=1e-9)
     np.testing.assert_allclose(np.exp(logits), [0.5, 0.3, 0.2])
     z = np.array(logits) + np.array(sigma)
     np.testing.assert_allclose(np.exp(z) / np.exp(z).sum(), [0.950856, 0.003147, 0.045997], atol=1e-6)
-    assert _gumbel_interior(node, RulesGumbel()) == 0
+    assert _gumbel_interior(node, Gumbel()) == 0
 
 
 class _OneMoveGame:
@@ -482,7 +483,7 @@ def test_gumbel_root_sequential_halving_matches_mctx_worked_values():
     """MCTX_NOTES E3: A = 2, prior [.6, .4], root value 0, no Gumbel noise, m = 2, n = 4, move 1
     worth 1: the root visits 0, 1, 1, 0 -> N = [2, 2], Q = [0, 1], V = .4, sigma = [0, 5.2],
     action 1, improved policy [.008207, .991793]."""
-    from lz_tune.mcts.rules_search import RulesGumbel
+    from lz_tune.mcts.strategies import Gumbel
 
     def evaluate(states):
         return np.log(np.array([[0.6, 0.4]] * len(states), np.float32)), np.zeros(len(states), np.float32)
@@ -494,7 +495,7 @@ def test_gumbel_root_sequential_halving_matches_mctx_worked_values():
         num_simulations=4,
         rule=RulesPUCT(),
         rng=np.random.default_rng(0),
-        gumbel=RulesGumbel(max_num_considered_actions=2, gumbel_scale=0.0),
+        gumbel=Gumbel(max_num_considered_actions=2, gumbel_scale=0.0),
     )
     assert out.visit_counts.tolist() == [[2, 2]]
     np.testing.assert_allclose(out.root_q, [[0.0, 1.0]])
@@ -514,7 +515,7 @@ def test_gumbel_root_finds_the_golden_moves(case, sims):
     seeds) at 4x the budget (with noise, sequential halving may drop the right move in its first
     round, where each move has one visit and a value-0 network cannot tell them apart): the
     search's action and the improved policy's arg-max are the one right move."""
-    from lz_tune.mcts.rules_search import RulesGumbel
+    from lz_tune.mcts.strategies import Gumbel
 
     moves, best = case
     for seed, scale, budget in ((0, 0.0, sims), (0, 1.0, 4 * sims), (1, 1.0, 4 * sims), (2, 1.0, 4 * sims)):
@@ -525,7 +526,7 @@ def test_gumbel_root_finds_the_golden_moves(case, sims):
             num_simulations=budget,
             rule=RulesPUCT(),
             rng=np.random.default_rng(seed),
-            gumbel=RulesGumbel(gumbel_scale=scale),
+            gumbel=Gumbel(gumbel_scale=scale),
         )
         assert out.action[0] == best, (seed, out.visit_counts)
         assert int(np.argmax(out.improved_policy[0])) == best

@@ -41,13 +41,13 @@ import torch
 from lz_tune.algos.base import ActResult, Policy, Reanalysis, UnrollTerms
 from lz_tune.algos.common import soft_ce
 from lz_tune.algos.muzero import MuZeroLearner
-from lz_tune.algos.parts import simulations_per_search
+from lz_tune.algos.parts import gumbel_rule, simulations_per_search
 from lz_tune.buffer import StepColumn
 from lz_tune.config import Config, ConfigError
 from lz_tune.envs.openspiel_game import encode_observation, is_openspiel_id, load_openspiel_game
 from lz_tune.envs.types import EnvBatch, EnvSpecInfo
 from lz_tune.mcts import select_action
-from lz_tune.mcts.rules_search import RulesGumbel, RulesPUCT, RulesSearchOutput, search_game_states
+from lz_tune.mcts.rules_search import RulesPUCT, RulesSearchOutput, search_game_states
 from lz_tune.models.alphazero import AlphaZeroConvNetwork, AlphaZeroMLPNetwork
 from lz_tune.models.support import support_to_scalar, support_to_scalar_np
 
@@ -171,15 +171,7 @@ class AlphaZeroPolicy(Policy):
         self, states: Sequence[Any], *, num_simulations: int, noise: bool, rng: np.random.Generator
     ) -> RulesSearchOutput:
         """A batched search from game ``states`` (not modified)."""
-        gumbel = None
-        if self.cfg.alphazero.root_selection == "gumbel":
-            g = self.cfg.gumbel
-            gumbel = RulesGumbel(
-                max_num_considered_actions=g.max_num_considered_actions,
-                gumbel_scale=g.gumbel_scale if noise else 0.0,
-                c_visit=g.c_visit,
-                c_scale=g.c_scale,
-            )
+        gumbel = gumbel_rule(self.cfg, noise=noise) if self.cfg.alphazero.root_selection == "gumbel" else None
         with torch.inference_mode():
             return search_game_states(
                 states,

@@ -33,7 +33,8 @@ Rules of the tree:
   ties go to a tiny per-child random jitter drawn from the search's generator.
 - **Root noise** (collection): ``(1 - w) P + w Dirichlet(alpha)`` over the root's legal moves.
 
-**Gumbel root** (``gumbel=RulesGumbel(...)``; Danihelka et al. 2022, as mctx's
+**Gumbel root** (``gumbel=``: a :class:`lz_tune.mcts.strategies.Gumbel`, read for its hyperparameters;
+Danihelka et al. 2022, as mctx's
 ``gumbel_muzero_policy`` and pgx's AlphaZero use it): no Dirichlet noise; at the root, Gumbel
 top-k with sequential halving over the legal moves (``g = gumbel_scale * Gumbel(0, 1)`` drawn
 once per search, ``k = min(m, #legal)``; at simulation ``j`` the root takes the
@@ -56,12 +57,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from lz_tune.mcts.gumbel import considered_visits
-from lz_tune.mcts.strategies import dirichlet_noise
+from lz_tune.mcts.gumbel import _TINY, considered_visits
+from lz_tune.mcts.strategies import Gumbel, dirichlet_noise
 
 __all__ = [
     "GameNode",
-    "RulesGumbel",
     "RulesPUCT",
     "RulesSearchOutput",
     "LeafEvaluator",
@@ -162,23 +162,7 @@ class RulesPUCT:
             raise ValueError(f"utility_range must be (min, max) with max > min, got {self.utility_range}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class RulesGumbel:
-    """Gumbel root selection for :func:`search_game_states` (see the module docstring)."""
-
-    max_num_considered_actions: int = 16
-    """m: root moves kept by the Gumbel top-k before sequential halving (capped at the legal moves)."""
-    gumbel_scale: float = 1.0
-    """Scale of the root Gumbel noise (0: deterministic, e.g. evaluation)."""
-    c_visit: float = 50.0
-    c_scale: float = 0.1
-
-    def __post_init__(self) -> None:
-        if self.max_num_considered_actions < 1:
-            raise ValueError(f"max_num_considered_actions must be >= 1, got {self.max_num_considered_actions}")
-
-
-def gumbel_scores(node: "GameNode", gumbel: RulesGumbel) -> tuple[list[float], list[float]]:
+def gumbel_scores(node: "GameNode", gumbel: Gumbel) -> tuple[list[float], list[float]]:
     """``(logits, sigma)`` over ``node``'s legal moves (lists aligned with ``node.actions``):
     ``logit = log P``, ``sigma = (c_visit + max N) c_scale Q~`` with the completed, min-max
     rescaled Q (module docstring; mctx's ``qtransform_completed_by_mix_value``)."""
@@ -201,7 +185,7 @@ def gumbel_scores(node: "GameNode", gumbel: RulesGumbel) -> tuple[list[float], l
     return logits, [scale * (q - lo) / spread for q in cq]
 
 
-def _gumbel_interior(node: "GameNode", gumbel: RulesGumbel) -> int:
+def _gumbel_interior(node: "GameNode", gumbel: Gumbel) -> int:
     """The interior rule: ``argmax softmax(logit + sigma) - N / (1 + sum N)`` (first on ties)."""
     logits, sigma = gumbel_scores(node, gumbel)
     z = [lg + sg for lg, sg in zip(logits, sigma)]
@@ -216,7 +200,7 @@ def _gumbel_interior(node: "GameNode", gumbel: RulesGumbel) -> int:
     return best_i
 
 
-def _gumbel_root(node: "GameNode", gumbel: RulesGumbel, g: list[float], considered: int) -> int:
+def _gumbel_root(node: "GameNode", gumbel: Gumbel, g: list[float], considered: int) -> int:
     """The root rule: ``argmax g + logit + sigma`` among the moves with ``considered`` visits (first
     on ties; the first move if none qualifies)."""
     logits, sigma = gumbel_scores(node, gumbel)
@@ -227,9 +211,6 @@ def _gumbel_root(node: "GameNode", gumbel: RulesGumbel, g: list[float], consider
             if score > best:
                 best, best_i = score, i
     return best_i if best_i >= 0 else 0
-
-
-_TINY = 1.1754943508222875e-38  # float32 tiny, mctx's prior floor in v_mix
 
 
 @dataclass(frozen=True)
@@ -332,7 +313,7 @@ def search_game_states(
     num_simulations: int,
     rule: RulesPUCT,
     rng: np.random.Generator,
-    gumbel: Optional[RulesGumbel] = None,
+    gumbel: Optional[Gumbel] = None,
 ) -> RulesSearchOutput:
     """``num_simulations`` simulations from each of B non-terminal game ``states`` (not modified:
     the roots hold clones), the network calls batched over the trees (see the module docstring).

@@ -24,7 +24,28 @@ from lz_tune.models.blocks import ResidualBlock
 __all__ = ["AlphaZeroConvNetwork", "AlphaZeroMLPNetwork"]
 
 
-class AlphaZeroMLPNetwork(nn.Module):
+class _PolicyValueNetwork(nn.Module):
+    """What both AlphaZero networks share: ``representation`` (obs -> trunk features) and
+    ``prediction`` (features -> policy and value logits) composed into MuZero's initial inference."""
+
+    def representation(self, obs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
+        """Trunk features, value logits and policy logits of ``obs`` (MuZero's interface)."""
+        latent = self.representation(obs)
+        policy_logits, value_logits = self.prediction(latent)
+        return InitialOutput(latent=latent, value_logits=value_logits, policy_logits=policy_logits)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(policy_logits, value_logits)`` of ``obs``."""
+        return self.prediction(self.representation(obs))
+
+
+class AlphaZeroMLPNetwork(_PolicyValueNetwork):
     """``obs [B, O]`` -> trunk (``Linear`` [+ ``LayerNorm``] + ReLU for each of ``hidden_sizes``,
     then to ``latent_dim``) -> ``policy_logits [B, A]`` and ``value_logits [B, 2 S_v + 1]``.
 
@@ -84,18 +105,8 @@ class AlphaZeroMLPNetwork(nn.Module):
         """``(policy_logits [B, A], value_logits [B, V])`` of trunk features ``[B, latent_dim]``."""
         return self.policy_head(latent), self.value_head(latent)
 
-    def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
-        """Trunk features, value logits and policy logits of ``obs`` (MuZero's interface)."""
-        latent = self.representation(obs)
-        policy_logits, value_logits = self.prediction(latent)
-        return InitialOutput(latent=latent, value_logits=value_logits, policy_logits=policy_logits)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(policy_logits, value_logits)`` of ``obs``."""
-        return self.prediction(self.representation(obs))
-
-
-class AlphaZeroConvNetwork(nn.Module):
+class AlphaZeroConvNetwork(_PolicyValueNetwork):
     """AlphaZero's network over board planes: ``obs [B, C, H, W]`` -> a 3x3 conv of ``num_channels``
     (BatchNorm, ReLU) and ``num_res_blocks`` residual blocks (the trunk, ``[B, F, H, W]``) ->
     policy head (1x1 conv to 2 planes, BatchNorm, ReLU, linear to ``[B, A]``) and value head (1x1
@@ -165,13 +176,3 @@ class AlphaZeroConvNetwork(nn.Module):
         policy = self.policy_head(self.policy_conv(latent).flatten(1))
         value = self.value_head(torch.relu(self.value_hidden(self.value_conv(latent).flatten(1))))
         return policy, value
-
-    def initial_inference(self, obs: torch.Tensor) -> InitialOutput:
-        """Trunk features, value logits and policy logits of ``obs`` (MuZero's interface)."""
-        latent = self.representation(obs)
-        policy_logits, value_logits = self.prediction(latent)
-        return InitialOutput(latent=latent, value_logits=value_logits, policy_logits=policy_logits)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(policy_logits, value_logits)`` of ``obs``."""
-        return self.prediction(self.representation(obs))
