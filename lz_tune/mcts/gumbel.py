@@ -40,7 +40,9 @@ import numpy as np
 
 from lz_tune.mcts.backup import softmax_into
 
-_TINY = 1.1754943508222875e-38  # float32 tiny, mctx's prior floor in v_mix
+FLOAT32_TINY = 1.1754943508222875e-38
+"""float32 tiny: mctx's floor of a prior in v_mix."""
+_TINY = FLOAT32_TINY
 _LOG_FLOOR = 1e-30
 
 

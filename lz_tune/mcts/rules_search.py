@@ -57,7 +57,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from lz_tune.mcts.gumbel import _TINY, considered_visits
+from lz_tune.mcts.gumbel import FLOAT32_TINY, considered_visits
 from lz_tune.mcts.strategies import Gumbel, dirichlet_noise
 
 __all__ = [
@@ -174,7 +174,7 @@ def gumbel_scores(node: "GameNode", gumbel: Gumbel) -> tuple[list[float], list[f
         sum_p = sum_pq = 0.0
         for ni, wi, p in zip(n, w, prior):
             if ni:
-                pf = max(p, _TINY)
+                pf = max(p, FLOAT32_TINY)
                 sum_p += pf
                 sum_pq += pf * wi / ni
         v_mix = (v_mix + sum_n * sum_pq / sum_p) / (1.0 + sum_n)
