@@ -511,11 +511,20 @@ class LearnerConfig(Section):
     """num_workers >= 2: BatchNorm layers use the statistics of the whole global batch (all-reduced
     over the workers, as one process would) instead of each worker's shard (the default, as
     LightZero's DDP). Needs a network with BatchNorm."""
+    targets_on_workers: bool = True
+    """num_workers >= 2: each rank builds its own shard's targets (bootstrap values with its
+    copy of the target network, reanalysed rows) on its own device, from a read-only replica
+    of the buffer that follows the driver's changes (every pushed segment's frames travel once,
+    through Ray's object store); the driver sends each rank only the sampled indices. False: the
+    driver builds every batch's targets on its CPU mirror of the target network and sends each
+    rank its shard's observations (the replicas' memory saved, the driver on every update's
+    critical path)."""
     prepare_ahead_with_lag: bool = False
     """num_workers >= 2: sample and build the next batch while the workers compute the current
     update even when that changes the result: the next sample is drawn before the current
     update's priorities are written back (PER one update late). Off: batches are prepared ahead
-    only where nothing changes (no PER, target network unchanged by the update in flight)."""
+    only where nothing changes (no PER; with ``targets_on_workers=False`` also a target network
+    unchanged by the update in flight)."""
 
     def validate(self) -> None:
         self.require_positive(

@@ -263,7 +263,7 @@ def test_bootstrap_fn_gives_the_value_fn_targets_when_it_reads_the_same_observat
     def value_fn(obs):
         return np.sin(obs[:, 0]).astype(np.float32)
 
-    def bootstrap_fn(segment_ids, positions):
+    def bootstrap_fn(rows, segment_ids, positions):
         return value_fn(buffer.gather_history(segment_ids, positions, 1).obs[:, 0])
 
     np.testing.assert_allclose(
@@ -316,7 +316,7 @@ def test_bootstrap_values_come_from_the_target_model_over_each_samples_sequence(
         values = learner.target_policy.sequence_values(seq)[0]  # at o_{t+n-h+1} .. o_{t+n+u}
         first = t + n - h + 1
 
-        def from_this_sequence(segment_ids, positions, seg=seg, first=first, values=values):
+        def from_this_sequence(rows, segment_ids, positions, seg=seg, first=first, values=values):
             assert (segment_ids == seg).all() and (positions - first >= h - 1).all()
             return values[positions - first]
 

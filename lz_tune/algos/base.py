@@ -150,6 +150,11 @@ class Learner(abc.ABC):
     #: then calls :meth:`check_resources` and :meth:`start` before the first update, pipelines
     #: updates with :meth:`start_update` / :meth:`finish_update`, and :meth:`close` at the end
     runs_on_workers: bool = False
+    #: True when :meth:`make_batch` only describes the batch and its targets are built when the
+    #: update runs, with that update's target network (lz_tune.parallel with
+    #: ``learner.targets_on_workers``): the driver may then prepare a batch ahead of an update
+    #: that refreshes the target network
+    targets_at_update: bool = False
 
     def set_collective(self, collective: Collective) -> None:
         """Take ``collective`` for every later update (a data-parallel rank's)."""
@@ -176,7 +181,9 @@ class Learner(abc.ABC):
     @abc.abstractmethod
     def make_batch(self, buffer: GameBuffer, index: SampledIndex, *, rng: np.random.Generator) -> TrainBatch:
         """The type's training batch for the sampled positions, built from the buffer's
-        primitives (``buffer.gather_window``, ``buffer.n_step_values``) and the target policy."""
+        primitives (``buffer.gather_window``, ``buffer.n_step_values``) and the target policy.
+        The driver hands it to ``learn`` / ``start_update`` as it is and reads nothing in it (the
+        data-parallel learner returns a description of the batch that its ranks build)."""
 
     @abc.abstractmethod
     def learn(self, batch: TrainBatch, *, train_iter: Optional[int] = None) -> tuple[dict[str, float], np.ndarray]:

@@ -32,7 +32,7 @@ def make_train_batch(
       index: from ``buffer.sample``, with no eviction of its segments since.
       value_fn: target-network values of bootstrap observations (see ``GameBuffer.n_step_values``);
         unused (may be None) when ``use_root_value``.
-      reanalyze_fn: fresh search for rows 0..int(B * reanalyze_ratio)-1 over all their valid
+      reanalyze_fn: fresh search for rows 0..k-1 (k = ``index.num_reanalyzed(reanalyze_ratio)``) over all their valid
         unroll positions: ``fn(obs [K, *obs], action_mask [K, A], to_play [K]) -> Reanalysis``.
         Its policy targets (and extras) replace the stored ones in the batch; stored segments
         are not modified.
@@ -45,8 +45,7 @@ def make_train_batch(
     target_value = buffer.n_step_values(win, value_fn=value_fn, use_root_value=use_root_value)
     target_policy = win.policy_targets
     extras = dict(win.extras)
-    batch = len(index)
-    num_reanalyzed = int(batch * reanalyze_ratio)
+    num_reanalyzed = index.num_reanalyzed(reanalyze_ratio)  # a shard's own share of the batch's rows
     if num_reanalyzed > 0:
         if reanalyze_fn is None:
             raise ValueError("reanalyze_ratio > 0 needs a reanalyze_fn")

@@ -801,8 +801,9 @@ class UniZeroLearner(Learner):
 
         # One teacher-forced pass per sample over o_{t+n-H+1} .. o_{t+n+U}: the values at its
         # bootstrap positions t+n .. t+n+U, each after at least H steps of context (less at a
-        # segment's start); positions it does not cover (a truncated segment's last observation)
-        # get their own H-step context.
+        # segment's start), each sample reading its own pass only (its targets do not depend on
+        # the other rows: a shard on a learner rank builds the same); positions it does not cover
+        # (a truncated segment's last observation) get their own H-step context.
         seq_len = length + win.positions.shape[1] - 1
         seg_ids = np.asarray(index.segment_ids, np.int64)
         ends = win.positions[:, -1] + buffer.td_steps
@@ -817,22 +818,15 @@ class UniZeroLearner(Learner):
         seq_values = np.concatenate([values for values, _ in passes])
         first = ends - seq_len + 1
         target_latent = self._latent_targets(win, seq.valid, first, np.concatenate([lat for _, lat in passes]))
-        covered_pos = (first[:, None] + np.arange(length - 1, seq_len)).ravel()
-        covered_seg = np.repeat(seg_ids, seq_len - length + 1)
-        covered_ok = seq.valid[:, length - 1 :].ravel()
-        table = {
-            (s_, p_): v
-            for s_, p_, v, ok in zip(
-                covered_seg.tolist(), covered_pos.tolist(), seq_values[:, length - 1 :].ravel().tolist(), covered_ok
-            )
-            if ok
-        }
 
-        def bootstrap(segment_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
-            out = np.array(
-                [table.get(key, np.nan) for key in zip(segment_ids.tolist(), positions.tolist())], np.float32
-            )
-            missing = np.flatnonzero(np.isnan(out))
+        def bootstrap(rows: np.ndarray, segment_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+            # row b's own pass, where it covers the position after at least H - 1 steps of context
+            offset = positions - first[rows]
+            covered = (offset >= length - 1) & (offset < seq_len)
+            covered[covered] &= seq.valid[rows[covered], offset[covered]]
+            out = np.full(len(rows), np.nan, np.float32)
+            out[covered] = seq_values[rows[covered], offset[covered]]
+            missing = np.flatnonzero(~covered)
             if missing.size:
                 out[missing] = target.history_values(
                     buffer.gather_history(segment_ids[missing], positions[missing], length)
@@ -843,7 +837,7 @@ class UniZeroLearner(Learner):
             win, value_fn=None, use_root_value=b.use_root_value, bootstrap_fn=None if b.use_root_value else bootstrap
         )
         target_policy, extras = win.policy_targets, dict(win.extras)
-        num_reanalyzed = int(len(index) * b.reanalyze_ratio)
+        num_reanalyzed = index.num_reanalyzed(b.reanalyze_ratio)
         if num_reanalyzed > 0:
             sel = win.valid[:num_reanalyzed]
             seg_ids = np.broadcast_to(np.asarray(index.segment_ids, np.int64)[:num_reanalyzed, None], sel.shape)[sel]

@@ -23,15 +23,29 @@ class SampledIndex:
       weights: `[B] float32` IS weights of exactly these positions, max 1.
       make_time: the buffer's time counter when this sample was drawn; a priority write-back
         is ignored if the buffer evicted anything at or after this time.
+      pad_actions: `[B, U]` int64 (continuous: `[B, U, D]` float32) the random actions of the
+        unroll steps past a segment's end (`GameBuffer.with_padding`), or None: drawn when the
+        window is gathered. Drawn once for a whole batch, they let its shards be gathered
+        elsewhere (a learner rank's replica) with the numbers one process would use.
+      reanalyze_rows: rows 0..k-1 get a fresh search in the batch built from this index; None:
+        ``int(B * reanalyze_ratio)`` (a shard of a batch carries its own share).
     """
 
     segment_ids: np.ndarray
     positions: np.ndarray
     weights: np.ndarray
     make_time: int
+    pad_actions: np.ndarray | None = None
+    reanalyze_rows: int | None = None
 
     def __len__(self) -> int:
         return self.segment_ids.shape[0]
+
+    def num_reanalyzed(self, reanalyze_ratio: float) -> int:
+        """How many leading rows a batch from this index reanalyses (see ``reanalyze_rows``)."""
+        if self.reanalyze_rows is not None:
+            return int(self.reanalyze_rows)
+        return int(len(self) * reanalyze_ratio)
 
 
 @dataclasses.dataclass(frozen=True)

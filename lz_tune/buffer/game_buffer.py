@@ -37,6 +37,7 @@ import numpy as np
 from . import buffer_state, reanalysis, window
 from .batch import SampledIndex
 from .columns import Reanalysis, StepColumn, check_extras
+from .journal import BufferChange, BufferJournal, EvictChange, PushChange, StepWriteChange
 from .priority import importance_weights, sample_proportional, sampling_weights
 from .reanalysis import ReanalyzeFn
 from .segment import GameSegment
@@ -90,6 +91,7 @@ class GameBuffer:
         self.priority_eps = float(priority_eps)
         self.use_max_priority_for_new_data = bool(use_max_priority_for_new_data)
         self.tables = ReplayTables(self.layout, seed=seed)
+        self._journals: list[BufferJournal] = []
 
     # -- the layout (`tables.BufferLayout`) ---------------------------------------------------------
     num_unroll_steps = property(lambda self: self.layout.num_unroll_steps, doc="U (`BufferLayout`).")
@@ -222,12 +224,48 @@ class GameBuffer:
         for segment, prio in zip(segments, new_priorities):
             self._store(segment, prio)
         self._evict_to(self.capacity_transitions)
+        self._record(PushChange(tuple(segments)))
 
     def evict_oldest(self, num_segments: int = 1) -> int:
         """Evicts the `num_segments` oldest segments; returns the positions removed."""
         self.tables.time += 1
         count = min(int(num_segments), self.num_segments)
+        self._record(EvictChange(count))
         return self.tables.drop_oldest(count)
+
+    # -- replicas (see `journal`) ------------------------------------------------------------------
+    def open_journal(self) -> BufferJournal:
+        """A journal of this buffer's changes from now on, for a replica to follow (its first
+        drain hands over the whole buffer)."""
+        journal = BufferJournal(self.capacity_transitions)
+        self._journals.append(journal)
+        return journal
+
+    def close_journal(self, journal: BufferJournal) -> None:
+        """Stop recording into ``journal``."""
+        self._journals = [j for j in self._journals if j is not journal]
+
+    def _record(self, change: BufferChange) -> None:
+        for journal in self._journals:
+            journal.record(change)
+
+    def step_column_values(self, segment_ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Copies of the columns a buffer reanalyze rewrites (``policy_target``, ``root_value``
+        and the declared extras), over every step of ``segment_ids`` in `segment_steps` order."""
+        rows = self._step_rows(segment_ids)
+        names = ["policy_target", "root_value"] + [EXTRA_PREFIX + c.name for c in self.step_columns]
+        return {name: self.tables.steps.array(name)[rows].copy() for name in names}
+
+    def write_step_columns(self, segment_ids: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+        """Writes `step_column_values`-shaped ``columns`` into the steps of ``segment_ids`` (a
+        replica following a buffer reanalyze of its owner)."""
+        rows = self._step_rows(segment_ids)
+        for name, values in columns.items():
+            self.tables.steps.array(name)[rows] = values
+
+    def _step_rows(self, segment_ids: np.ndarray) -> np.ndarray:
+        ids, local = reanalysis.segment_steps(self.tables, segment_ids)
+        return self.tables.segments.array("step_start")[self.tables.segment_row(ids)] - self.tables.steps.base + local
 
     def _check_segment(self, segment: GameSegment) -> None:
         if not isinstance(segment, GameSegment):
@@ -386,6 +424,11 @@ class GameBuffer:
         return int(alive.sum())
 
     # -- batches (the type assembles them from these primitives; see `window`) ----------------
+    def with_padding(self, index: SampledIndex) -> SampledIndex:
+        """``index`` with the random actions past its segments' ends drawn now, from this buffer's
+        RNG exactly as `gather_window` would draw them (`window.with_padding`)."""
+        return window.with_padding(self.tables, index)
+
     def gather_window(self, index: SampledIndex) -> "window.UnrollWindow":
         """The common per-step data over the unroll window of every sampled position."""
         return window.gather_window(self.tables, index)
@@ -445,6 +488,9 @@ class GameBuffer:
         reanalysis.reanalyze_segments(
             self.tables, segment_ids, fn, history_length=history_length, write_root_values=write_root_values
         )
+        if self._journals:
+            ids = np.asarray(segment_ids, np.int64).copy()
+            self._record(StepWriteChange(ids, self.step_column_values(ids)))
 
     def run_reanalysis(
         self, fn: ReanalyzeFn, obs: np.ndarray, action_mask: np.ndarray, to_play: np.ndarray
@@ -466,3 +512,5 @@ class GameBuffer:
         if self.num_transitions > self.capacity_transitions:
             self.tables.time += 1
             self._evict_to(self.capacity_transitions)
+        for journal in self._journals:
+            journal.restart()

@@ -19,15 +19,27 @@ from .batch import SampledIndex
 from .tables import EXTRA_PREFIX, ReplayTables
 from .targets import chunked_call, n_step_value_targets, plan_value_targets, player_signs
 
-__all__ = ["History", "UnrollWindow", "BootstrapFn", "ValueFn", "gather_history", "gather_window", "n_step_values"]
+__all__ = [
+    "History",
+    "UnrollWindow",
+    "BootstrapFn",
+    "ValueFn",
+    "draw_padding",
+    "gather_history",
+    "gather_window",
+    "n_step_values",
+    "with_padding",
+]
 
 ValueFn = Callable[[np.ndarray], np.ndarray]
 """`value_fn(obs [K, *obs_shape] frame dtype) -> [K] float32`: target-network value of stacked obs."""
 
-BootstrapFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""`bootstrap_fn(segment_ids [K] int64, positions [K] int64) -> [K] float32`: target-network value
-at segment-local observation positions, for types whose value depends on more than the observation
-(e.g. UniZero's context; they read it with `gather_history`)."""
+BootstrapFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""`bootstrap_fn(rows [K] int64, segment_ids [K] int64, positions [K] int64) -> [K] float32`:
+target-network value at segment-local observation positions as batch row ``rows`` sees it, for
+types whose value depends on more than the observation (e.g. UniZero's context, read with
+`gather_history`). A row's values depend on that row only, so a batch's targets are the same
+whatever other rows it holds (a shard of it on a learner rank builds the same ones)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,10 +131,35 @@ class UnrollWindow:
         return self.mask > 0
 
 
+def draw_padding(tables: ReplayTables, valid: np.ndarray) -> np.ndarray:
+    """The random actions of unroll steps past a segment's end, from the buffer's RNG, for a
+    window whose steps ``valid [B, U]`` exist: `[B, U]` int64 uniform over the A actions
+    (continuous: `[B, U, D]` float32 uniform in [-1, 1]). Nothing is drawn (zeros) when every
+    step exists, so the RNG moves exactly as when the window draws its own padding."""
+    B, U = valid.shape
+    D, A = tables.layout.action_dim, tables.layout.action_space_size
+    if D:
+        if valid.all():
+            return np.zeros((B, U, D), np.float32)
+        return tables.rng.uniform(-1.0, 1.0, size=(B, U, D)).astype(np.float32)
+    if valid.all():
+        return np.zeros((B, U), np.int64)
+    return tables.rng.integers(0, A, size=(B, U))
+
+
+def with_padding(tables: ReplayTables, index: SampledIndex) -> SampledIndex:
+    """``index`` with its `SampledIndex.pad_actions` drawn (see `draw_padding`)."""
+    U = tables.layout.num_unroll_steps
+    seg_rows = tables.segment_row(index.segment_ids)
+    m = tables.segments.array("num_steps")[seg_rows][:, None]
+    valid = (np.asarray(index.positions, dtype=np.int64)[:, None] + np.arange(U)) < m
+    return dataclasses.replace(index, pad_actions=draw_padding(tables, valid))
+
+
 def gather_window(tables: ReplayTables, index: SampledIndex) -> UnrollWindow:
     """Gathers the unroll window of every position of `index` (no eviction of its segments since
     it was drawn). A handful of fancy-indexing calls, no Python loop over samples."""
-    U, A = tables.layout.num_unroll_steps, tables.layout.action_space_size
+    U = tables.layout.num_unroll_steps
     seg_rows = tables.segment_row(index.segment_ids)
     table, steps = tables.segments, tables.steps
     step0 = table.array("step_start")[seg_rows] - steps.base  # [B] physical
@@ -136,11 +173,9 @@ def gather_window(tables: ReplayTables, index: SampledIndex) -> UnrollWindow:
 
     actions = steps.array("action")[step_rows[:, :U]]
     if not valid[:, :U].all():
-        if tables.layout.action_dim:
-            pad = tables.rng.uniform(-1.0, 1.0, size=actions.shape).astype(np.float32)
-            actions = np.where(valid[:, :U, None], actions, pad)
-        else:
-            actions = np.where(valid[:, :U], actions, tables.rng.integers(0, A, size=actions.shape))
+        pad = index.pad_actions if index.pad_actions is not None else draw_padding(tables, valid[:, :U])
+        where = valid[:, :U, None] if tables.layout.action_dim else valid[:, :U]
+        actions = np.where(where, actions, pad)
     rewards = np.where(valid[:, :U], steps.array("reward")[step_rows[:, :U]], np.float32(0))
     policy = steps.array("policy_target")[step_rows]
     policy *= valid[..., None]
@@ -185,8 +220,8 @@ def n_step_values(
     value_fn: target-network values of bootstrap observations, called once per batch over the
     distinct observations needed (chunks of mini_infer_size); unused (may be None) when
     `use_root_value`, which bootstraps from the stored root values instead, or when
-    `bootstrap_fn` is given: it is called once per batch with the distinct (segment, position)
-    pairs needed instead.
+    `bootstrap_fn` is given: it is called once per batch with the distinct (row, position) pairs
+    needed instead.
     """
     if value_fn is None and not use_root_value and bootstrap_fn is None:
         raise ValueError("value_fn is required unless use_root_value=True or a bootstrap_fn is given")
@@ -223,9 +258,10 @@ def n_step_values(
             # at the end of a truncated segment, masked out above
             values[needed] = steps.array("root_value")[step0_flat[needed] + where]
         elif bootstrap_fn is not None:
-            seg_ids = np.repeat(np.asarray(win.index.segment_ids, np.int64), shape[1])[needed]
-            pairs, inverse = np.unique(np.stack([seg_ids, where]), axis=1, return_inverse=True)
-            out = np.asarray(bootstrap_fn(pairs[0], pairs[1]), dtype=np.float32).reshape(-1)
+            rows = np.repeat(np.arange(shape[0], dtype=np.int64), shape[1])[needed]
+            pairs, inverse = np.unique(np.stack([rows, where]), axis=1, return_inverse=True)
+            seg_ids = np.asarray(win.index.segment_ids, np.int64)[pairs[0]]
+            out = np.asarray(bootstrap_fn(pairs[0], seg_ids, pairs[1]), dtype=np.float32).reshape(-1)
             if out.shape[0] != pairs.shape[1] or not np.all(np.isfinite(out)):
                 raise ValueError(f"bootstrap_fn must return {pairs.shape[1]} finite values, got {out.shape}")
             values[needed] = out[inverse.reshape(-1)]

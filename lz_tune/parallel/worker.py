@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from lz_tune.algos.collective import Collective
+from lz_tune.buffer import TrainBatch
 from lz_tune.pipeline.ray_backend import WorkerBody, take_normal_priority
 
 __all__ = [
@@ -87,6 +88,9 @@ class LearnerWorker(WorkerBody):
         self.rank: Optional[int] = None
         self._sync_batchnorm = False
         self._probe_unused = False
+        self.replica = None
+        """The read-only copy of the driver's buffer this rank builds its targets from (made at
+        the first update that needs it; ``learner.targets_on_workers``)."""
 
     # ------------------------------------------------------------------ placement and setup
 
@@ -208,11 +212,17 @@ class LearnerWorker(WorkerBody):
             self.wrap_data_parallel(self._sync_batchnorm, find_unused_parameters=False)
 
     def learn(self, shard, train_iter: int, loss_scale: float) -> tuple[dict[str, float], np.ndarray, int]:
-        """One update on this rank's shard, its loss scaled by ``loss_scale`` (``n_i * N / B``):
-        (logs, priorities [n_i], train_iter after). The logs carry ``timing/worker_update_s``: this
-        rank's seconds in ``learn`` (forward, backward with DDP's all-reduce overlapped, optimizer
-        step)."""
+        """One update on this rank's shard (a `TrainBatch`, or a
+        :class:`~lz_tune.parallel.learner.ShardWork` whose batch this rank builds), its loss scaled
+        by ``loss_scale`` (``n_i * N / B``): (logs, priorities [n_i], train_iter after). The logs
+        carry ``timing/worker_update_s``: this rank's seconds in ``learn`` (targets when built
+        here, forward, backward with DDP's all-reduce overlapped, optimizer step), and
+        ``timing/worker_targets_s``: the part that built the targets."""
         start = time.perf_counter()
+        targets_s = 0.0
+        if not isinstance(shard, TrainBatch):  # a ShardWork: this rank builds the batch
+            shard = self._build_batch(shard)
+            targets_s = time.perf_counter() - start
         collective = self.learner.collective
         assert isinstance(collective, DataParallelCollective)  # (setup wrapped it)
         collective.loss_scale = float(loss_scale)
@@ -220,9 +230,36 @@ class LearnerWorker(WorkerBody):
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             logs, priorities = self.learner.learn(shard, train_iter=train_iter)
         logs["timing/worker_update_s"] = time.perf_counter() - start
+        logs["timing/worker_targets_s"] = targets_s
         if self._probe_unused:
             self._drop_unused_search()
         return logs, priorities, self.learner.train_iter
+
+    def _build_batch(self, work):
+        """The `TrainBatch` of a ``ShardWork``: the buffer changes applied to the replica, then the
+        type's own ``make_batch`` over this rank's rows, with this rank's target network."""
+        import ray
+
+        from lz_tune.buffer.journal import FullState, apply_changes
+        from lz_tune.pipeline.replay_buffer import make_game_buffer
+
+        for _, ref in work.changes:
+            changes = ray.get(ref)
+            if self.replica is None:
+                if not changes or not isinstance(changes[0], FullState):
+                    raise RuntimeError(
+                        "the learner rank's buffer replica is out of step: it never got the whole buffer"
+                    )
+                self.replica = make_game_buffer(self.cfg, self._spec)
+            apply_changes(self.replica, changes)
+        if self.replica is None:
+            raise RuntimeError("the learner rank's buffer replica is out of step: no buffer changes arrived")
+        rng = np.random.default_rng(list(work.seed))
+        with (
+            warnings.catch_warnings()
+        ):  # the index arrays view Ray's read-only object store; make_batch only reads them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return self.learner.make_batch(self.replica, work.index, rng=rng)
 
     def state_dict(self) -> dict[str, Any]:
         """The learner state (one copy: network, target, optimizer, train_iter) as CPU tensors."""

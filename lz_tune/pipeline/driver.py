@@ -42,7 +42,6 @@ import numpy as np
 import torch
 
 from lz_tune.algos import get_algorithm
-from lz_tune.buffer.game_buffer import GameBuffer
 from lz_tune.buffer.reanalysis import segments_for_sequences
 from lz_tune.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from lz_tune.config import Config, ConfigError
@@ -53,6 +52,7 @@ from lz_tune.pipeline import buffer_checkpoint
 from lz_tune.pipeline.backends import InProcessBackend, PollResult, WorkerBackend
 from lz_tune.pipeline.budget import TrainBudgetQueue, updates_for_collect
 from lz_tune.pipeline.policy_lag import PolicyLag
+from lz_tune.pipeline.replay_buffer import make_game_buffer
 from lz_tune.pipeline.restore import RestoreReport, budgets_after_restore, with_config_hyperparameters
 from lz_tune.pipeline.snapshot import SnapshotPublisher
 from lz_tune.run_folder import BEST_CHECKPOINT, LATEST_CHECKPOINT, RunFolder
@@ -167,7 +167,7 @@ class Driver:
         write_checkpoints: bool = True,
     ) -> None:
         # --- validate everything before creating anything (env id, policy type, checkpoint)
-        algo = get_algorithm(cfg.policy_type)
+        get_algorithm(cfg.policy_type)  # an unknown type fails here, before anything starts
         try:
             self.spec = env_spec_for(cfg)
         except ValueError as e:
@@ -188,24 +188,7 @@ class Driver:
         notice = self.learner.update_path_notice()
         if notice:  # no type loses the fast path silently
             (self.print if print_fn else _log.warning)(f"[{cfg.exp_name}] note: {notice}")
-        b = cfg.buffer
-        self.buffer = GameBuffer(
-            capacity_transitions=b.replay_buffer_size,
-            num_unroll_steps=b.num_unroll_steps,
-            td_steps=b.td_steps,
-            discount=cfg.mcts.discount_factor,
-            frame_stack=self.spec.frame_stack,
-            action_space_size=self.spec.action_space_size,
-            use_priority=b.use_priority,
-            alpha=b.priority_prob_alpha,
-            beta=b.priority_prob_beta,
-            use_max_priority_for_new_data=b.use_max_priority_for_new_data,
-            mini_infer_size=b.mini_infer_size,
-            step_columns=algo.step_columns(cfg, self.spec),
-            policy_target_size=algo.policy_target_size(cfg, self.spec),
-            action_dim=self.spec.action_dim,
-            seed=cfg.seed + 17,
-        )
+        self.buffer = make_game_buffer(cfg, self.spec)
         ap = cfg.async_pipeline
         self.publisher = SnapshotPublisher(
             weight_sync_interval=ap.weight_sync_interval,
@@ -501,11 +484,12 @@ class Driver:
         """Whether the next batch may be sampled and built while the current update runs: the
         update in flight must leave the target network unchanged (the next batch's bootstrap
         values) and, with PER, its priorities are written back only after the next sample is
-        drawn, which ``learner.prepare_ahead_with_lag`` must allow."""
+        drawn, which ``learner.prepare_ahead_with_lag`` must allow. Where the ranks build the
+        targets at the update (``learner.targets_on_workers``), a target refresh does not matter."""
         lc = self.cfg.learner
-        return (not self.cfg.buffer.use_priority or lc.prepare_ahead_with_lag) and not self.learner.target_changes_at(
-            self.train_iter
-        )
+        if self.cfg.buffer.use_priority and not lc.prepare_ahead_with_lag:
+            return False
+        return self.learner.targets_at_update or not self.learner.target_changes_at(self.train_iter)
 
     def _train_one(self, *, next_follows: bool = False) -> None:
         b = self.cfg.buffer
