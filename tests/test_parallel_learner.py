@@ -454,7 +454,8 @@ def _batches_of_first_budget(cfg):
 
     def recording():
         index, batch = sample()
-        seen.append((index.segment_ids.copy(), index.positions.copy(), batch.target_value.copy()))
+        values = getattr(batch, "target_value", None)  # (none when the ranks build the targets)
+        seen.append((index.segment_ids.copy(), index.positions.copy(), None if values is None else values.copy()))
         return index, batch
 
     driver._sample_batch = recording
@@ -469,7 +470,8 @@ def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster,
     """Without PER, the driver builds the next batch while two workers run the current update,
     except across a target-network refresh (every 2nd update here): the batches are those of the
     in-process learner, bootstrap values included (a batch prepared across the refresh would
-    carry the old target network's values)."""
+    carry the old target network's values). Where the ranks build the targets at the update
+    (``learner.targets_on_workers``, the default), batches are prepared across refreshes too."""
     cfg = tiny_cfg(
         "buffer.use_priority=False",
         "learner.target_update_freq=2",
@@ -478,9 +480,8 @@ def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster,
         "evaluator.eval_freq=100",
     )
     in_order, ahead_1 = _batches_of_first_budget(cfg)
-    parallel, ahead_2 = _batches_of_first_budget(
-        cfg.with_overrides(["learner.num_workers=2", "learner.worker_num_cpus=0.5", "learner.sync_batchnorm=True"])
-    )
+    two = ["learner.num_workers=2", "learner.worker_num_cpus=0.5", "learner.sync_batchnorm=True"]
+    parallel, ahead_2 = _batches_of_first_budget(cfg.with_overrides([*two, "learner.targets_on_workers=False"]))
     # the updates 0 -> 1, 2 -> 3 and 4 -> 5 leave the target network as it is: batches 1, 3 and 5 were
     # built while they ran; 1 -> 2 and 3 -> 4 refresh it, so batches 2 and 4 waited for them
     assert ahead_1 == 0 and ahead_2 == 3
@@ -488,6 +489,13 @@ def test_batches_prepared_ahead_are_the_batches_of_the_in_order_run(ray_cluster,
     for (s1, p1, v1), (s2, p2, v2) in zip(in_order, parallel):
         assert np.array_equal(s1, s2) and np.array_equal(p1, p2)
         np.testing.assert_allclose(v2, v1, rtol=1e-5, atol=1e-6)
+    # targets on the ranks: every batch but the first of a train chunk (max_train_chunk_steps=4: updates
+    # 0-3, 4-5) is prepared while the previous update runs, and the same positions are drawn (the ranks'
+    # targets are checked in tests/test_rank_targets.py)
+    on_ranks, ahead_3 = _batches_of_first_budget(cfg.with_overrides(two))
+    assert ahead_3 == 4
+    for (s1, p1, _), (s3, p3, _) in zip(in_order, on_ranks):
+        assert np.array_equal(s1, s3) and np.array_equal(p1, p3)
 
 
 @pytest.mark.slow

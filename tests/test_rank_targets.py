@@ -24,6 +24,7 @@ import torch
 
 from lz_tune.buffer import GameSegment
 from lz_tune.buffer.journal import BufferJournal, StepWriteChange, apply_changes
+from lz_tune.policy_registry import POLICY_TYPES
 
 PONG_SHAPED = (
     "env.env_id=ALE/Pong-v5",
@@ -282,3 +283,54 @@ def test_unizero_ranks_build_the_targets_one_process_builds(ray_cluster, ranks_c
         _compare_on_ranks(cfg, driver)
     finally:
         driver.close()
+
+
+# ------------------------------------------------------------------ every type's rows stand alone
+
+
+def _shard(index, start: int, stop: int):
+    import dataclasses
+
+    rows = slice(start, stop)
+    return dataclasses.replace(
+        index,
+        segment_ids=index.segment_ids[rows],
+        positions=index.positions[rows],
+        weights=index.weights[rows],
+        pad_actions=index.pad_actions[rows],
+        reanalyze_rows=0,
+    )
+
+
+@pytest.mark.parametrize("policy_type", sorted(POLICY_TYPES))
+def test_every_type_builds_a_row_s_targets_from_that_row_alone(tiny_cfg, policy_type):
+    """A rank builds its shard's batch alone: for every policy type, the batch of a whole index is
+    the concatenation of the batches of its two (uneven) halves, targets and extras included."""
+    from lz_tune.algos import get_algorithm
+    from lz_tune.pipeline.replay_buffer import make_game_buffer
+    from lz_tune.workers import SegmentCollector, env_spec_for
+
+    env = ("env.env_id=openspiel:tic_tac_toe",) if policy_type == "alphazero" else ()
+    cfg = tiny_cfg(f"policy_type={policy_type}", "sampled.num_samples=2", "buffer.reanalyze_ratio=0", *env)
+    spec = env_spec_for(cfg)
+    collector = SegmentCollector(cfg.with_overrides(["mcts.num_simulations=2"]), seed=0)
+    buffer = make_game_buffer(cfg, spec)
+    while buffer.num_transitions < 80:
+        buffer.push(collector.collect(temperature=1.0).segments)
+    collector.close()
+    learner = get_algorithm(policy_type).make_learner(cfg, spec)
+    index = buffer.with_padding(buffer.sample(15))
+    whole = learner.make_batch(buffer, index, rng=np.random.default_rng(0))
+    halves = [
+        learner.make_batch(buffer, _shard(index, a, b), rng=np.random.default_rng(0)) for a, b in ((0, 8), (8, 15))
+    ]
+    fields = ("obs", "actions", "target_value", "target_reward", "target_policy", "mask", "weights", "to_play")
+    for name in (*fields, "action_mask", "timesteps"):
+        np.testing.assert_allclose(
+            np.concatenate([getattr(h, name) for h in halves]), getattr(whole, name), rtol=1e-5, atol=1e-6, err_msg=name
+        )
+    assert whole.extras.keys() == halves[0].extras.keys()
+    for name in whole.extras:
+        np.testing.assert_allclose(
+            np.concatenate([h.extras[name] for h in halves]), whole.extras[name], rtol=1e-5, atol=1e-6, err_msg=name
+        )
