@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Union
+from typing import Any, Union
 
 import numpy as np
 
 from .segment import GameSegment
-
-if TYPE_CHECKING:
-    from .game_buffer import GameBuffer
 
 __all__ = [
     "BufferChange",
@@ -105,8 +102,9 @@ class BufferJournal:
         self._pending_positions = 0
         self._needs_full_state = True
 
-    def drain(self, buffer: "GameBuffer") -> list[BufferChange]:
-        """The changes since the last drain, oldest first; ``[FullState]`` (views of the tables,
+    def drain(self, buffer: Any) -> list[BufferChange]:
+        """The changes of ``buffer`` (the `GameBuffer` that records into this journal) since the last
+        drain, oldest first; ``[FullState]`` (views of the tables,
         valid until ``buffer`` next changes: serialise them at once) when the replica must start
         over."""
         if self._needs_full_state:
@@ -119,8 +117,9 @@ class BufferJournal:
         return changes
 
 
-def apply_changes(replica: "GameBuffer", changes: Sequence[BufferChange]) -> None:
-    """Replays drained changes on ``replica`` (built with the owner's constructor arguments)."""
+def apply_changes(replica: Any, changes: Sequence[BufferChange]) -> None:
+    """Replays drained changes on ``replica`` (a `GameBuffer` built with the owner's constructor
+    arguments)."""
     for change in changes:
         if isinstance(change, FullState):
             replica.load_state_dict(change.state)
