@@ -15,16 +15,26 @@ not counted.
 
 Per row, the mean split of one update in milliseconds:
 
-- prepare: ``buffer.sample`` + ``learner.make_batch`` in the driver;
+- prepare: ``buffer.sample`` + ``learner.make_batch`` in the driver (the driver's share: with
+  ``learner.targets_on_workers`` it only draws the padding actions and puts the buffer changes
+  since the last batch into Ray's object store);
+- rank targets (N >= 2 with ``targets_on_workers``): the slowest worker's
+  ``timing/worker_targets_s``, building its shard's targets from its buffer replica;
 - transfer (N >= 2): the update's wall time from ``start_update`` to ``finish_update`` minus the
   slowest worker's ``timing/worker_update_s``: splitting and sending the shards, fetching the
   results back (Ray's object store, task scheduling);
-- compute: the slowest worker's ``timing/worker_update_s`` minus the all-reduce bound (floor 0);
-  N = 1: the whole ``learn`` call;
+- compute: the slowest worker's ``timing/worker_update_s`` minus its targets and the all-reduce
+  bound (floor 0); N = 1: the whole ``learn`` call;
 - all-reduce (N >= 2): one all-reduce of a gradient-sized buffer over the process group
   (``lz_tune.parallel.worker.time_all_reduce`` on every rank, the slowest rank's median); DDP
   overlaps it with the backward pass, so this is what it costs at most;
 - priorities: ``buffer.update_priorities`` (0 for a config without PER, as Pong's).
+
+An N >= 2 row is measured twice, once per place the targets are built (``--targets driver
+ranks``: ``learner.targets_on_workers`` False / True); "sent" is the mean megabytes of numpy
+arrays sent to the workers per update (``DataParallelLearner.bytes_sent_last_update``; with the
+targets on the ranks the frames travel once per pushed segment, not per update, and the bench's
+buffer is filled before the first update, so they travel once in the warm-up).
 
 Threads: an N = 1 row runs on ``learner.num_threads`` torch threads (``--threads``, one row per
 value); an N >= 2 row's workers run on ``int(learner.worker_num_cpus)`` threads each
@@ -37,7 +47,8 @@ markdown table, then as the LAST line one JSON object with the same figures (``r
 per row, ``machine``, ``overrides``).
 
     python benchmarks/learner_scaling.py [--configs cartpole,pong] [--workers 1 2 [4]] [--threads 1 2]
-        [--worker-cpus 1] [--updates U] [--repeats R] [--warmup W] [--device cuda] [key=value ...]
+        [--worker-cpus 1] [--targets driver ranks] [--updates U] [--repeats R] [--warmup W] [--device cuda]
+        [key=value ...]
     python benchmarks/learner_scaling.py --configs pong learner.batch_size=64   # a quicker Pong
 
 ``key=value`` overrides apply to every config and row (e.g. ``learner.batch_size=128``); after
@@ -91,10 +102,11 @@ class Row:
     threads: int  # N = 1: learner.num_threads; N >= 2: torch threads per worker
     driver_threads: int  # torch threads of this process while the row runs
     cfg: Config
+    targets: str = "driver"  # where the batches' targets are built: "driver" or "ranks" (N >= 2)
 
     @property
     def key(self) -> str:
-        return f"N={self.workers}, {self.threads} thread{'s' * (self.threads > 1)}"
+        return f"N={self.workers}, {self.threads} thread{'s' * (self.threads > 1)}, targets {self.targets}"
 
 
 def budgets(which: str) -> str:
@@ -124,6 +136,13 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=min(2, os.cpu_count() or 1),
         help="torch threads of this process (the driver: sample + targets) in the N >= 2 rows",
+    )
+    p.add_argument(
+        "--targets",
+        nargs="+",
+        choices=("driver", "ranks"),
+        default=["driver", "ranks"],
+        help="where the N >= 2 rows build the targets (learner.targets_on_workers False / True; one row each)",
     )
     p.add_argument(
         "--updates",
@@ -186,7 +205,7 @@ def make_rows(base: Config, args: argparse.Namespace) -> list[Row]:
                 for t in sorted(set(args.threads))
             ]
         else:
-            rows.append(
+            rows += [
                 Row(
                     n,
                     max(1, int(args.worker_cpus)),
@@ -197,17 +216,14 @@ def make_rows(base: Config, args: argparse.Namespace) -> list[Row]:
                             f"learner.num_workers={n}",
                             f"learner.worker_num_cpus={args.worker_cpus:g}",
                             f"learner.num_threads={args.driver_threads}",
+                            f"learner.targets_on_workers={where == 'ranks'}",
                         ]
                     ),
+                    targets=where,
                 )
-            )
+                for where in dict.fromkeys(args.targets)
+            ]
     return rows
-
-
-def batch_megabytes(batch) -> float:
-    """Bytes of a training batch's arrays (what N >= 2 sends to the workers per update), in MB."""
-    arrays = [v for v in vars(batch).values() if isinstance(v, np.ndarray)] + list(batch.extras.values())
-    return sum(a.nbytes for a in arrays) / 1e6
 
 
 class ScalingBench(Bench):
@@ -229,6 +245,15 @@ class ScalingBench(Bench):
             if hasattr(learner, "close"):
                 learner.close()
 
+    def batch_megabytes(self) -> float:
+        """MB of the arrays of one training batch built in this process (what an N >= 2 row with
+        the targets at the driver sends to its workers per update)."""
+        first = next(iter(self.learners.values()))
+        learner = getattr(first, "local", first)  # an N >= 2 row's mirror: the type's own learner
+        batch = learner.make_batch(self.buffer, self.buffer.sample(self.batch_size), rng=self.rng)
+        arrays = [v for v in vars(batch).values() if isinstance(v, np.ndarray)] + list(batch.extras.values())
+        return sum(a.nbytes for a in arrays) / 1e6
+
     def all_reduce_s(self, row: Row) -> float:
         """The slowest rank's median seconds of one gradient-sized all-reduce (0 for N = 1)."""
         if row.workers < 2:
@@ -243,9 +268,11 @@ class ScalingBench(Bench):
         index = self.buffer.sample(self.batch_size)
         batch = learner.make_batch(self.buffer, index, rng=self.rng)
         t1 = time.perf_counter()
+        targets, sent = None, None
         if row.workers >= 2:
             logs, priorities = learner.finish_update(learner.start_update(batch))
-            worker = logs["timing/worker_update_s"]
+            worker, targets = logs["timing/worker_update_s"], logs["timing/worker_targets_s"]
+            sent = learner.bytes_sent_last_update
         else:
             logs, priorities = learner.learn(batch)
             if self.cuda:
@@ -255,7 +282,15 @@ class ScalingBench(Bench):
         if self.use_priority:
             self.buffer.update_priorities(index, priorities)
         t3 = time.perf_counter()
-        return {"prepare": t1 - t0, "update": t2 - t1, "worker": worker, "priorities": t3 - t2, "total": t3 - t0}
+        return {
+            "prepare": t1 - t0,
+            "update": t2 - t1,
+            "worker": worker,
+            "targets": targets,
+            "priorities": t3 - t2,
+            "total": t3 - t0,
+            "sent": sent,
+        }
 
 
 def ms_split(updates: list[dict[str, float]], all_reduce_s: float) -> dict[str, float]:
@@ -267,8 +302,13 @@ def ms_split(updates: list[dict[str, float]], all_reduce_s: float) -> dict[str, 
     parallel = updates[0]["worker"] is not None
     return {
         "prepare": mean(lambda u: u["prepare"]),
+        "rank_targets": mean(lambda u: u["targets"]) if parallel else 0.0,
         "transfer": mean(lambda u: u["update"] - u["worker"]) if parallel else 0.0,
-        "compute": (mean(lambda u: max(u["worker"] - all_reduce_s, 0.0)) if parallel else mean(lambda u: u["update"])),
+        "compute": (
+            mean(lambda u: max(u["worker"] - u["targets"] - all_reduce_s, 0.0))
+            if parallel
+            else mean(lambda u: u["update"])
+        ),
         "all_reduce": all_reduce_s * 1e3,
         "priorities": mean(lambda u: u["priorities"]),
         "total": mean(lambda u: u["total"]),
@@ -296,9 +336,7 @@ def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
             torch.set_num_threads(row.driver_threads)
             for _ in range(warmup):
                 bench.split_update(row)
-        mb = batch_megabytes(
-            bench.learners[rows[0].key].make_batch(bench.buffer, bench.buffer.sample(bench.batch_size), rng=bench.rng)
-        )
+        mb = bench.batch_megabytes()
         rates: dict[str, list[float]] = {row.key: [] for row in rows}
         updates: dict[str, list[dict]] = {row.key: [] for row in rows}
         for _ in range(repeats):
@@ -317,6 +355,10 @@ def measure_config(name: str, args: argparse.Namespace) -> list[dict]:
                 "config": name,
                 "batch_size": base.learner.batch_size,
                 "workers": row.workers,
+                "targets": row.targets if row.workers >= 2 else None,
+                "sent_mb_per_update": (
+                    round(float(np.mean([u["sent"] for u in updates[row.key]])) / 1e6, 4) if row.workers >= 2 else None
+                ),
                 "threads": row.threads,
                 "driver_threads": row.driver_threads,
                 "worker_num_cpus": row.cfg.learner.worker_num_cpus if row.workers >= 2 else None,
@@ -345,25 +387,29 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
         "mean:\n"
     )
     print(
-        "| config | batch | N | threads | timed | updates/s (median) | min - max | vs best N=1 | prepare | "
-        "transfer | compute | all-reduce | priorities | total |"
+        "| config | batch | N | targets | threads | timed | updates/s (median) | min - max | vs best N=1 | prepare | "
+        "rank targets | transfer | compute | all-reduce | priorities | total | sent MB/update |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for o in rows:
         ms = o["ms_per_update"]
         vs = f"{o['vs_best_n1']:.2f}x" if o["vs_best_n1"] else "-"
         parallel = o["workers"] >= 2
+        on_ranks = o["targets"] == "ranks"
         print(
-            f"| {o['config']} | {o['batch_size']} | {o['workers']} | {o['threads']} | "
+            f"| {o['config']} | {o['batch_size']} | {o['workers']} | {o['targets'] or '-'} | {o['threads']} | "
             f"{o['repeats']} x {o['updates']} | {o['updates_per_s']:.2f} | "
             f"{o['updates_per_s_min']:.2f} - {o['updates_per_s_max']:.2f} | {vs} | {ms['prepare']:.1f} | "
-            f"{ms['transfer']:.1f} | {ms['compute']:.1f} | "
+            + (f"{ms['rank_targets']:.1f}" if on_ranks else "-")
+            + f" | {ms['transfer']:.1f} | {ms['compute']:.1f} | "
             + (f"{ms['all_reduce']:.1f}" if parallel else "-")
-            + f" | {ms['priorities']:.2f} | {ms['total']:.1f} |"
+            + f" | {ms['priorities']:.2f} | {ms['total']:.1f} | "
+            + (f"{o['sent_mb_per_update']:.4f}" if parallel else "-")
+            + " |"
         )
     for name in dict.fromkeys(o["config"] for o in rows):
         mb = next(o["batch_mb"] for o in rows if o["config"] == name)
-        print(f"{name}: one global batch is {mb:.2f} MB of arrays (what N >= 2 sends to its workers per update)")
+        print(f"{name}: one global batch is {mb:.2f} MB of arrays (what N >= 2 with the targets at the driver sends)")
 
 
 def main() -> None:
@@ -377,7 +423,8 @@ def main() -> None:
         import ray
 
         # every row's workers stay up (rows are interleaved; idle ones cost no CPU): Ray needs room for all
-        cpus = max(os.cpu_count() or 1, sum(math.ceil(n * args.worker_cpus) for n in set(args.workers) if n >= 2))
+        per_targets = sum(math.ceil(n * args.worker_cpus) for n in set(args.workers) if n >= 2)
+        cpus = max(os.cpu_count() or 1, len(set(args.targets)) * per_targets)
         if max(args.workers) * args.worker_cpus > (os.cpu_count() or 1):
             notes.append(
                 f"{max(args.workers)} workers x {args.worker_cpus:g} CPU > {os.cpu_count()} cores: "

@@ -186,12 +186,24 @@ def test_learner_scaling_prints_updates_per_second_for_one_and_two_workers():
         ],
         timeout=300,
     )
-    rows = {(row["config"], row["workers"]): row for row in out["rows"]}
-    assert set(rows) == {("cartpole", 1), ("cartpole", 2)}
+    rows = {(row["config"], row["workers"], row["targets"]): row for row in out["rows"]}
+    assert set(rows) == {("cartpole", 1, None), ("cartpole", 2, "driver"), ("cartpole", 2, "ranks")}
     for row in rows.values():
         assert row["updates_per_s"] > 0 and row["batch_size"] == 16 and row["threads"] == 1
-        assert set(row["ms_per_update"]) == {"prepare", "transfer", "compute", "all_reduce", "priorities", "total"}
-    assert rows["cartpole", 2]["ms_per_update"]["all_reduce"] > 0 and rows["cartpole", 2]["worker_num_cpus"] == 1
+        assert set(row["ms_per_update"]) == {
+            "prepare",
+            "rank_targets",
+            "transfer",
+            "compute",
+            "all_reduce",
+            "priorities",
+            "total",
+        }
+    driver, ranks = rows["cartpole", 2, "driver"], rows["cartpole", 2, "ranks"]
+    assert driver["ms_per_update"]["all_reduce"] > 0 and driver["worker_num_cpus"] == 1
+    assert ranks["ms_per_update"]["rank_targets"] > 0 and driver["ms_per_update"]["rank_targets"] == 0
+    # per update: 16 rows of indices, weights and padding actions against 16 rows of observations and targets
+    assert ranks["sent_mb_per_update"] < driver["sent_mb_per_update"]
 
 
 @pytest.mark.slow
