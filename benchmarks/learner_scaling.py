@@ -6,7 +6,7 @@ the in-process learner (N = 1), at the SAME global batch, for the CartPole MLP
 One update = what the driver does per learner step (``lz_tune/pipeline/driver.py``): sample one
 global batch of ``learner.batch_size`` and build its targets (``learner.make_batch``), run the
 update (N = 1: ``learner.learn`` in this process; N >= 2: ``start_update`` splits the batch into N
-shards and sends them to N Ray Train workers running one DDP update, ``finish_update`` collects
+shards and sends them to N learner workers (Ray actors) running one DDP update, ``finish_update`` collects
 logs and priorities), write the priorities back (``buffer.update_priorities``, when the config
 uses PER). Every row has its own learner (torch seed 0: the same initial weights) over ONE buffer
 filled once per config (``benchmarks/learner_speed.py``'s ``fill_buffer`` through its ``Bench``);
