@@ -334,3 +334,34 @@ def test_every_type_builds_a_row_s_targets_from_that_row_alone(tiny_cfg, policy_
         np.testing.assert_allclose(
             np.concatenate([h.extras[name] for h in halves]), whole.extras[name], rtol=1e-5, atol=1e-6, err_msg=name
         )
+
+
+def test_rank_0_publishes_the_snapshot_weights_and_only_a_reference_travels(ray_cluster, tiny_cfg):
+    import pickle
+
+    import ray
+
+    from lz_tune.algos import get_algorithm
+    from lz_tune.parallel import make_learner
+    from lz_tune.workers import WeightSnapshot, env_spec_for
+    from lz_tune.workers.common import StoredWeights
+
+    cfg = tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=0.5")
+    spec = env_spec_for(cfg)
+    learner = make_learner(cfg, spec)
+    learner.start()
+    try:
+        weights = learner.snapshot_weights()
+        assert isinstance(weights, StoredWeights)
+        rank0 = learner.group.weights("policy")
+        assert len(pickle.dumps(weights)) < 1_000 < sum(v.numel() * v.element_size() for v in rank0.values())
+        # through the object store as a collector or evaluator gets it, then loaded into a policy
+        snapshot = ray.get(ray.put(WeightSnapshot(version=1, train_iter=0, weights=weights)))
+        policy = get_algorithm(cfg.policy_type).make_policy(cfg, spec)
+        policy.load_weights(snapshot.weights)
+        loaded = policy.network.state_dict()
+        assert rank0.keys() == loaded.keys()
+        for name, value in rank0.items():
+            torch.testing.assert_close(loaded[name], value)
+    finally:
+        learner.close()

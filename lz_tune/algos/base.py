@@ -219,6 +219,11 @@ class Learner(abc.ABC):
             write_root_values=self.cfg.reanalyze_writes_root_values,
         )
 
+    def snapshot_weights(self) -> Mapping[str, torch.Tensor]:
+        """The online network's weights for a snapshot published to collectors and evaluators (a
+        data-parallel learner's are put into Ray's object store by rank 0)."""
+        return self.policy.weights()
+
     def target_changes_at(self, train_iter: int) -> bool:
         """Whether the update that takes ``train_iter`` to ``train_iter + 1`` changes the target
         network (what :meth:`make_batch` bootstraps from). True unless the type knows better: a

@@ -287,6 +287,10 @@ class LearnerGroup:
 
         return weights_from_numpy(self.get([self.workers[0].weights.remote(which)], f"fetching {which} weights")[0])
 
+    def put_policy_weights(self):
+        """An ObjectRef of rank 0's learner-network weights (numpy arrays), put by rank 0."""
+        return self.get([self.workers[0].put_policy_weights.remote()], "publishing the policy weights")[0][0]
+
     def apply(self, fn) -> list:
         """``fn(learner)`` on every rank's learner (diagnostics and tests); results in rank order."""
         return self.get([w.apply.remote(fn) for w in self.workers], "apply")

@@ -205,6 +205,15 @@ class DataParallelLearner(Learner):
             self._stale.discard(which)
         return getattr(self.local, which)
 
+    def snapshot_weights(self):
+        """Rank 0's current weights for a snapshot: put into Ray's object store by rank 0, so only
+        the reference passes through the driver (the mirror's weights before the workers start)."""
+        if self.group is None:
+            return self.local.policy.weights()
+        from lz_tune.workers.common import StoredWeights
+
+        return StoredWeights(self.group.put_policy_weights())
+
     @property
     def train_iter(self) -> int:  # type: ignore[override]  # the mirror's, read only
         return self.local.train_iter

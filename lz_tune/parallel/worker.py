@@ -275,6 +275,14 @@ class LearnerWorker(WorkerBody):
             raise ValueError(f"which: 'policy' or 'target_policy', got {which!r}")
         return weights_to_numpy(getattr(self.learner, which).weights())
 
+    def put_policy_weights(self) -> list:
+        """``[ObjectRef]`` of this rank's learner-network weights as numpy arrays, put into Ray's
+        object store by this process (rank 0 publishes the snapshots: the weights do not pass
+        through the driver). A list, so that the caller gets the reference, not the weights."""
+        import ray
+
+        return [ray.put(weights_to_numpy(self.learner.policy.weights()))]
+
     def apply(self, fn):
         """``fn(learner)`` on this rank's learner, then DDP wrapped anew (``fn`` may have changed the
         parameters' dtype or device, which DDP's gradient buckets were built for); returns ``fn``'s

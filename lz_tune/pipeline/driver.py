@@ -193,7 +193,7 @@ class Driver:
         self.publisher = SnapshotPublisher(
             weight_sync_interval=ap.weight_sync_interval,
             max_policy_lag=ap.max_policy_lag,
-            get_weights=lambda: self.learner.policy.weights(),
+            get_weights=lambda: self.learner.snapshot_weights(),
         )
         self.budgets = TrainBudgetQueue()
         self.counters = Counters()

@@ -34,6 +34,7 @@ from lz_tune.config import Config
 from lz_tune.pipeline.backends import COLLECTOR_SEED_STRIDE, EVALUATOR_SEED_OFFSET, PollResult, WorkerBackend
 from lz_tune.ray_auth import join_ray
 from lz_tune.workers import WeightSnapshot
+from lz_tune.workers.common import StoredWeights
 
 #: weight snapshots whose ObjectRef the driver keeps for reuse (the newest; a launched task holds
 #: its own ref, so dropping one never frees weights an actor still needs)
@@ -130,6 +131,8 @@ def _snapshot_to_store(snapshot: WeightSnapshot) -> WeightSnapshot:
     ~0.5 ms, the put on the learner's critical path once per published version."""
     import torch
 
+    if isinstance(snapshot.weights, StoredWeights):  # already in the store (put by a learner rank): the reference
+        return snapshot
     weights = {
         k: v if v.dtype == torch.bfloat16 else v.detach().cpu().numpy()  # numpy has no bfloat16
         for k, v in snapshot.weights.items()
@@ -145,6 +148,8 @@ def _snapshot_from_store(snapshot: WeightSnapshot) -> WeightSnapshot:
 
     import torch
 
+    if isinstance(snapshot.weights, StoredWeights):  # fetched when the policy loads them
+        return snapshot
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         weights = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in snapshot.weights.items()}

@@ -13,6 +13,7 @@ beside the published ones: an evaluation never delays or advances a collector's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Callable, Optional
 
 import torch
@@ -25,7 +26,7 @@ GENERATION_STRIDE = 1_000_000_000_000
 
 class SnapshotPublisher:
     def __init__(
-        self, *, weight_sync_interval: int, max_policy_lag: int, get_weights: Callable[[], dict[str, torch.Tensor]]
+        self, *, weight_sync_interval: int, max_policy_lag: int, get_weights: Callable[[], Mapping[str, torch.Tensor]]
     ) -> None:
         self.weight_sync_interval = weight_sync_interval
         self.max_policy_lag = max_policy_lag

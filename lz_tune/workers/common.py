@@ -4,7 +4,10 @@ and the immutable weight snapshot that travels from the learner to the workers."
 from __future__ import annotations
 
 import functools
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -26,7 +29,46 @@ class WeightSnapshot:
 
     version: int
     train_iter: int
-    weights: dict[str, torch.Tensor]
+    weights: Mapping[str, torch.Tensor]
+    """A dict of CPU tensors, or :class:`StoredWeights` (a data-parallel learner's rank 0 put
+    them into Ray's object store: only the reference travels, and a worker fetches them when it
+    loads them)."""
+
+
+class StoredWeights(Mapping[str, torch.Tensor]):
+    """Network weights in Ray's object store, by reference: a read-only mapping of CPU tensors
+    fetched on first access (``ray.get``; tensors view the store's buffers: ``load_state_dict``
+    copies them). Pickled, it is the reference only, so a snapshot that holds it travels in a
+    few bytes from the driver to collectors and evaluators, which fetch the weights themselves.
+
+    ``ref``: an ObjectRef of ``{name: numpy array}`` (bfloat16 tensors as tensors: numpy has none)."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+        self._weights: Optional[dict[str, torch.Tensor]] = None
+
+    def _fetched(self) -> dict[str, torch.Tensor]:
+        if self._weights is None:
+            import ray
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                self._weights = {
+                    k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in ray.get(self.ref).items()
+                }
+        return self._weights
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._fetched()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fetched())
+
+    def __len__(self) -> int:
+        return len(self._fetched())
+
+    def __reduce__(self):
+        return (StoredWeights, (self.ref,))
 
 
 def atari_options(env: EnvConfig) -> AtariOptions:
