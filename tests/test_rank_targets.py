@@ -24,6 +24,7 @@ import torch
 
 from lz_tune.buffer import GameSegment
 from lz_tune.buffer.journal import BufferJournal, StepWriteChange, apply_changes
+from lz_tune.parallel.shards import index_rows
 from lz_tune.policy_registry import POLICY_TYPES
 
 PONG_SHAPED = (
@@ -288,20 +289,6 @@ def test_unizero_ranks_build_the_targets_one_process_builds(ray_cluster, ranks_c
 # ------------------------------------------------------------------ every type's rows stand alone
 
 
-def _shard(index, start: int, stop: int):
-    import dataclasses
-
-    rows = slice(start, stop)
-    return dataclasses.replace(
-        index,
-        segment_ids=index.segment_ids[rows],
-        positions=index.positions[rows],
-        weights=index.weights[rows],
-        pad_actions=index.pad_actions[rows],
-        reanalyze_rows=0,
-    )
-
-
 @pytest.mark.parametrize("policy_type", sorted(POLICY_TYPES))
 def test_every_type_builds_a_row_s_targets_from_that_row_alone(tiny_cfg, policy_type):
     """A rank builds its shard's batch alone: for every policy type, the batch of a whole index is
@@ -322,7 +309,8 @@ def test_every_type_builds_a_row_s_targets_from_that_row_alone(tiny_cfg, policy_
     index = buffer.with_padding(buffer.sample(15))
     whole = learner.make_batch(buffer, index, rng=np.random.default_rng(0))
     halves = [
-        learner.make_batch(buffer, _shard(index, a, b), rng=np.random.default_rng(0)) for a, b in ((0, 8), (8, 15))
+        learner.make_batch(buffer, index_rows(index, a, b, reanalyze_rows=0), rng=np.random.default_rng(0))
+        for a, b in ((0, 8), (8, 15))
     ]
     fields = ("obs", "actions", "target_value", "target_reward", "target_policy", "mask", "weights", "to_play")
     for name in (*fields, "action_mask", "timesteps"):

@@ -43,7 +43,7 @@ from lz_tune.algos.base import Learner, Policy
 from lz_tune.buffer import GameBuffer, SampledIndex, TrainBatch
 from lz_tune.buffer.journal import BufferJournal
 from lz_tune.config import Config, ConfigError
-from lz_tune.parallel.shards import merge_logs, shard_bounds, shard_loss_scales, split_batch
+from lz_tune.parallel.shards import index_rows, merge_logs, shard_bounds, shard_loss_scales, split_batch
 from lz_tune.parallel.sync_batchnorm import has_batchnorm
 
 if TYPE_CHECKING:  # (imports Ray)
@@ -293,16 +293,7 @@ class DataParallelLearner(Learner):
         reanalysed = index.num_reanalyzed(batch.reanalyze_ratio)
         work = []
         for rank, (start, stop) in enumerate(shard_bounds(total, self.num_workers)):
-            rows = slice(start, stop)
-            assert index.pad_actions is not None  # (make_batch drew them)
-            shard = SampledIndex(
-                segment_ids=np.asarray(index.segment_ids)[rows],
-                positions=np.asarray(index.positions)[rows],
-                weights=np.asarray(index.weights)[rows],
-                make_time=index.make_time,
-                pad_actions=index.pad_actions[rows],
-                reanalyze_rows=int(min(max(reanalysed - start, 0), stop - start)),
-            )
+            shard = index_rows(index, start, stop, reanalyze_rows=int(min(max(reanalysed - start, 0), stop - start)))
             work.append(ShardWork(index=shard, changes=changes, seed=(self._cfg.seed, rank, train_iter)))
         return work
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from lz_tune.buffer import SampledIndex, TrainBatch
 
-__all__ = ["merge_logs", "shard_bounds", "shard_loss_scales", "split_batch"]
+__all__ = ["index_rows", "merge_logs", "shard_bounds", "shard_loss_scales", "split_batch"]
 
 #: logs that are already a global quantity on every worker after the all-reduce: the mean of the
 #: workers' values is the global value (the others are per-sample means: size-weighted)
@@ -58,13 +58,7 @@ def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
     shards = []
     for start, stop in shard_bounds(total, num_shards):
         rows = slice(start, stop)
-        index = batch.index
-        shard_index = SampledIndex(
-            segment_ids=np.asarray(index.segment_ids)[rows],
-            positions=np.asarray(index.positions)[rows],
-            weights=np.asarray(index.weights)[rows],
-            make_time=index.make_time,
-        )
+        shard_index = index_rows(batch.index, start, stop)
         shards.append(
             dataclasses.replace(
                 batch,
@@ -84,6 +78,20 @@ def split_batch(batch: TrainBatch, num_shards: int) -> list[TrainBatch]:
             )
         )
     return shards
+
+
+def index_rows(index: SampledIndex, start: int, stop: int, *, reanalyze_rows: int | None = None) -> SampledIndex:
+    """Rows ``[start, stop)`` of a sampled index (its padding actions too, where drawn); the shard
+    reanalyses its first ``reanalyze_rows`` rows (None: as the index says)."""
+    rows = slice(start, stop)
+    return dataclasses.replace(
+        index,
+        segment_ids=np.asarray(index.segment_ids)[rows],
+        positions=np.asarray(index.positions)[rows],
+        weights=np.asarray(index.weights)[rows],
+        pad_actions=None if index.pad_actions is None else index.pad_actions[rows],
+        reanalyze_rows=reanalyze_rows,
+    )
 
 
 def merge_logs(logs: list[dict[str, float]], sizes: list[int]) -> dict[str, float]:
