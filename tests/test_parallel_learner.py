@@ -528,3 +528,46 @@ def test_a_gpu_worker_on_a_cluster_without_gpus_is_refused_before_any_actor(ray_
     with pytest.raises(ConfigError, match="learner.worker_num_gpus"):
         driver_module.Driver(cfg, print_fn=None)
     assert started == []
+
+
+def test_an_update_sent_ahead_gives_the_in_order_run_s_weights(ray_cluster, tiny_cfg, monkeypatch):
+    """Sync pipeline, targets on the ranks, no PER: the next update goes to the workers before the
+    current one returns (two in flight); the first budget's sampled positions and the learner state
+    after it are those of the run that waits for every update."""
+    from lz_tune.pipeline.driver import Driver
+
+    cfg = tiny_cfg(
+        "buffer.use_priority=False",
+        "learner.target_update_freq=2",
+        "learner.update_per_collect=6",
+        "max_train_iter=6",
+        "evaluator.eval_freq=100",
+        "learner.num_workers=2",
+        "learner.worker_num_cpus=0.5",
+    )
+
+    def first_budget():
+        driver = Driver(cfg, print_fn=None)
+        try:
+            seen = []
+            sample = driver._sample_batch
+
+            def recording():
+                index, batch = sample()
+                seen.append((index.segment_ids.copy(), index.positions.copy()))
+                return index, batch
+
+            driver._sample_batch = recording
+            driver.run()
+            return seen, driver.updates_sent_ahead, driver.learner.state_dict()
+        finally:
+            driver.close()
+
+    seen_a, ahead, state_a = first_budget()
+    assert ahead == 4  # every update but the first of a train chunk (updates 0-3, 4-5)
+    monkeypatch.setattr(Driver, "_may_send_ahead", lambda self: False)
+    seen_b, none, state_b = first_budget()
+    assert none == 0 and len(seen_a) == len(seen_b) == 6
+    for (s1, p1), (s2, p2) in zip(seen_a, seen_b):
+        assert np.array_equal(s1, s2) and np.array_equal(p1, p2)
+    _assert_state_close(state_a, state_b, rtol=1e-6, atol=1e-7)

@@ -282,7 +282,7 @@ class DataParallelLearner(Learner):
             refs=self.group.learn_async(shards, t, shard_loss_scales(sizes)),
             sizes=sizes,
             train_iter=t,
-            changes_target=self.local.target_changes_at(self.train_iter),
+            changes_target=self.local.target_changes_at(t),
         )
 
     def _shard_work(self, batch: RankTargetsBatch, train_iter: int) -> list[ShardWork]:

@@ -240,6 +240,8 @@ class Driver:
             raise
         self._prepared: Optional[tuple] = None  # (index, batch) built while the previous update ran
         self.batches_prepared_ahead = 0
+        self._in_flight: Any = None  # the update of self._prepared, sent before the previous one returned
+        self.updates_sent_ahead = 0
         self._started_ray = False
         workers = self.learner.runs_on_workers  # data-parallel learner workers (learner.num_workers >= 2)
         made_backend = None
@@ -491,15 +493,38 @@ class Driver:
             return False
         return self.learner.targets_at_update or not self.learner.target_changes_at(self.train_iter)
 
+    def _may_send_ahead(self) -> bool:
+        """Whether the prepared next batch may go to the learner workers before the current update
+        returns (two updates in flight: the workers do not wait for the driver's round trip).
+        Exact where nothing between the two updates reads the workers' weights: the ranks build
+        the targets at the update (``learner.targets_on_workers``) and the sync pipeline, whose
+        updates of one train chunk follow each other with nothing in between (the async pipeline
+        launches collects and evaluations between two updates, with the weights of the first)."""
+        return self.learner.targets_at_update and not self.cfg.async_pipeline.enabled
+
+    def _drop_in_flight(self) -> None:
+        """Wait for an update sent ahead and drop its result (a restore replaces the learner state)."""
+        pending, self._in_flight = self._in_flight, None
+        if pending is not None:
+            try:
+                self.learner.finish_update(pending)
+            except Exception as e:  # the workers failed: the restore starts from the checkpoint anyway
+                self.print(f"[{self.cfg.exp_name}] an update sent ahead failed before the restore ({e})")
+
     def _train_one(self, *, next_follows: bool = False) -> None:
         b = self.cfg.buffer
         index, batch = self._prepared if self._prepared is not None else self._sample_batch()
         self._prepared = None
         if self.learner.runs_on_workers:  # learner workers: prepare the next batch meanwhile
-            pending = self.learner.start_update(batch, train_iter=self.train_iter)
+            pending, self._in_flight = self._in_flight, None
+            if pending is None:
+                pending = self.learner.start_update(batch, train_iter=self.train_iter)
             if next_follows and self._may_prepare_ahead():
                 self._prepared = self._sample_batch()
                 self.batches_prepared_ahead += 1
+                if self._may_send_ahead():  # the workers take it up the moment this one is done
+                    self._in_flight = self.learner.start_update(self._prepared[1], train_iter=self.train_iter + 1)
+                    self.updates_sent_ahead += 1
             logs, priorities = self.learner.finish_update(pending)
         else:
             logs, priorities = self.learner.learn(batch, train_iter=self.train_iter)
@@ -572,6 +597,7 @@ class Driver:
         count = segments_for_sequences(
             b.reanalyze_batch_size, game_segment_length=b.game_segment_length, num_unroll_steps=b.num_unroll_steps
         )
+        assert self._in_flight is None  # (an update is sent ahead only when no buffer reanalyze comes first)
         ids = self.buffer.choose_stale_segments(num_segments=count, partition=b.reanalyze_partition, rng=self.rng)
         self.learner.reanalyze_segments(self.buffer, ids, rng=self.rng)
         self._prepared = None  # a batch built before the reanalyze holds the old targets
@@ -926,6 +952,7 @@ class Driver:
         self.last_eval_env_steps = None
         self._last_eval_payload = None
         self.policy_lag.forget_update_times()  # train_iter jumps: lags at start count from here
+        self._drop_in_flight()
         self._restore(ckpt)
         if evaluated is not None and ckpt.get("eval") is None:
             self._adopt_evaluation(evaluated)
