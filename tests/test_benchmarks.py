@@ -206,6 +206,14 @@ def test_learner_scaling_prints_updates_per_second_for_one_and_two_workers():
     assert ranks["sent_mb_per_update"] < driver["sent_mb_per_update"]
 
 
+@pytest.mark.slow  # ~40 s: Ray, four sync drivers with two learner workers each
+def test_updates_in_flight_prints_both_variants():
+    out = _last_json(["benchmarks/updates_in_flight.py", "--updates", "10", "--repeats", "1"], timeout=300)
+    runs = {run["send_ahead"]: run for run in out["runs"]}
+    assert set(runs) == {True, False} and all(run["updates"] == 20 for run in runs.values())
+    assert runs[True]["updates_sent_ahead"] == 18 and runs[False]["updates_sent_ahead"] == 0
+
+
 @pytest.mark.slow
 def test_stochastic_2048_prints_scores_of_agent_and_baselines(tmp_path):
     out = _last_json(
