@@ -255,9 +255,8 @@ class LearnerWorker(WorkerBody):
         if self.replica is None:
             raise RuntimeError("the learner rank's buffer replica is out of step: no buffer changes arrived")
         rng = np.random.default_rng(list(work.seed))
-        with (
-            warnings.catch_warnings()
-        ):  # the index arrays view Ray's read-only object store; make_batch only reads them
+        # the index arrays view Ray's read-only object store; make_batch only reads them
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             return self.learner.make_batch(self.replica, work.index, rng=rng)
 
