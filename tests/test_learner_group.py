@@ -59,32 +59,44 @@ def test_backend_string_is_the_composite_form():
     assert process_group_backend(0.0) == "cpu:gloo"
 
 
-def test_composite_backend_runs_every_collective_kind_on_cpu_tensors():
-    """A one-rank process group of the CPU ranks' backend string: all-reduce (sum, max), the
-    differentiable all-reduce of GlobalBatchNorm and DDP's gradient hook all run on it."""
+def _every_collective_kind() -> None:
+    """All-reduce (sum, max), GlobalBatchNorm's differentiable all-reduce and DDP's gradient hook
+    on the current one-rank process group; every object holding the group is freed on return."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from lz_tune.parallel.sync_batchnorm import convert_to_global_batchnorm
     from lz_tune.parallel.worker import DataParallelCollective, _Forward
 
+    net = convert_to_global_batchnorm(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)))
+    collective = DataParallelCollective(DistributedDataParallel(_Forward(net)), rank=0, world_size=1)
+    collective.loss_scale = 0.5
+    x = torch.randn(6, 3)
+    (loss,) = collective.run_forward(lambda: (net(x).pow(2).mean(),))
+    loss.backward()
+    expected = net(x).pow(2).mean().item() * 0.5
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert all(p.grad is not None for p in net.parameters())
+    t = torch.tensor([1.0, 5.0])
+    assert collective.all_reduce(t, "max").tolist() == [1.0, 5.0]
+    assert collective.all_reduce(t, "sum") is not t
+
+
+def test_composite_backend_runs_every_collective_kind_on_cpu_tensors():
+    """A one-rank process group of the CPU ranks' backend string: all-reduce (sum, max), the
+    differentiable all-reduce of GlobalBatchNorm and DDP's gradient hook all run on it. DDP's
+    reducer is freed before the group is destroyed: freed after it, gloo's destructor can wait
+    forever for its worker threads (seen once in a full run)."""
+    import gc
+
+    import torch.distributed as dist
+
     dist.init_process_group(process_group_backend(0.0), store=dist.HashStore(), rank=0, world_size=1)
     try:
         assert dist.get_backend() == "cpu:gloo" or "gloo" in str(dist.get_backend())
-        net = convert_to_global_batchnorm(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)))
-        collective = DataParallelCollective(DistributedDataParallel(_Forward(net)), rank=0, world_size=1)
-        collective.loss_scale = 0.5
-        x = torch.randn(6, 3)
-        (loss,) = collective.run_forward(lambda: (net(x).pow(2).mean(),))
-        loss.backward()
-        expected = net(x).pow(2).mean().item() * 0.5
-        assert loss.item() == pytest.approx(expected, rel=1e-6)
-        assert all(p.grad is not None for p in net.parameters())
-        t = torch.tensor([1.0, 5.0])
-        assert collective.all_reduce(t, "max").tolist() == [1.0, 5.0]
-        assert collective.all_reduce(t, "sum") is not t
+        _every_collective_kind()
     finally:
+        gc.collect()
         dist.destroy_process_group()
 
 
