@@ -11,27 +11,9 @@ import torch
 
 from lz_tune.algos.muzero import MuZeroLearner
 from lz_tune.algos.targets import make_train_batch
-from lz_tune.buffer.game_buffer import GameBuffer
 from lz_tune.models.support import support_to_scalar
+from lz_tune.pipeline.replay_buffer import make_game_buffer
 from lz_tune.workers import SegmentCollector, env_spec_for
-
-
-def _make_buffer(cfg, spec) -> GameBuffer:
-    b = cfg.buffer
-    return GameBuffer(
-        capacity_transitions=b.replay_buffer_size,
-        num_unroll_steps=b.num_unroll_steps,
-        td_steps=b.td_steps,
-        discount=cfg.mcts.discount_factor,
-        frame_stack=spec.frame_stack,
-        action_space_size=spec.action_space_size,
-        use_priority=b.use_priority,
-        alpha=b.priority_prob_alpha,
-        beta=b.priority_prob_beta,
-        use_max_priority_for_new_data=b.use_max_priority_for_new_data,
-        mini_infer_size=b.mini_infer_size,
-        seed=cfg.seed + 17,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +23,7 @@ def setup(tiny_cfg):
     spec = env_spec_for(cfg)
     torch.manual_seed(0)  # the collector's (random) network: same data whatever ran before
     collector = SegmentCollector(cfg, seed=0)
-    buffer = _make_buffer(cfg, spec)
+    buffer = make_game_buffer(cfg, spec)
     try:
         for _ in range(2):
             r = collector.collect(temperature=1.0)
