@@ -126,6 +126,36 @@ def test_learner_workers_use_the_composite_backend_and_close_fast_after_a_worker
         learner.close()
 
 
+def test_a_failure_names_the_worker_that_died_even_when_its_peer_raised_first(ray_cluster):
+    """A killed rank makes its peer's collective raise (gloo: "Connection closed by peer"), often
+    before Ray reports the death; the error must still name the rank that died, then the peer."""
+    import ray
+
+    from lz_tune.parallel.group import LearnerGroup, LearnerWorkerError
+
+    @ray.remote(num_cpus=0.1)
+    class Rank:
+        def peer_of_the_dead(self) -> None:
+            time.sleep(0.2)
+            raise RuntimeError("Connection closed by peer [127.0.0.1]:1234")
+
+        def dies(self) -> None:
+            time.sleep(1.5)
+            os._exit(1)
+
+    ranks = [Rank.remote(), Rank.remote()]
+    group = object.__new__(LearnerGroup)  # only what get() reads: the ray module and the failed flag
+    group.ray, group._failed = ray, False
+    with pytest.raises(LearnerWorkerError) as caught:
+        group.get([ranks[0].peer_of_the_dead.remote(), ranks[1].dies.remote()], "update 3", timeout=60)
+    message = str(caught.value)
+    assert message.startswith("learner worker 1 died during update 3"), message
+    assert "then learner worker 0 failed during update 3: RuntimeError: Connection closed by peer" in message
+    assert isinstance(caught.value.__cause__, ray.exceptions.RayActorError)
+    assert group.failed
+    ray.kill(ranks[0])
+
+
 # ---------------------------------------------------------------------------------- Ray internals
 
 #: the Ray internals lz_tune calls, each with why: this test fails the day one moves

@@ -49,6 +49,9 @@ __all__ = [
 START_TIMEOUT_S = float(os.environ.get("LZ_TUNE_LEARNER_START_TIMEOUT_S", "300"))
 #: seconds a collective may block before the process group raises (a dead peer)
 PROCESS_GROUP_TIMEOUT_S = float(os.environ.get("LZ_TUNE_PROCESS_GROUP_TIMEOUT_S", "600"))
+#: seconds the other workers get to report once one failed, so that the error names the worker
+#: that died rather than a peer whose collective failed because of it
+FAILURE_GRACE_S = 10.0
 #: seconds ``close()`` gives healthy workers to leave the process group before they are killed
 CLOSE_PATIENCE_S = 5.0
 #: what Ray's torch backend sets on its workers for NCCL: a failed or hung collective raises
@@ -232,16 +235,24 @@ class LearnerGroup:
         return f"learner worker {rank} (pid {m.pid}, node {m.node_ip})"
 
     def get(self, refs: list, what: str, timeout: Optional[float] = None) -> list:
-        """``ray.get`` of one ref per worker, failing at the first worker that failed (the others
-        may be blocked in a collective with it) with a :class:`LearnerWorkerError` naming it; the
-        group is then marked failed, so :meth:`close` ends the workers at once."""
+        """``ray.get`` of one ref per worker. When a worker fails, the others may be blocked in a
+        collective with it, or fail because of it (gloo: "Connection closed by peer"), and either
+        error can arrive first. So the others get :data:`FAILURE_GRACE_S` to report too, and the
+        :class:`LearnerWorkerError` names a worker that died (its process is gone) before one that
+        raised; the rest of what failed follows in the message. The group is then marked failed,
+        so :meth:`close` ends the workers at once."""
         ray = self.ray
         pending = {ref: rank for rank, ref in enumerate(refs)}
         deadline = None if timeout is None else time.monotonic() + timeout
+        failures: dict[int, tuple[bool, Exception]] = {}  # rank -> (died, error)
         while pending:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if failures:
+                left = FAILURE_GRACE_S if left is None else min(left, FAILURE_GRACE_S)
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
             if not ready:
+                if failures:
+                    break  # the rest did not report within the grace period: blame what did
                 self._failed = True
                 raise ray.exceptions.GetTimeoutError(
                     f"learner workers {sorted(pending.values())} did not finish {what} within {timeout} s"
@@ -251,16 +262,32 @@ class LearnerGroup:
                 try:
                     ray.get(ref)
                 except ray.exceptions.RayActorError as e:
-                    self._failed = True
-                    raise LearnerWorkerError(
-                        f"{self.describe(rank)} died during {what}: {str(e).strip().splitlines()[0]}"
-                    ) from e
+                    failures[rank] = (True, e)
                 except ray.exceptions.RayTaskError as e:
-                    self._failed = True
-                    raise LearnerWorkerError(
-                        f"{self.describe(rank)} failed during {what}: {str(e).strip().splitlines()[-1]}"
-                    ) from e
+                    failures[rank] = (False, e)
+        if failures:
+            self._failed = True
+            raise self._failure_error(failures, what)
         return ray.get(refs)
+
+    def _failure_error(self, failures: dict[int, tuple[bool, Exception]], what: str) -> "LearnerWorkerError":
+        """One error for the workers that failed: the first that died (else the lowest rank that
+        raised) as the cause, the others listed after it."""
+        order = sorted(failures, key=lambda r: (not failures[r][0], r))
+
+        def line(rank: int) -> str:
+            died, e = failures[rank]
+            text = str(e).strip().splitlines()
+            if died:
+                return f"{self.describe(rank)} died during {what}: {text[0] if text else type(e).__name__}"
+            return f"{self.describe(rank)} failed during {what}: {text[-1] if text else type(e).__name__}"
+
+        message = line(order[0])
+        if len(order) > 1:
+            message = message.rstrip(".") + "; then " + "; ".join(line(r) for r in order[1:])
+        error = LearnerWorkerError(message)
+        error.__cause__ = failures[order[0]][1]
+        return error
 
     @property
     def failed(self) -> bool:
