@@ -3,8 +3,9 @@
 until an evaluation of 100 games against the perfect minimax bot (50 per seat) loses none, or
 the env-step budget runs out:
 
-- ``both``: root Dirichlet noise (alpha 0.3, weight 0.25) and moves sampled from the visit
-  counts at temperature 1 (the zoo config);
+- ``both``: root Dirichlet noise and moves sampled from the visit counts at temperature 1 (the
+  zoo config: alpha 0.3, weight 0.5; the published ablation ran on weight 0.25, AlphaZero's, given
+  as the overrides ``mcts.root_noise_weight=0.25 evaluator.stop_confirm_episodes=None``);
 - ``no_noise``: temperature 1 only;
 - ``no_temperature``: Dirichlet noise only (temperature 0.01: the most visited move, ties at random);
 - ``neither``: neither;

@@ -129,7 +129,7 @@ def evaluate_checkpoint(
                 f"{path}: its weights do not fit the network of its config "
                 f"({type(e).__name__}: {str(e).splitlines()[0]})"
             ) from None
-        result = evaluator.evaluate(snapshot, n_episodes=n_episodes)
+        result = evaluator.evaluate(snapshot, n_episodes=n_episodes, confirm_stop=False)
     finally:
         evaluator.close()
     frames = np.stack(recorder.frames) if recorder is not None and recorder.frames else None

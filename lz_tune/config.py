@@ -596,6 +596,13 @@ class CollectorConfig(Section):
     """Temperature 1.0 / 0.5 / 0.25 before 50% / 75% / after of threshold_training_steps_for_final_temperature."""
     threshold_training_steps_for_final_temperature: int = 100_000
     """Learner updates at which the decayed temperature reaches 0.25."""
+    temperature_moves: Optional[int] = None
+    """AlphaZero's opening temperature: only the first ``temperature_moves`` steps of each episode
+    (the env's step counter, both players' moves in a board game) are sampled at the temperature;
+    later steps play the most visited action, ties at random. Self-play then varies its openings
+    while the rest of each game, and so each position's outcome target, is the search's best
+    play. None: every step is sampled. Types whose search chooses the action itself (Gumbel root
+    selection) ignore it, as they ignore the temperature."""
     segments_per_collect: Optional[int] = None
     """A collect returns once this many segments are complete (None: one per env)."""
     eps_greedy_start: float = 0.0
@@ -618,6 +625,7 @@ class CollectorConfig(Section):
             "eps_greedy_decay_env_steps",
             "eps_greedy_max_duration",
         )
+        self.require_non_negative("temperature_moves")
         self.require_fraction("eps_greedy_start", "eps_greedy_end")
 
 
@@ -652,6 +660,12 @@ class EvaluatorConfig(Section):
     stop_loss_rate: Optional[float] = None
     """Two-player games: also stop once an evaluation's loss rate against the opponent is at most
     this (0.0: no lost game); None: only stop_value stops."""
+    stop_confirm_episodes: Optional[int] = None
+    """Confirm a stop: when an evaluation meets stop_value or stop_loss_rate, play this many more
+    episodes (other env seeds) with the same weights, and stop only if all the episodes together
+    meet it (the evaluation then reports all of them). A short evaluation that meets a strict
+    condition by luck (no lost game in 100 while 1% are lost) no longer ends the run, and
+    evaluations stay cheap until one looks like a stop. None: no confirmation."""
 
     max_failed_saves_in_a_row: int = 3
     """A checkpoint save that fails for lack of disk space (ENOSPC, EDQUOT) is skipped with a
@@ -666,6 +680,7 @@ class EvaluatorConfig(Section):
             "opponent_mcts_simulations",
             "opponent_mcts_rollouts",
             "opponent_minimax_depth",
+            "stop_confirm_episodes",
         )
         self.require_non_negative("opponent_mcts_uct_c")
         if self.stop_loss_rate is not None:

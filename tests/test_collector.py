@@ -281,3 +281,35 @@ def test_epsilon_one_plays_random_actions_and_keeps_the_search_targets(tiny_cfg)
         assert explored[env].root_values[0] == pytest.approx(greedy[env].root_values[0], rel=1e-5)
     acts = np.concatenate([s.actions for s in explored_all])
     assert 0.3 < acts.mean() < 0.7 and acts.size > 50  # CartPole's 2 actions, uniformly at random
+
+
+def test_temperature_moves_samples_the_opening_and_plays_the_most_visited_after_it(tiny_cfg):
+    """``collector.temperature_moves=2``: from each episode's third step on the action is a most
+    visited one (the policy target of the pUCT types is the visit distribution); the first two
+    steps are sampled, so some of them are not."""
+    from lz_tune.workers.collector import step_temperatures
+
+    cfg = tiny_cfg("collector.temperature_moves=2", "mcts.num_simulations=8")
+    assert step_temperatures(cfg, 1.0, np.array([0, 1, 2, 7])).tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert step_temperatures(tiny_cfg(), 0.5, np.array([0, 9])) == 0.5
+    torch.manual_seed(0)
+    collector = SegmentCollector(cfg, seed=4)
+    collector.load_snapshot(_random_snapshot(collector, version=1, train_iter=0, seed=1))
+    segments = collector.collect(temperature=1.0, num_segments=4).segments
+    collector.close()
+    opening_not_most_visited = 0
+    for seg in segments:
+        targets = seg.policy_targets
+        chosen = targets[np.arange(len(seg.actions)), seg.actions]
+        most = chosen >= targets.max(axis=1) - 1e-6
+        assert most[seg.timesteps >= 2].all()
+        opening_not_most_visited += int((~most[seg.timesteps < 2]).sum())
+    assert sum(int((s.timesteps >= 2).sum()) for s in segments) > 20
+    assert opening_not_most_visited > 0
+
+
+def test_temperature_moves_must_not_be_negative(tiny_cfg):
+    from lz_tune.config import ConfigError
+
+    with pytest.raises(ConfigError, match="collector.temperature_moves"):
+        tiny_cfg("collector.temperature_moves=-1")

@@ -158,6 +158,19 @@ def test_select_action_temperature():
         select_action(counts, temperature=0.0, rng=rng)
 
 
+def test_select_action_per_row_temperature_zero_is_the_most_visited_with_ties_at_random():
+    counts = np.array([[5, 1, 5, 0], [1, 3, 2, 0]] * 2000)
+    temps = np.tile([0.0, 1.0], 2000)
+    acts = select_action(counts, temperature=temps, rng=np.random.default_rng(1))
+    greedy, sampled = acts[0::2], acts[1::2]
+    assert set(np.unique(greedy)) == {0, 2}  # only the tied most visited, both of them
+    assert np.mean(greedy == 0) == pytest.approx(0.5, abs=0.03)
+    assert np.mean(sampled == 1) == pytest.approx(0.5, abs=0.03)  # 3 of 6 visits at temperature 1
+    assert set(np.unique(sampled)) == {0, 1, 2}
+    with pytest.raises(ValueError, match="temperature"):
+        select_action(counts[:2], temperature=np.array([1.0, -0.5]), rng=np.random.default_rng(0))
+
+
 def test_search_statistics_are_consistent():
     """Visits of a node = 1 + sum of its children's visits; values are means of backed-up returns."""
     rng = np.random.default_rng(3)

@@ -440,6 +440,28 @@ def test_more_gpus_per_worker_than_the_cluster_has_is_refused_naming_the_key(tin
     check_cluster_fits(tiny_cfg("learner.num_workers=2", "learner.worker_num_cpus=1"), [{"CPU": 2.0}])
 
 
+def test_learner_workers_and_async_actors_that_exceed_the_cluster_together_are_refused(tiny_cfg):
+    """Each fits, together they do not: the run would wait for the learner placement forever (a
+    Ray started before the run, e.g. by a notebook, with fewer CPUs than the run asks for)."""
+    from lz_tune.parallel.group import check_cluster_fits
+
+    run = (
+        "learner.num_workers=2",
+        "learner.worker_num_cpus=0.5",
+        "async_pipeline.num_collector_actors=2",
+        "async_pipeline.collector_num_cpus=0.5",
+        "async_pipeline.evaluator_num_cpus=0.5",
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"learner.num_workers / learner.worker_num_cpus with async_pipeline.*"
+        r"ask for 2.5 CPU, but the cluster has 2 CPU",
+    ):
+        check_cluster_fits(tiny_cfg(*run, "async_pipeline.enabled=True"), [{"CPU": 2.0}])
+    check_cluster_fits(tiny_cfg(*run, "async_pipeline.enabled=True"), [{"CPU": 2.0}, {"CPU": 1.0}])
+    check_cluster_fits(tiny_cfg(*run), [{"CPU": 2.0}])  # sync: no collector or evaluator actors
+
+
 # ---------------------------------------------------------------------------------- prepared ahead
 
 

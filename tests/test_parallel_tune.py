@@ -190,6 +190,11 @@ def test_killed_learner_worker_fails_the_trial_naming_it_and_failureconfig_resto
 @pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["sync", "async"])
 def test_cartpole_solves_with_two_learner_workers_through_the_cli(capsys, tmp_path, pipeline):
+    # as a user runs it: the CLI starts a Ray sized for the run (the async run's actors ask for
+    # 2.5 CPUs, more than the 2-CPU cluster the other tests share; the ray_cluster fixture starts
+    # that again for the tests after this one)
+    if ray.is_initialized():
+        ray.shutdown()
     extra = ["--async-pipeline", "async_pipeline.collector_num_cpus=0.5"] if pipeline == "async" else []
     code, out, err = run_cli(
         capsys,

@@ -38,7 +38,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from lz_tune.algos.base import ActResult, Policy, Reanalysis, UnrollTerms
+from lz_tune.algos.base import ActResult, Policy, Reanalysis, Temperature, UnrollTerms
 from lz_tune.algos.common import soft_ce
 from lz_tune.algos.muzero import MuZeroLearner
 from lz_tune.algos.parts import gumbel_rule, simulations_per_search
@@ -190,7 +190,7 @@ class AlphaZeroPolicy(Policy):
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         previous_action: Optional[np.ndarray] = None,
     ) -> ActResult:

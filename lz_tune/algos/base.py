@@ -32,7 +32,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 import numpy as np
 import torch
@@ -44,6 +44,7 @@ from lz_tune.envs.types import EnvBatch
 
 __all__ = [
     "ActResult",
+    "Temperature",
     "Learner",
     "Policy",
     "Reanalysis",
@@ -60,6 +61,11 @@ __all__ = [
     "UpdateHooks",
     "PolicyFactory",
 ]
+
+
+Temperature = Union[float, np.ndarray]
+"""The visit-count temperature of one act: one for every env, or [N] one per env (0: the most
+visited action, ties at random; see :func:`lz_tune.mcts.select_action`)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ class Policy(abc.ABC):
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         previous_action: Optional[np.ndarray] = None,
     ) -> ActResult:
@@ -319,7 +325,7 @@ class Acting(Protocol):
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         root: Any = None,
     ) -> ActResult:

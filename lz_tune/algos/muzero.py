@@ -42,6 +42,7 @@ from lz_tune.algos.base import (
     SearchRoots,
     SearchRule,
     TargetBuilder,
+    Temperature,
     UnrollTerms,
 )
 from lz_tune.algos.common import build_network, cosine, learning_rate_at, scale_gradient, soft_ce
@@ -198,7 +199,7 @@ class MuZeroPolicy(Policy):
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         previous_action: Optional[np.ndarray] = None,
     ) -> ActResult:

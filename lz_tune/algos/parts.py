@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from lz_tune.algos.base import Acting, ActResult, Learner, Reanalysis, SearchModel
+from lz_tune.algos.base import Acting, ActResult, Learner, Reanalysis, SearchModel, Temperature
 from lz_tune.algos.common import entropy, soft_ce
 from lz_tune.algos.targets import make_train_batch
 from lz_tune.buffer import GameBuffer, SampledIndex, TrainBatch
@@ -146,7 +146,7 @@ class DiscreteActing:
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         root: Any = None,
     ) -> ActResult:

@@ -38,7 +38,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from lz_tune.algos.base import ActResult, Reanalysis, SearchModel
+from lz_tune.algos.base import ActResult, Reanalysis, SearchModel, Temperature
 from lz_tune.algos.muzero import MuZeroLearner, MuZeroPolicy
 from lz_tune.algos.sampling import TanhGaussian, make_sampler
 from lz_tune.buffer import StepColumn, TrainBatch
@@ -168,7 +168,7 @@ class SampledActing:
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         root=None,
     ) -> ActResult:

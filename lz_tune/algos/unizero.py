@@ -78,6 +78,7 @@ from lz_tune.algos.base import (
     Reanalysis,
     SearchRoots,
     SearchRule,
+    Temperature,
     UnrollTerms,
 )
 from lz_tune.algos.common import learning_rate_at, resolve_model_kind, soft_ce
@@ -309,7 +310,7 @@ class UniZeroPolicy(Policy):
         batch: EnvBatch,
         *,
         mode: str,
-        temperature: float,
+        temperature: Temperature,
         rng: np.random.Generator,
         previous_action: Optional[np.ndarray] = None,
     ) -> ActResult:

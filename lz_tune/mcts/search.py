@@ -243,25 +243,37 @@ class StateStore:
 
 
 def select_action(
-    visit_counts: np.ndarray, *, temperature: float, rng: Optional[np.random.Generator], deterministic: bool = False
+    visit_counts: np.ndarray,
+    *,
+    temperature: Union[float, np.ndarray],
+    rng: Optional[np.random.Generator],
+    deterministic: bool = False,
 ) -> np.ndarray:
     """[B] int64 actions from root visit counts [B, A].
 
-    deterministic: argmax of visits (evaluation). Otherwise sample with probability
-    proportional to visits^(1/temperature), computed in log space so small temperatures
-    do not overflow.
+    deterministic: argmax of visits (evaluation; ties to the lowest index). Otherwise sample with
+    probability proportional to visits^(1/temperature), computed in log space so small
+    temperatures do not overflow. ``temperature``: one for every row, or [B] one per row; a row
+    of temperature 0 takes its most visited action, ties at random (the limit of small
+    temperatures; ``collector.temperature_moves`` asks for it after the opening moves).
     """
     counts = np.asarray(visit_counts, dtype=np.float64)
     if deterministic:
         return counts.argmax(axis=1).astype(np.int64)
-    if temperature <= 0:
+    temps = np.broadcast_to(np.asarray(temperature, dtype=np.float64), (counts.shape[0],))
+    if np.ndim(temperature) == 0 and temps[0] <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
+    if (temps < 0).any() or not np.isfinite(temps).all():
+        raise ValueError(f"per-row temperatures must be finite and >= 0, got {temperature}")
     if rng is None:
         raise ValueError("rng is required unless deterministic=True")
-    with np.errstate(divide="ignore"):
-        logits = np.log(counts) / temperature
+    greedy = temps == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logits = np.log(counts) / np.where(greedy, 1.0, temps)[:, None]
     logits -= logits.max(axis=1, keepdims=True)
     probs = np.exp(logits)
+    if greedy.any():  # uniform over the most visited actions
+        probs[greedy] = (logits[greedy] == 0.0).astype(np.float64)
     probs /= probs.sum(axis=1, keepdims=True)
     u = rng.random((counts.shape[0], 1))
     return np.minimum((probs.cumsum(axis=1) < u).sum(axis=1), counts.shape[1] - 1).astype(np.int64)

@@ -128,13 +128,17 @@ def assign_ranks(placements: Sequence[WorkerPlacement]) -> list[RankAssignment]:
 
 
 def check_cluster_fits(cfg: Config, nodes: Sequence[dict[str, float]]) -> None:
-    """ConfigError naming the key when one learner worker's CPUs or GPUs exceed every node of the
-    cluster (``nodes``: total resources of each alive node), or all workers exceed the cluster."""
-    lc = cfg.learner
-    for key, resource, per_worker in (
-        ("worker_num_cpus", "CPU", lc.worker_num_cpus),
-        ("worker_num_gpus", "GPU", lc.worker_num_gpus),
-    ):
+    """ConfigError naming the keys when one learner worker's CPUs or GPUs exceed every node of the
+    cluster (``nodes``: total resources of each alive node), or the run's actors together (the
+    learner workers, and with the async pipeline its collector and evaluator actors) exceed the
+    cluster: such a run would wait for a placement that can never come."""
+    lc, ap = cfg.learner, cfg.async_pipeline
+    actors = ap.enabled and not ap.ray_local_mode
+    needs = (
+        ("worker_num_cpus", "CPU", lc.worker_num_cpus, ap.collector_num_cpus, ap.evaluator_num_cpus),
+        ("worker_num_gpus", "GPU", lc.worker_num_gpus, ap.collector_num_gpus, ap.evaluator_num_gpus),
+    )
+    for key, resource, per_worker, _, _ in needs:
         largest = max((float(n.get(resource, 0.0)) for n in nodes), default=0.0)
         total = sum(float(n.get(resource, 0.0)) for n in nodes)
         if per_worker > largest + 1e-9:
@@ -146,6 +150,19 @@ def check_cluster_fits(cfg: Config, nodes: Sequence[dict[str, float]]) -> None:
             raise ConfigError(
                 f"learner.num_workers / learner.{key}: {lc.num_workers} workers x {per_worker:g} "
                 f"{resource} = {lc.num_workers * per_worker:g}, but the cluster has {total:g} {resource}"
+            )
+    for key, resource, per_worker, per_collector, per_evaluator in needs:
+        total = sum(float(n.get(resource, 0.0)) for n in nodes)
+        learners = lc.num_workers * per_worker
+        others = ap.num_collector_actors * per_collector + ap.num_evaluator_actors * per_evaluator if actors else 0.0
+        if learners + others > total + 1e-9:
+            kind = resource.lower() + "s"
+            raise ConfigError(
+                f"learner.num_workers / learner.{key} with async_pipeline.num_collector_actors x "
+                f"collector_num_{kind} and num_evaluator_actors x evaluator_num_{kind}: the learner "
+                f"workers ({learners:g} {resource}) and the collector and evaluator actors ({others:g}) "
+                f"ask for {learners + others:g} {resource}, but the cluster has {total:g} {resource} "
+                "(a Ray that lz_tune starts itself is sized for the run; this one was started before)"
             )
 
 

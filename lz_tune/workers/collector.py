@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from lz_tune.algos import get_algorithm
-from lz_tune.algos.base import Policy
+from lz_tune.algos.base import Policy, Temperature
 from lz_tune.buffer.segment import GameSegment, SegmentBuilder
 from lz_tune.config import Config
 from lz_tune.envs import VectorEnv
@@ -71,6 +71,16 @@ def temperature_at(cfg: Config, train_iter: int) -> float:
         return c.temperature
     frac = train_iter / c.threshold_training_steps_for_final_temperature
     return 1.0 if frac < 0.5 else 0.5 if frac < 0.75 else 0.25
+
+
+def step_temperatures(cfg: Config, temperature: float, timestep: np.ndarray) -> Temperature:
+    """The temperature of each env's next step: ``temperature`` for all (collector.temperature_moves
+    None), else [N] ``temperature`` for envs in their first ``temperature_moves`` steps (``timestep``
+    [N], the step within the episode) and 0 (the most visited action) for the others."""
+    moves = cfg.collector.temperature_moves
+    if moves is None:
+        return temperature
+    return np.where(np.asarray(timestep) < moves, temperature, 0.0)
 
 
 def epsilon_at(cfg: Config, env_steps: int) -> float:
@@ -187,7 +197,7 @@ class SegmentCollector:
             act = self.policy.act(
                 batch,
                 mode="collect",
-                temperature=temperature,
+                temperature=step_temperatures(self.cfg, temperature, batch.timestep),
                 rng=self.rng,
                 previous_action=self._previous_action.copy(),
             )

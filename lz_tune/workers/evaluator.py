@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -41,11 +41,25 @@ class EvalResult:
     """Env steps the evaluation took (not counted as training env steps)."""
     eval_time_s: float
     stop: bool
-    """reward_mean reached evaluator.stop_value, or the loss rate evaluator.stop_loss_rate."""
+    """reward_mean reached evaluator.stop_value, or the loss rate evaluator.stop_loss_rate (over
+    the confirmation episodes too, where evaluator.stop_confirm_episodes played them)."""
     returns: tuple[float, ...] = ()
     match: Mapping[str, float] = field(default_factory=dict)
     """Two-player games against a bot: the agent's win / draw / loss rates
     (:data:`lz_tune.metrics.MATCH_RATES` names -> rates); empty for other envs."""
+
+
+#: env seed offset of the confirmation episodes (``evaluator.stop_confirm_episodes``): other games
+CONFIRM_SEED_OFFSET = 7_919
+
+
+class _Played(NamedTuple):
+    """What :meth:`Evaluator._play` saw: one entry per episode, and the env steps it took."""
+
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...]
+    seats: tuple[int, ...]
+    env_steps: int
 
 
 class Evaluator:
@@ -60,21 +74,57 @@ class Evaluator:
         self.rng = np.random.default_rng(seed + 11)
         self.num_evaluations = 0
 
-    def evaluate(self, snapshot: WeightSnapshot, *, n_episodes: Optional[int] = None) -> EvalResult:
-        """Play ``n_episodes`` (default evaluator.n_evaluator_episode) episodes with ``snapshot``."""
+    def evaluate(
+        self, snapshot: WeightSnapshot, *, n_episodes: Optional[int] = None, confirm_stop: bool = True
+    ) -> EvalResult:
+        """Play ``n_episodes`` (default evaluator.n_evaluator_episode) episodes with ``snapshot``.
+
+        When they meet the stop condition, ``evaluator.stop_confirm_episodes`` is set and
+        ``confirm_stop`` (training; ``evaluate`` of a checkpoint plays exactly ``n_episodes``),
+        that many more episodes (other env seeds) are played with the same weights, and the result
+        (scores, rates and ``stop``) covers all of them: a stop then rests on the larger count."""
         n = n_episodes or self.cfg.evaluator.n_evaluator_episode
         self.policy.load_weights(snapshot.weights)
+        self.num_evaluations += 1
         start = time.perf_counter()
+        played = self._play(n, seed=self.seed)  # same episodes every time: scores comparable across snapshots
+        confirm = self.cfg.evaluator.stop_confirm_episodes
+        if confirm and confirm_stop and self._meets_stop(played):
+            more = self._play(confirm, seed=self.seed + CONFIRM_SEED_OFFSET)
+            played = _Played(
+                played.returns + more.returns,
+                played.lengths + more.lengths,
+                played.seats + more.seats,
+                played.env_steps + more.env_steps,
+            )
+        arr = np.asarray(played.returns, np.float64)
+        return EvalResult(
+            version=snapshot.version,
+            train_iter=snapshot.train_iter,
+            reward_mean=float(arr.mean()),
+            reward_std=float(arr.std()),
+            reward_min=float(arr.min()),
+            reward_max=float(arr.max()),
+            episode_length_mean=float(np.mean(played.lengths)),
+            num_episodes=len(played.returns),
+            env_steps=played.env_steps,
+            eval_time_s=time.perf_counter() - start,
+            stop=self._meets_stop(played),
+            returns=played.returns,
+            match=self._match(played),
+        )
+
+    def _play(self, n: int, *, seed: int) -> "_Played":
+        """``n`` greedy episodes with the loaded weights, the envs reset with ``seed``."""
         num_envs = self.env.num_envs
         quota = np.array([n // num_envs + (1 if i < n % num_envs else 0) for i in range(num_envs)])
         finished = np.zeros(num_envs, np.int64)
         returns: list[float] = []
         lengths: list[int] = []
         seats: list[int] = []  # two-player games against a bot: the agent's seat in each game
-        batch = self.env.reset(seed=self.seed)  # same episodes every time: scores comparable across snapshots
+        batch = self.env.reset(seed=seed)
         self.policy.reset(np.arange(num_envs))  # every evaluation episode starts with fresh inference state
         previous_action = no_previous_action(num_envs, self.spec.action_dim)
-        self.num_evaluations += 1
         steps = 0
         while (finished < quota).any():
             act = self.policy.act(batch, mode="eval", temperature=1.0, rng=self.rng, previous_action=previous_action)
@@ -91,25 +141,17 @@ class Evaluator:
                         seats.append(int(res.info_columns[SEAT_COLUMN][i]))
                     finished[i] += 1
             batch = res.batch
-        arr = np.asarray(returns, np.float64)
+        return _Played(tuple(returns), tuple(lengths), tuple(seats), steps)
+
+    @staticmethod
+    def _match(played: "_Played") -> Mapping[str, float]:
+        return match_rates(list(played.returns), list(played.seats)) if played.seats else {}
+
+    def _meets_stop(self, played: "_Played") -> bool:
+        """The mean return reached evaluator.stop_value, or the loss rate evaluator.stop_loss_rate."""
         stop_value = self.cfg.evaluator.stop_value
-        mean = float(arr.mean())
-        match = match_rates(returns, seats) if seats else {}
-        return EvalResult(
-            version=snapshot.version,
-            train_iter=snapshot.train_iter,
-            reward_mean=mean,
-            reward_std=float(arr.std()),
-            reward_min=float(arr.min()),
-            reward_max=float(arr.max()),
-            episode_length_mean=float(np.mean(lengths)),
-            num_episodes=len(returns),
-            env_steps=steps,
-            eval_time_s=time.perf_counter() - start,
-            stop=(stop_value is not None and mean >= stop_value) or self._no_more_losses(match),
-            returns=tuple(returns),
-            match=match,
-        )
+        mean = float(np.mean(played.returns))
+        return (stop_value is not None and mean >= stop_value) or self._no_more_losses(self._match(played))
 
     def _no_more_losses(self, match: Mapping[str, float]) -> bool:
         """Two-player games: the loss rate reached evaluator.stop_loss_rate."""
