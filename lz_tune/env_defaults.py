@@ -577,6 +577,11 @@ def config_for_env(
         b.set("evaluator.eval_freq", 500, "every ~2,000 env steps")
         if p.reward_threshold is not None:
             b.set("evaluator.stop_value", float(p.reward_threshold), "the env's registered reward threshold")
+            b.set(
+                "evaluator.stop_confirm_episodes",
+                24,
+                "an evaluation that reaches it is confirmed on 24 more episodes: the stop rests on the mean of 32",
+            )
     budget = 500_000 if board else (250_000 if image else 200_000)
     b.set("max_env_step", budget, "env-step budget (--max-env-step changes it)")
     cfg = fit_schedule_to_budget(Config().with_updates(b.values))
