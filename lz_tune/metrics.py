@@ -63,6 +63,7 @@ EVAL_FIELDS: dict[str, str] = {
     "reward_min": "evaluation/env_runners/episode_return_min",
     "reward_max": "evaluation/env_runners/episode_return_max",
     "episode_length_mean": "evaluation/env_runners/episode_len_mean",
+    "num_episodes": "evaluation/env_runners/num_episodes",
 }
 
 #: two-player games against a bot (``EvalResult.match``): the agent's win / draw / loss rates over

@@ -73,3 +73,20 @@ def test_a_stop_that_the_confirmation_contradicts_does_not_stop(tiny_cfg, monkey
 def test_stop_confirm_episodes_must_be_positive(tiny_cfg):
     with pytest.raises(ConfigError, match="evaluator.stop_confirm_episodes"):
         tiny_cfg("evaluator.stop_confirm_episodes=0")
+
+
+def test_a_run_stops_on_a_confirmed_evaluation_and_logs_its_episode_count(tiny_cfg, tmp_path):
+    import json
+
+    from lz_tune.metrics import EVAL_RETURN
+    from lz_tune.pipeline import Driver
+
+    cfg = tiny_cfg("evaluator.stop_value=0.0", "evaluator.stop_confirm_episodes=3", "max_env_step=2000")
+    driver = Driver(cfg, exp_dir=str(tmp_path / "run"), print_fn=None)
+    try:
+        metrics = driver.run()
+    finally:
+        driver.close()
+    assert metrics["stop_value_reached"] and driver.last_eval.num_episodes == 2 + 3
+    rows = [json.loads(line) for line in open(tmp_path / "run" / "result.json")]
+    assert len(rows) == 1 and rows[0]["evaluation/env_runners/num_episodes"] == 5 and EVAL_RETURN in rows[0]

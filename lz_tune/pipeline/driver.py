@@ -678,6 +678,7 @@ class Driver:
             "reward_max": result.reward_max,
             "reward_min": result.reward_min,
             "episode_length_mean": result.episode_length_mean,
+            "num_episodes": result.num_episodes,
             "version": result.version,
             "wall_time_s": time.perf_counter() - self._start_time,
             "match": dict(result.match),
