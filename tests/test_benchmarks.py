@@ -378,6 +378,7 @@ def test_board_game_ladder_plays_every_snapshot_against_each_strength(tmp_path):
             "env.collector_env_num=2",
             "env.evaluator_env_num=2",
             "evaluator.n_evaluator_episode=2",
+            "evaluator.stop_confirm_episodes=None",
             "mcts.num_simulations=4",
             "learner.batch_size=8",
         ],

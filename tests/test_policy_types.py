@@ -53,6 +53,7 @@ EXTRA = (
     "sampled.num_samples=3",
     "context.rnn_hidden_size=8",
     "unizero.embed_dim=16",
+    "evaluator.stop_confirm_episodes=None",  # (tictactoe_alphazero.py confirms on 1,000 games)
 )
 ASYNC = (
     "async_pipeline.enabled=True",
