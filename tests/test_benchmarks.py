@@ -359,11 +359,10 @@ def test_crash_injection_at_every_write_restores_exactly():
     assert "0 with problems" in out.stdout
 
 
-def test_board_game_ladder_plays_every_snapshot_against_each_strength(tmp_path):
-    """A tiny tic-tac-toe alphazero run, two copies of its checkpoint as snapshots: the ladder plays
-    both against MCTS-2 and MCTS-4 (4 games each, half as first player), writes ladder.json and
-    a plot, and a second call plays nothing again."""
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def tiny_tictactoe_run(tmp_path_factory):
+    """The folder of a tiny tic-tac-toe alphazero run (150 env steps)."""
+    run = tmp_path_factory.mktemp("tictactoe") / "run"
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     train = subprocess.run(
         [
@@ -389,6 +388,15 @@ def test_board_game_ladder_plays_every_snapshot_against_each_strength(tmp_path):
         env=env,
     )
     assert train.returncode == 0, train.stdout[-2000:] + train.stderr[-2000:]
+    return run
+
+
+def test_board_game_ladder_plays_every_snapshot_against_each_strength(tiny_tictactoe_run, tmp_path):
+    """A tiny tic-tac-toe alphazero run, two copies of its checkpoint as snapshots: the ladder plays
+    both against MCTS-2 and MCTS-4 (4 games each, half as first player), writes ladder.json and
+    a plot, and a second call plays nothing again."""
+    run = tiny_tictactoe_run
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     snaps = tmp_path / "snaps"
     snaps.mkdir()
     for minutes in (5, 10):
@@ -403,6 +411,16 @@ def test_board_game_ladder_plays_every_snapshot_against_each_strength(tmp_path):
         [sys.executable, *args, "--env-num", "2"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env
     )
     assert again.returncode == 0 and "MCTS-" not in again.stdout  # nothing played twice
+
+
+def test_minimax_lines_plays_every_line_of_the_bot_from_both_seats(tiny_tictactoe_run):
+    """The agent is deterministic and minimax branches over its equally good moves only: at least
+    one line per seat, every lost line printed (a 150-step agent loses some)."""
+    out = _last_json(["benchmarks/minimax_lines.py", str(tiny_tictactoe_run / "ckpt" / "ckpt_latest.pt")], timeout=300)
+    assert out["lines"] >= 2 and 0 <= out["lost"] <= out["lines"] and len(out["lost_lines"]) == out["lost"]
+    for line in out["lost_lines"]:
+        moves = line.split()
+        assert {m[0] for m in moves} == {"A", "M"} and len(moves) >= 5  # a loss takes 3 moves of the winner
 
 
 @pytest.mark.slow  # ~20 s: two real train runs to a tiny budget
