@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence
 
 from lz_tune.config import Config, ConfigError
 from lz_tune.parallel.resources import learner_bundle_index
-from lz_tune.pipeline.ray_backend import import_ray, init_ray
+from lz_tune.pipeline.ray_backend import async_actor_demand, import_ray, init_ray
 
 __all__ = [
     "LearnerGroup",
@@ -132,36 +132,31 @@ def check_cluster_fits(cfg: Config, nodes: Sequence[dict[str, float]]) -> None:
     cluster (``nodes``: total resources of each alive node), or the run's actors together (the
     learner workers, and with the async pipeline its collector and evaluator actors) exceed the
     cluster: such a run would wait for a placement that can never come."""
-    lc, ap = cfg.learner, cfg.async_pipeline
-    actors = ap.enabled and not ap.ray_local_mode
-    needs = (
-        ("worker_num_cpus", "CPU", lc.worker_num_cpus, ap.collector_num_cpus, ap.evaluator_num_cpus),
-        ("worker_num_gpus", "GPU", lc.worker_num_gpus, ap.collector_num_gpus, ap.evaluator_num_gpus),
-    )
-    for key, resource, per_worker, _, _ in needs:
+    lc = cfg.learner
+    workers = (("worker_num_cpus", "CPU", lc.worker_num_cpus), ("worker_num_gpus", "GPU", lc.worker_num_gpus))
+    total = {r: sum(float(n.get(r, 0.0)) for n in nodes) for _, r, _ in workers}
+    for key, resource, per_worker in workers:
         largest = max((float(n.get(resource, 0.0)) for n in nodes), default=0.0)
-        total = sum(float(n.get(resource, 0.0)) for n in nodes)
         if per_worker > largest + 1e-9:
             raise ConfigError(
                 f"learner.{key}: one learner worker asks for {per_worker:g} {resource}, but no node of "
                 f"the cluster has that many (largest: {largest:g})"
             )
-        if lc.num_workers * per_worker > total + 1e-9:
+        if lc.num_workers * per_worker > total[resource] + 1e-9:
             raise ConfigError(
                 f"learner.num_workers / learner.{key}: {lc.num_workers} workers x {per_worker:g} "
-                f"{resource} = {lc.num_workers * per_worker:g}, but the cluster has {total:g} {resource}"
+                f"{resource} = {lc.num_workers * per_worker:g}, but the cluster has {total[resource]:g} {resource}"
             )
-    for key, resource, per_worker, per_collector, per_evaluator in needs:
-        total = sum(float(n.get(resource, 0.0)) for n in nodes)
+    for key, resource, per_worker in workers:
         learners = lc.num_workers * per_worker
-        others = ap.num_collector_actors * per_collector + ap.num_evaluator_actors * per_evaluator if actors else 0.0
-        if learners + others > total + 1e-9:
+        others = async_actor_demand(cfg, resource)
+        if learners + others > total[resource] + 1e-9:
             kind = resource.lower() + "s"
             raise ConfigError(
                 f"learner.num_workers / learner.{key} with async_pipeline.num_collector_actors x "
                 f"collector_num_{kind} and num_evaluator_actors x evaluator_num_{kind}: the learner "
                 f"workers ({learners:g} {resource}) and the collector and evaluator actors ({others:g}) "
-                f"ask for {learners + others:g} {resource}, but the cluster has {total:g} {resource} "
+                f"ask for {learners + others:g} {resource}, but the cluster has {total[resource]:g} {resource} "
                 "(a Ray that lz_tune starts itself is sized for the run; this one was started before)"
             )
 

@@ -82,6 +82,17 @@ def import_ray():
     return ray
 
 
+def async_actor_demand(cfg: Config, resource: str) -> float:
+    """The ``"CPU"`` or ``"GPU"`` the async pipeline's collector and evaluator actors ask for
+    together (0 for the sync pipeline and for Ray's local mode, which start no actors)."""
+    ap = cfg.async_pipeline
+    if not ap.enabled or ap.ray_local_mode:
+        return 0.0
+    if resource == "CPU":
+        return ap.num_collector_actors * ap.collector_num_cpus + ap.num_evaluator_actors * ap.evaluator_num_cpus
+    return ap.num_collector_actors * ap.collector_num_gpus + ap.num_evaluator_actors * ap.evaluator_num_gpus
+
+
 def init_ray(cfg: Config) -> bool:
     """Start or join Ray for a run outside Tune unless it is up already; True when this call
     started a local instance (its owner shuts it down at close). ``RAY_ADDRESS`` set: join that
@@ -92,10 +103,8 @@ def init_ray(cfg: Config) -> bool:
         return False
     import os
 
-    ap, lc = cfg.async_pipeline, cfg.learner
-    need = 0.0
-    if ap.enabled and not ap.ray_local_mode:
-        need += ap.num_collector_actors * ap.collector_num_cpus + ap.num_evaluator_actors * ap.evaluator_num_cpus
+    lc = cfg.learner
+    need = async_actor_demand(cfg, "CPU")
     if lc.num_workers > 1:
         need += lc.num_workers * lc.worker_num_cpus
     address = os.environ.get("RAY_ADDRESS")

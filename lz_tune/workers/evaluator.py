@@ -61,6 +61,15 @@ class _Played(NamedTuple):
     seats: tuple[int, ...]
     env_steps: int
 
+    def joined(self, more: "_Played") -> "_Played":
+        """These episodes, then ``more``."""
+        return _Played(
+            self.returns + more.returns,
+            self.lengths + more.lengths,
+            self.seats + more.seats,
+            self.env_steps + more.env_steps,
+        )
+
 
 class Evaluator:
     """One evaluator: its own envs and eval policy."""
@@ -90,13 +99,7 @@ class Evaluator:
         played = self._play(n, seed=self.seed)  # same episodes every time: scores comparable across snapshots
         confirm = self.cfg.evaluator.stop_confirm_episodes
         if confirm and confirm_stop and self._meets_stop(played):
-            more = self._play(confirm, seed=self.seed + CONFIRM_SEED_OFFSET)
-            played = _Played(
-                played.returns + more.returns,
-                played.lengths + more.lengths,
-                played.seats + more.seats,
-                played.env_steps + more.env_steps,
-            )
+            played = played.joined(self._play(confirm, seed=self.seed + CONFIRM_SEED_OFFSET))
         arr = np.asarray(played.returns, np.float64)
         return EvalResult(
             version=snapshot.version,
