@@ -24,13 +24,15 @@ def _write(folder, record) -> None:
 
 
 def test_the_holder_beats_and_a_second_writer_is_refused_naming_it(tmp_path):
-    a = _lease(tmp_path / "lz_tune")
+    # a ttl far above the heartbeat: on a loaded 2-core box the holder's heartbeat thread can stall
+    # for more than 0.6 s, and the lease then lapses before the second writer asks (seen once in CI)
+    a = _lease(tmp_path / "lz_tune", ttl_s=5.0)
     a.acquire()
     try:
         first = a.read()["beat"]
         time.sleep(0.3)
         assert a.read()["owner"] == a.owner and a.read()["beat"] > first  # the heartbeat thread renews it
-        b = _lease(tmp_path / "lz_tune")
+        b = _lease(tmp_path / "lz_tune", ttl_s=5.0)
         with pytest.raises(RunFolderInUseError, match=a.owner.replace(".", r"\.")):
             b.acquire()
         assert a.read()["owner"] == a.owner  # the refused one wrote nothing
