@@ -34,15 +34,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # (lz_tune from this checkout, installed or not)
 
 
-def snapshot(run: Path, out: Path, every_min: float, stop_after_min: float) -> None:
-    """Copy ``run``'s ``ckpt/ckpt_latest.pt`` to ``out/min<M>.pt`` every ``every_min`` minutes."""
+def snapshot(run: Path, out: Path, every_min: float, stop_after_min: float, start_min: float = 0.0) -> None:
+    """Copy ``run``'s ``ckpt/ckpt_latest.pt`` to ``out/min<M>.pt`` every ``every_min`` minutes.
+
+    ``start_min``: minutes the run had trained before this snapshotter started (a run continued
+    with ``train --resume``), added to M so that the ladder's wall-clock axis runs on."""
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     while (time.monotonic() - start) / 60 < stop_after_min:
         time.sleep(every_min * 60)
         latest = run / "ckpt" / "ckpt_latest.pt"
         if latest.is_file():
-            minutes = int(round((time.monotonic() - start) / 60))
+            minutes = int(round(start_min + (time.monotonic() - start) / 60))
             target = out / f"min{minutes}.pt"
             shutil.copyfile(latest, target.with_suffix(".tmp"))
             os.replace(target.with_suffix(".tmp"), target)
@@ -148,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--every-min", type=float, default=10.0)
     s.add_argument("--stop-after-min", type=float, default=24 * 60.0)
+    s.add_argument(
+        "--start-min", type=float, default=0.0, help="minutes trained before (a run continued with --resume)"
+    )
     lad = sub.add_parser("ladder", help="play every snapshot against the MCTS bot at several strengths")
     lad.add_argument("snapshots", type=Path)
     lad.add_argument("--sims", type=int, nargs="+", default=[100, 1000])
@@ -158,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     lad.add_argument("--title", default=None, help="the plot's title (default: the snapshot folder's name)")
     args = parser.parse_args(argv)
     if args.command == "snapshot":
-        snapshot(args.run, args.out, args.every_min, args.stop_after_min)
+        snapshot(args.run, args.out, args.every_min, args.stop_after_min, args.start_min)
     else:
         if args.games % (2 * args.env_num):
             parser.error("--games must be a multiple of 2 x --env-num (half the games as first player)")
