@@ -17,6 +17,11 @@ Two steps, so that the ladder's games do not slow the training they measure:
 
        python benchmarks/board_game_ladder.py ladder runs/c4_snaps --sims 100 1000 --games 100 \\
            --plot docs/img/connect_four_ladder.png
+
+3. ``seeds``: one strength, several runs' ladders (seeds) in one plot, with the target line:
+
+       python benchmarks/board_game_ladder.py seeds runs/c4_s0_snaps runs/c4_s1_snaps --sims 100 \\
+           --labels "seed 0" "seed 1" --target 0.95 --plot docs/img/connect_four_seeds.png
 """
 
 from __future__ import annotations
@@ -116,23 +121,22 @@ def ladder(
     return results
 
 
-def _plot(entries: list[dict], plot: Path, title: str) -> None:
+def _save_win_plot(
+    lines: list[tuple[str, list[dict]]], plot: Path, title: str, ylabel: str, target: float | None = None
+) -> None:
+    """Win rate over training minutes, one line per ``(label, entries)``, saved to ``plot``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for s in sorted({e["sims"] for e in entries}):
-        rows = sorted((e for e in entries if e["sims"] == s), key=lambda e: e["minutes"])
-        ax.plot(
-            [e["minutes"] for e in rows],
-            [e["win"] for e in rows],
-            marker="o",
-            label=f"MCTS-{s:,} ({rows[0]['games']} games each)",
-        )
+    for label, rows in lines:
+        ax.plot([e["minutes"] for e in rows], [e["win"] for e in rows], marker="o", markersize=4, label=label)
+    if target is not None:
+        ax.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {target:.0%}")
     ax.set_xlabel("training wall-clock (minutes)")
-    ax.set_ylabel("win rate (half as first player)")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
@@ -140,7 +144,36 @@ def _plot(entries: list[dict], plot: Path, title: str) -> None:
     fig.tight_layout()
     plot.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(plot, dpi=110)
+    plt.close(fig)
     print(f"plot {plot}")
+
+
+def _rows(entries: list[dict], sims: int) -> list[dict]:
+    return sorted((e for e in entries if e["sims"] == sims), key=lambda e: e["minutes"])
+
+
+def _plot(entries: list[dict], plot: Path, title: str) -> None:
+    lines = []
+    for s in sorted({e["sims"] for e in entries}):
+        rows = _rows(entries, s)
+        lines.append((f"MCTS-{s:,} ({rows[0]['games']} games each)", rows))
+    _save_win_plot(lines, plot, title, "win rate (half as first player)")
+
+
+def plot_seeds(
+    folders: list[Path], labels: list[str], sims: int, plot: Path, target: float | None, title: str
+) -> dict[str, list[dict]]:
+    """The win rate against MCTS-``sims`` over wall-clock, one line per folder's ``ladder.json``;
+    returns those rows per label (minutes, updates, env steps, win / draw / loss rates, games)."""
+    table: dict[str, list[dict]] = {}
+    for folder, label in zip(folders, labels):
+        rows = _rows(json.loads((folder / "ladder.json").read_text())["entries"], sims)
+        if not rows:
+            raise SystemExit(f"{folder / 'ladder.json'} has no games against MCTS-{sims}")
+        keys = ("minutes", "train_iter", "env_steps", "win", "draw", "loss", "games")
+        table[label] = [{k: e[k] for k in keys} for e in rows]
+    _save_win_plot(list(table.items()), plot, title, f"win rate against MCTS-{sims:,}", target)
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,8 +195,26 @@ def main(argv: list[str] | None = None) -> int:
     lad.add_argument("--last-only", type=int, nargs="*", default=[], help="strengths played by the newest only")
     lad.add_argument("--plot", type=Path, default=None)
     lad.add_argument("--title", default=None, help="the plot's title (default: the snapshot folder's name)")
+    sd = sub.add_parser("seeds", help="one strength, several runs' ladders in one plot")
+    sd.add_argument("folders", type=Path, nargs="+", help="snapshot folders with a ladder.json each")
+    sd.add_argument("--sims", type=int, default=100)
+    sd.add_argument("--labels", nargs="*", default=None, help="one per folder (default: the folder names)")
+    sd.add_argument("--target", type=float, default=None, help="a horizontal line at this win rate")
+    sd.add_argument("--plot", type=Path, required=True)
+    sd.add_argument("--title", default="")
     args = parser.parse_args(argv)
-    if args.command == "snapshot":
+    if args.command == "seeds":
+        labels = args.labels or [f.name for f in args.folders]
+        if len(labels) != len(args.folders):
+            parser.error("--labels needs one label per folder")
+        table = plot_seeds(args.folders, labels, args.sims, args.plot, args.target, args.title)
+        print(f"{'run':>12} {'minutes':>8} {'updates':>9} {'env steps':>10}  vs MCTS-{args.sims}: W / D / L")
+        for label, rows in table.items():
+            for r in rows:
+                wdl = f"{r['win']:.2f} / {r['draw']:.2f} / {r['loss']:.2f}"
+                print(f"{label:>12} {r['minutes']:>8} {r['train_iter']:>9,} {r['env_steps']:>10,}  {wdl}")
+        print(json.dumps(table))
+    elif args.command == "snapshot":
         snapshot(args.run, args.out, args.every_min, args.stop_after_min, args.start_min)
     else:
         if args.games % (2 * args.env_num):

@@ -413,6 +413,44 @@ def test_board_game_ladder_plays_every_snapshot_against_each_strength(tiny_ticta
     assert again.returncode == 0 and "MCTS-" not in again.stdout  # nothing played twice
 
 
+def test_board_game_ladder_seeds_plots_one_strength_of_several_runs(tmp_path):
+    """Two runs' ladder.json files: ``seeds`` keeps only the asked strength, sorted by minutes,
+    one row list per label, and writes the plot; a run without that strength is an error."""
+
+    def entry(minutes, sims, win):
+        return {
+            "minutes": minutes,
+            "sims": sims,
+            "games": 100,
+            "train_iter": 10 * minutes,
+            "env_steps": 100 * minutes,
+            "win": win,
+            "draw": 0.0,
+            "loss": 1.0 - win,
+        }
+
+    for name, entries in {
+        "s0": [entry(20, 100, 0.9), entry(10, 100, 0.5), entry(10, 1000, 0.1)],
+        "s1": [entry(10, 100, 0.4)],
+        "s2": [entry(10, 1000, 0.2)],
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "ladder.json").write_text(json.dumps({"entries": entries}))
+    plot = tmp_path / "seeds.png"
+    args = ["benchmarks/board_game_ladder.py", "seeds", str(tmp_path / "s0"), str(tmp_path / "s1"), "--sims", "100"]
+    out = _last_json([*args, "--labels", "a", "b", "--target", "0.95", "--plot", str(plot)], timeout=120)
+    assert [r["minutes"] for r in out["a"]] == [10, 20] and [r["win"] for r in out["a"]] == [0.5, 0.9]
+    assert [r["win"] for r in out["b"]] == [0.4] and plot.stat().st_size > 0
+    bad = subprocess.run(
+        [sys.executable, "benchmarks/board_game_ladder.py", "seeds", str(tmp_path / "s2"), "--plot", str(plot)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode != 0 and "no games against MCTS-100" in bad.stderr
+
+
 def test_minimax_lines_plays_every_line_of_the_bot_from_both_seats(tiny_tictactoe_run):
     """The agent is deterministic and minimax branches over its equally good moves only: at least
     one line per seat, every lost line printed (a 150-step agent loses some)."""
