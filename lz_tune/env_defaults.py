@@ -501,7 +501,10 @@ def config_for_env(
         b.set("collector.eps_greedy_start", 0.25, "random legal moves 0.25 -> 0 over 80k env steps")
         b.set("collector.eps_greedy_decay_env_steps", 80_000)
     elif image:
-        b.set("collector.temperature", 1.0, "visit-count temperature 1 -> 0.5 -> 0.25 at 50% / 75% of the budget")
+        why = "visit-count temperature 1 -> 0.5 -> 0.25 at 50% / 75% of the budget"
+        if policy_type == "gumbel_muzero":
+            why = "unused by gumbel_muzero: Gumbel sampling at the root chooses the action"
+        b.set("collector.temperature", 1.0, why)
         b.set("collector.manual_temperature_decay", True)
     else:
         b.set("collector.temperature", 1.0 if s.action_dim else 0.25, "")

@@ -71,6 +71,11 @@ def test_minatar_gets_a_full_resolution_conv_stem_and_a_vector_latent():
         == c.learner.threshold_training_steps_for_final_lr
         == int(c.max_env_step * c.learner.replay_ratio)
     )
+    # gumbel_muzero chooses its action by Gumbel sampling: the printed reason does not claim a
+    # visit-count temperature it never uses
+    gumbel = config_for_env("MinAtar/Breakout-v1", policy_type="gumbel_muzero", profile=g.profile).describe()
+    line = next(x for x in gumbel.splitlines() if x.strip().startswith("collector.temperature"))
+    assert "unused by gumbel_muzero" in line and "visit-count" not in line
 
 
 def test_atari_sized_images_get_the_conv_network():
