@@ -122,9 +122,15 @@ def ladder(
 
 
 def _save_win_plot(
-    lines: list[tuple[str, list[dict]]], plot: Path, title: str, ylabel: str, target: float | None = None
+    lines: list[tuple[str, list[dict]]],
+    plot: Path,
+    title: str,
+    ylabel: str,
+    target: float | None = None,
+    x: str = "minutes",
 ) -> None:
-    """Win rate over training minutes, one line per ``(label, entries)``, saved to ``plot``."""
+    """Win rate over training minutes (``x="minutes"``) or learner updates (``"train_iter"``), one
+    line per ``(label, entries)``, saved to ``plot``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,10 +138,10 @@ def _save_win_plot(
 
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for label, rows in lines:
-        ax.plot([e["minutes"] for e in rows], [e["win"] for e in rows], marker="o", markersize=4, label=label)
+        ax.plot([e[x] for e in rows], [e["win"] for e in rows], marker="o", markersize=4, label=label)
     if target is not None:
         ax.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {target:.0%}")
-    ax.set_xlabel("training wall-clock (minutes)")
+    ax.set_xlabel("training wall-clock (minutes)" if x == "minutes" else "learner updates")
     ax.set_ylabel(ylabel)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
@@ -161,18 +167,26 @@ def _plot(entries: list[dict], plot: Path, title: str) -> None:
 
 
 def plot_seeds(
-    folders: list[Path], labels: list[str], sims: int, plot: Path, target: float | None, title: str
+    folders: list[Path],
+    labels: list[str],
+    sims: int,
+    plot: Path,
+    target: float | None,
+    title: str,
+    x: str = "minutes",
 ) -> dict[str, list[dict]]:
-    """The win rate against MCTS-``sims`` over wall-clock, one line per folder's ``ladder.json``;
+    """The win rate against MCTS-``sims`` over wall-clock, one line per folder's ``ladder.json`` (or
+    per ladder.json file named directly);
     returns those rows per label (minutes, updates, env steps, win / draw / loss rates, games)."""
     table: dict[str, list[dict]] = {}
     for folder, label in zip(folders, labels):
-        rows = _rows(json.loads((folder / "ladder.json").read_text())["entries"], sims)
+        path = folder / "ladder.json" if folder.is_dir() else folder
+        rows = _rows(json.loads(path.read_text())["entries"], sims)
         if not rows:
-            raise SystemExit(f"{folder / 'ladder.json'} has no games against MCTS-{sims}")
+            raise SystemExit(f"{path} has no games against MCTS-{sims}")
         keys = ("minutes", "train_iter", "env_steps", "win", "draw", "loss", "games")
         table[label] = [{k: e[k] for k in keys} for e in rows]
-    _save_win_plot(list(table.items()), plot, title, f"win rate against MCTS-{sims:,}", target)
+    _save_win_plot(list(table.items()), plot, title, f"win rate against MCTS-{sims:,}", target, x)
     return table
 
 
@@ -196,18 +210,22 @@ def main(argv: list[str] | None = None) -> int:
     lad.add_argument("--plot", type=Path, default=None)
     lad.add_argument("--title", default=None, help="the plot's title (default: the snapshot folder's name)")
     sd = sub.add_parser("seeds", help="one strength, several runs' ladders in one plot")
-    sd.add_argument("folders", type=Path, nargs="+", help="snapshot folders with a ladder.json each")
+    sd.add_argument("folders", type=Path, nargs="+", help="snapshot folders with a ladder.json each, or such files")
     sd.add_argument("--sims", type=int, default=100)
     sd.add_argument("--labels", nargs="*", default=None, help="one per folder (default: the folder names)")
     sd.add_argument("--target", type=float, default=None, help="a horizontal line at this win rate")
     sd.add_argument("--plot", type=Path, required=True)
     sd.add_argument("--title", default="")
+    sd.add_argument(
+        "--x", choices=["minutes", "updates"], default="minutes", help="the x axis: wall-clock or learner updates"
+    )
     args = parser.parse_args(argv)
     if args.command == "seeds":
         labels = args.labels or [f.name for f in args.folders]
         if len(labels) != len(args.folders):
             parser.error("--labels needs one label per folder")
-        table = plot_seeds(args.folders, labels, args.sims, args.plot, args.target, args.title)
+        x = "minutes" if args.x == "minutes" else "train_iter"
+        table = plot_seeds(args.folders, labels, args.sims, args.plot, args.target, args.title, x)
         print(f"{'run':>12} {'minutes':>8} {'updates':>9} {'env steps':>10}  vs MCTS-{args.sims}: W / D / L")
         for label, rows in table.items():
             for r in rows:

@@ -437,7 +437,16 @@ def test_board_game_ladder_seeds_plots_one_strength_of_several_runs(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "ladder.json").write_text(json.dumps({"entries": entries}))
     plot = tmp_path / "seeds.png"
-    args = ["benchmarks/board_game_ladder.py", "seeds", str(tmp_path / "s0"), str(tmp_path / "s1"), "--sims", "100"]
+    args = [
+        "benchmarks/board_game_ladder.py",
+        "seeds",
+        str(tmp_path / "s0"),
+        str(tmp_path / "s1"),
+        "--sims",
+        "100",
+        "--x",
+        "updates",
+    ]
     out = _last_json([*args, "--labels", "a", "b", "--target", "0.95", "--plot", str(plot)], timeout=120)
     assert [r["minutes"] for r in out["a"]] == [10, 20] and [r["win"] for r in out["a"]] == [0.5, 0.9]
     assert [r["win"] for r in out["b"]] == [0.4] and plot.stat().st_size > 0
