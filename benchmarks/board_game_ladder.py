@@ -2,7 +2,8 @@
 bot at several strengths (random rollouts; 100, 1,000, 10,000 simulations), half the games as
 first player.
 
-Two steps, so that the ladder's games do not slow the training they measure:
+Three steps; the first two are apart so that the ladder's games do not slow the training they
+measure:
 
 1. ``snapshot``: while ``train`` runs, copy its latest checkpoint every ``--every-min`` minutes
    into ``--out`` as ``min<M>.pt`` (M = minutes since the snapshotter started, which starts with
@@ -175,9 +176,8 @@ def plot_seeds(
     title: str,
     x: str = "minutes",
 ) -> dict[str, list[dict]]:
-    """The win rate against MCTS-``sims`` over wall-clock, one line per folder's ``ladder.json`` (or
-    per ladder.json file named directly);
-    returns those rows per label (minutes, updates, env steps, win / draw / loss rates, games)."""
+    """The win rate against MCTS-``sims`` over wall-clock (or updates: ``x``), one line per folder's
+    ``ladder.json`` (or per ladder.json file named directly); returns those rows per label (minutes, updates, env steps, win / draw / loss rates, games)."""
     table: dict[str, list[dict]] = {}
     for folder, label in zip(folders, labels):
         path = folder / "ladder.json" if folder.is_dir() else folder
