@@ -177,7 +177,8 @@ def plot_seeds(
     x: str = "minutes",
 ) -> dict[str, list[dict]]:
     """The win rate against MCTS-``sims`` over wall-clock (or updates: ``x``), one line per folder's
-    ``ladder.json`` (or per ladder.json file named directly); returns those rows per label (minutes, updates, env steps, win / draw / loss rates, games)."""
+    ``ladder.json`` (or per ladder.json file named directly); returns those rows per label
+    (minutes, updates, env steps, win / draw / loss rates, games)."""
     table: dict[str, list[dict]] = {}
     for folder, label in zip(folders, labels):
         path = folder / "ladder.json" if folder.is_dir() else folder
